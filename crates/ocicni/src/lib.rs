@@ -1,0 +1,3 @@
+//! Attach pods to networks through CNI plugins: the API a container runtime calls.
+//!
+//! Not built yet: this crate will compose `cni-config`, `cni-exec`, `cni-watch` and `cni-lock`.
