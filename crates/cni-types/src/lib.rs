@@ -7,7 +7,11 @@
 //!
 //! You probably want the `ocicni` crate, which builds on this one.
 
+pub mod capabilities;
+pub mod cni_error;
+pub mod config;
 pub mod error;
+pub mod result;
 pub mod version;
 
 pub use error::{Error, Result};

@@ -1,0 +1,1 @@
+//! Capability arguments (CNI CONVENTIONS.md), handed to plugins in `runtimeConfig`.

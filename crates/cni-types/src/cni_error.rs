@@ -1,0 +1,1 @@
+//! The error object of the CNI spec, which plugins print on failure.

@@ -1,0 +1,1 @@
+//! Network configurations: a plugin configuration and a network configuration list.
