@@ -1,2 +1,44 @@
-//! Project automation.
-fn main() {}
+//! Project automation, run as `cargo xtask <command>`.
+//!
+//! - `test`: everything CI runs: rustfmt, clippy, rustdoc, unit, integration and doc tests, and the
+//!   tests that need root and network namespaces.
+//! - `demo`: the main job, end to end, in network namespaces of its own.
+//! - `bench`: the benchmarks, printed as tables and JSON.
+//!
+//! Each command installs the Debian packages it needs when they are missing and it runs as root, and
+//! says so.
+
+mod cmd;
+mod packages;
+mod test;
+
+use anyhow::{Result, bail};
+
+const USAGE: &str = "usage: cargo xtask <test|demo|bench> [options]
+
+  test     rustfmt, clippy, rustdoc, every test (privileged ones too, as root)
+           --no-privileged   skip the tests that need root and network namespaces
+  demo     the main job end to end (not built yet)
+  bench    the benchmarks (not built yet)";
+
+fn main() {
+    if let Err(err) = run() {
+        eprintln!("xtask: error: {err:#}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> Result<()> {
+    let mut args = std::env::args().skip(1);
+    let command = args.next().unwrap_or_default();
+    let rest: Vec<String> = args.collect();
+    match command.as_str() {
+        "test" => test::run(&rest),
+        "-h" | "--help" | "help" => {
+            println!("{USAGE}");
+            Ok(())
+        }
+        "" => bail!("no command given\n{USAGE}"),
+        other => bail!("unknown command {other:?}\n{USAGE}"),
+    }
+}

@@ -1,0 +1,53 @@
+//! Running commands from the workspace root, loudly.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+/// The workspace root (the parent of this crate's directory).
+pub(crate) fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+/// A `cargo` command rooted at the workspace, using the same cargo that runs xtask.
+pub(crate) fn cargo() -> Command {
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(workspace_root());
+    cmd
+}
+
+/// Runs `cmd`, echoing it first, and fails with the step's name when it fails.
+pub(crate) fn run_step(step: &str, cmd: &mut Command) -> Result<()> {
+    println!("\n==> {step}: {}", display(cmd));
+    let status = cmd.status().with_context(|| format!("{step}: cannot start {}", display(cmd)))?;
+    if !status.success() {
+        bail!("{step} failed ({status})");
+    }
+    Ok(())
+}
+
+/// Whether this process runs as root.
+pub(crate) fn is_root() -> bool {
+    // /proc/self/status has "Uid: real effective saved fs"; no libc needed.
+    std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("Uid:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .is_some_and(|euid| euid == "0")
+    })
+}
+
+/// Whether we run under CI (`CI=true`).
+pub(crate) fn in_ci() -> bool {
+    std::env::var("CI").is_ok_and(|v| v == "true" || v == "1")
+}
+
+fn display(cmd: &Command) -> String {
+    let mut s = cmd.get_program().to_string_lossy().into_owned();
+    for arg in cmd.get_args() {
+        s.push(' ');
+        s.push_str(&arg.to_string_lossy());
+    }
+    s
+}

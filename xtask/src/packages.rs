@@ -1,0 +1,51 @@
+//! Installing the Debian packages the tests, demo and benchmarks need.
+
+use std::process::Command;
+
+use anyhow::{Result, bail};
+
+use crate::cmd::{is_root, run_step};
+
+/// Packages every privileged test, the demo and the benchmarks rely on, with why.
+pub(crate) const NETWORK_PACKAGES: &[(&str, &str)] = &[
+    ("containernetworking-plugins", "the real CNI plugins in /usr/lib/cni"),
+    ("iptables", "used by the bridge and portmap plugins"),
+    ("iproute2", "ip netns for the tests' node namespaces"),
+];
+
+/// Packages needed to build crio-lite (k8s-cri compiles the CRI protobufs).
+pub(crate) const BUILD_PACKAGES: &[(&str, &str)] = &[("protobuf-compiler", "protoc, for the CRI protobufs")];
+
+/// Installs whichever of `wanted` are missing, when running as root; otherwise says what is missing.
+///
+/// # Errors
+///
+/// When packages are missing and cannot be installed.
+pub(crate) fn ensure(wanted: &[(&str, &str)]) -> Result<()> {
+    let missing: Vec<&(&str, &str)> = wanted.iter().filter(|(name, _)| !installed(name)).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    for (name, why) in &missing {
+        println!("xtask: package {name} is missing ({why})");
+    }
+    if !is_root() {
+        bail!(
+            "missing Debian packages: {}; run as root to let xtask install them",
+            missing.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(" ")
+        );
+    }
+    println!("xtask: installing them with apt-get (running as root)");
+    run_step("apt-get update", Command::new("apt-get").args(["update", "-q"]))?;
+    let mut install = Command::new("apt-get");
+    install.args(["install", "-y", "-q", "--no-install-recommends"]).env("DEBIAN_FRONTEND", "noninteractive");
+    install.args(missing.iter().map(|(n, _)| *n));
+    run_step("apt-get install", &mut install)
+}
+
+fn installed(package: &str) -> bool {
+    Command::new("dpkg-query")
+        .args(["-W", "-f=${Status}", package])
+        .output()
+        .is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("install ok installed"))
+}

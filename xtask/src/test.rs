@@ -1,0 +1,45 @@
+//! `cargo xtask test`: everything CI runs.
+
+use anyhow::{Result, bail};
+
+use crate::cmd::{cargo, in_ci, is_root, run_step};
+use crate::packages;
+
+pub(crate) fn run(args: &[String]) -> Result<()> {
+    let mut privileged = true;
+    for arg in args {
+        match arg.as_str() {
+            "--no-privileged" => privileged = false,
+            other => bail!("test: unknown option {other:?}"),
+        }
+    }
+    if privileged && !is_root() {
+        if in_ci() {
+            bail!("CI=true but not running as root: the privileged tests cannot run, and CI never skips them");
+        }
+        println!("xtask: not root, so the tests that need root and network namespaces will NOT run");
+        privileged = false;
+    }
+    let mut wanted = packages::BUILD_PACKAGES.to_vec();
+    if privileged {
+        wanted.extend_from_slice(packages::NETWORK_PACKAGES);
+    }
+    packages::ensure(&wanted)?;
+
+    run_step("rustfmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
+    run_step("clippy", cargo().args(["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"]))?;
+    run_step("rustdoc", cargo().args(["doc", "--workspace", "--no-deps"]).env("RUSTDOCFLAGS", "-D warnings"))?;
+    run_step("tests", cargo().args(["test", "--workspace"]))?;
+    if privileged {
+        // Only the ignored tests: the ones that need root and network namespaces. Each creates and
+        // removes its own namespaces, so they may run in parallel.
+        run_step(
+            "privileged tests (root + network namespaces)",
+            cargo().args(["test", "--workspace", "--", "--ignored"]).env("CNI_PRIVILEGED_TESTS", "1"),
+        )?;
+    } else {
+        println!("\nxtask: privileged tests skipped (--no-privileged or not root); this run is incomplete");
+    }
+    println!("\nxtask: all test steps passed");
+    Ok(())
+}
