@@ -1,0 +1,272 @@
+//! The cross-process half: flock on a file that is removed when free.
+//!
+//! # Invariant
+//!
+//! *A lock file is unlinked only by someone holding an exclusive flock on it, and a caller holds
+//! the lock only once it has the flock **and** the path still names the inode it locked.*
+//!
+//! Why this keeps mutual exclusion although files come and go:
+//!
+//! - Acquire: open (creating if needed) the path, flock the descriptor, then compare `fstat` of
+//!   the descriptor with `stat` of the path (device and inode). If the path is gone or names
+//!   another inode, an earlier holder unlinked our file between our `open` and our `flock`: the
+//!   lock we got guards nothing, so close it and start again.
+//! - While a caller holds the flock on the inode the path names, nobody can unlink that path:
+//!   unlinking needs an exclusive flock, which conflicts with ours. Any other caller either waits
+//!   for the same inode (and then verifies it) or opened an older, unlinked inode (and fails the
+//!   check). So at most one exclusive holder, or a group of shared holders, owns the live file.
+//! - Release, exclusive: still holding the flock, check the path names our inode, unlink it, then
+//!   close. Waiters on the old inode wake up, fail the check and retry on a fresh file.
+//! - Release, shared: try to convert our flock to exclusive without blocking. Success means no
+//!   one else holds or is converting on this inode, so we are in the exclusive case above. On
+//!   failure someone else still uses the file and will clean it up; we just close.
+//! - Inode numbers are not reused under us: our open descriptor keeps the inode alive.
+//!
+//! The kernel drops a flock when its last descriptor closes, including when the holder is killed,
+//! so a crashed holder never wedges anyone; its file stays until the next holder releases it. A
+//! caller that times out after creating the file (without ever locking it) can also leave one
+//! behind; the next release removes it.
+//!
+//! Waiting polls `try_lock` with a short backoff instead of blocking in `flock(2)`, because a
+//! blocked `flock` cannot be given a deadline or cancelled without signals.
+
+use std::{
+    fs::{self, DirBuilder, File, OpenOptions, TryLockError},
+    io,
+    os::unix::fs::{DirBuilderExt as _, MetadataExt as _, OpenOptionsExt as _},
+    path::{Path, PathBuf},
+    sync::atomic::{AtomicBool, Ordering},
+    thread,
+    time::{Duration, Instant},
+};
+
+use crate::{Error, LockMode};
+
+/// First pause between two `try_lock` attempts; doubled up to [`MAX_BACKOFF`].
+const MIN_BACKOFF: Duration = Duration::from_millis(1);
+/// Longest pause between attempts: bounds how late a waiter notices a freed lock.
+const MAX_BACKOFF: Duration = Duration::from_millis(10);
+
+/// Why an attempt to take the file lock ended without it.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    /// The deadline passed.
+    Timeout,
+    /// The caller gave up (its future was dropped).
+    Cancelled,
+    /// A file-system call failed.
+    Io(Error),
+}
+
+/// A flock held on the inode the lock path names (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Held {
+    file: Option<File>,
+    path: PathBuf,
+    mode: LockMode,
+}
+
+/// Takes the file lock at `path` (creating `dir` if needed), polling until `deadline`
+/// (`None`: forever) or until `cancel` is set.
+pub(crate) fn acquire(
+    dir: &Path,
+    path: &Path,
+    mode: LockMode,
+    deadline: Option<Instant>,
+    cancel: Option<&AtomicBool>,
+) -> Result<Held, Failure> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| Failure::Io(Error::io(dir, e)))?;
+    loop {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(path)
+            .map_err(|e| Failure::Io(Error::io(path, e)))?;
+        let mut backoff = MIN_BACKOFF;
+        loop {
+            let attempt = match mode {
+                LockMode::Exclusive => file.try_lock(),
+                LockMode::Shared => file.try_lock_shared(),
+            };
+            match attempt {
+                Ok(()) => break,
+                Err(TryLockError::WouldBlock) => {}
+                Err(TryLockError::Error(e)) => return Err(Failure::Io(Error::io(path, e))),
+            }
+            if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                return Err(Failure::Cancelled);
+            }
+            let mut pause = backoff;
+            if let Some(deadline) = deadline {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(Failure::Timeout);
+                }
+                pause = pause.min(deadline - now);
+            }
+            thread::sleep(pause);
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+        match names_inode_of(path, &file) {
+            Ok(true) => {
+                tracing::trace!(path = %path.display(), ?mode, "lock file acquired");
+                return Ok(Held {
+                    file: Some(file),
+                    path: path.to_owned(),
+                    mode,
+                });
+            }
+            // Unlinked by the previous holder after our open: retry on the live file.
+            Ok(false) => {
+                tracing::trace!(path = %path.display(), "lock file was replaced, retrying")
+            }
+            Err(e) => return Err(Failure::Io(Error::io(path, e))),
+        }
+    }
+}
+
+/// Whether `path` currently names the same inode as the open `file`.
+fn names_inode_of(path: &Path, file: &File) -> io::Result<bool> {
+    let ours = file.metadata()?;
+    match fs::symlink_metadata(path) {
+        Ok(there) => Ok(there.dev() == ours.dev() && there.ino() == ours.ino()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+impl Held {
+    /// Removes the lock file if we are its last user, then drops the flock.
+    pub(crate) fn release(mut self) -> Result<(), Error> {
+        self.release_inner()
+    }
+
+    fn release_inner(&mut self) -> Result<(), Error> {
+        let Some(file) = self.file.take() else {
+            return Ok(());
+        };
+        let exclusive = match self.mode {
+            LockMode::Exclusive => true,
+            // Converting to exclusive fails while anyone else holds the file; then they clean up.
+            LockMode::Shared => file.try_lock().is_ok(),
+        };
+        let mut result = Ok(());
+        if exclusive {
+            // The check guards against someone outside this protocol having replaced the file;
+            // under the invariant it always holds.
+            result = match names_inode_of(&self.path, &file) {
+                Ok(true) => match fs::remove_file(&self.path) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+                    _ => Ok(()),
+                },
+                Ok(false) => Ok(()),
+                Err(e) => Err(e),
+            }
+            .map_err(|e| Error::io(&self.path, e));
+        }
+        // Closing the last descriptor drops the flock.
+        drop(file);
+        tracing::trace!(path = %self.path.display(), removed = exclusive, "lock file released");
+        result
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Err(e) = self.release_inner() {
+            tracing::warn!(error = %e, "could not remove lock file; the lock is released anyway");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn paths() -> (tempfile::TempDir, PathBuf, PathBuf) {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("locks");
+        let path = dir.join("k.lock");
+        (tmp, dir, path)
+    }
+
+    fn now_plus(ms: u64) -> Option<Instant> {
+        Instant::now().checked_add(Duration::from_millis(ms))
+    }
+
+    #[test]
+    fn exclusive_release_removes_the_file() {
+        let (_tmp, dir, path) = paths();
+        let held = acquire(&dir, &path, LockMode::Exclusive, now_plus(100), None).expect("free");
+        assert!(path.exists());
+        held.release().expect("release");
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn last_shared_holder_removes_the_file() {
+        let (_tmp, dir, path) = paths();
+        let a = acquire(&dir, &path, LockMode::Shared, now_plus(100), None).expect("free");
+        let b = acquire(&dir, &path, LockMode::Shared, now_plus(100), None).expect("shared");
+        assert!(matches!(
+            acquire(&dir, &path, LockMode::Exclusive, now_plus(30), None),
+            Err(Failure::Timeout)
+        ));
+        a.release().expect("release a");
+        assert!(path.exists(), "b still holds the file");
+        b.release().expect("release b");
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_waiter_on_an_unlinked_inode_retries_on_the_live_file() {
+        let (_tmp, dir, path) = paths();
+        let first = acquire(&dir, &path, LockMode::Exclusive, now_plus(100), None).expect("free");
+        let waiter = thread::spawn({
+            let (dir, path) = (dir.clone(), path.clone());
+            move || acquire(&dir, &path, LockMode::Exclusive, now_plus(5000), None)
+        });
+        // The waiter has opened the first inode and is polling it.
+        thread::sleep(Duration::from_millis(50));
+        // Keeping the old inode open stops the file system from reusing its number.
+        let old = File::open(&path).expect("open");
+        let old_ino = old.metadata().expect("fstat").ino();
+        drop(first);
+        let second = waiter.join().expect("waiter panicked").expect("acquired");
+        let file = second.file.as_ref().expect("held");
+        assert!(names_inode_of(&path, file).expect("stat"));
+        assert_ne!(file.metadata().expect("fstat").ino(), old_ino);
+    }
+
+    #[test]
+    fn cancel_stops_polling() {
+        let (_tmp, dir, path) = paths();
+        let _held = acquire(&dir, &path, LockMode::Exclusive, None, None).expect("free");
+        let cancel = AtomicBool::new(true);
+        assert!(matches!(
+            acquire(&dir, &path, LockMode::Exclusive, None, Some(&cancel)),
+            Err(Failure::Cancelled)
+        ));
+    }
+
+    #[test]
+    fn an_unusable_directory_is_an_io_error_naming_it() {
+        let (tmp, _dir, _path) = paths();
+        let not_a_dir = tmp.path().join("file");
+        fs::write(&not_a_dir, b"").expect("write");
+        let path = not_a_dir.join("k.lock");
+        match acquire(&not_a_dir, &path, LockMode::Exclusive, now_plus(10), None) {
+            Err(Failure::Io(e)) => {
+                assert!(e.to_string().contains(&*not_a_dir.to_string_lossy()), "{e}")
+            }
+            other => panic!("expected an I/O error, got {other:?}"),
+        }
+    }
+}
