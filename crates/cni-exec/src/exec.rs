@@ -1,0 +1,448 @@
+//! The [`Exec`] trait and [`ProcessExec`], which runs plugins as child processes.
+
+use std::ffi::OsString;
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+use tracing::Instrument;
+
+use crate::discovery::find_plugin_in;
+use crate::error::{Error, OutputStream, PluginStatus, Result, stderr_tail};
+
+/// Finds and runs plugin binaries.
+///
+/// Everything above this crate's process layer talks to plugins through this trait (as
+/// `Arc<dyn Exec>`), so it can be tested with a fake that records invocations and returns canned output.
+/// [`ProcessExec`] is the real implementation.
+#[async_trait]
+pub trait Exec: Send + Sync {
+    /// Returns the path of the plugin called `name`, searching `dirs` in order.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidPluginName`] when `name` is not a plain file name, [`Error::PluginNotFound`]
+    /// when no directory holds an executable file of that name.
+    async fn find_plugin(&self, name: &str, dirs: &[PathBuf]) -> Result<PathBuf>;
+
+    /// Runs `plugin` with exactly the variables in `env` (plus what the implementation documents it
+    /// passes through) and `stdin` as its standard input, and returns its stdout when it exits with 0.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Failed`] when the plugin exits non-zero or is killed by a signal: `stdout` holds what it
+    /// printed, normally the spec's error object. [`Error::Timeout`], [`Error::OutputTooLarge`],
+    /// [`Error::Spawn`], [`Error::TextFileBusy`], [`Error::InvalidEnv`] and [`Error::Io`] for the ways
+    /// running it can go wrong before it gets to say anything.
+    async fn exec_plugin(
+        &self,
+        plugin: &Path,
+        env: &[(String, String)],
+        stdin: &[u8],
+    ) -> Result<Vec<u8>>;
+}
+
+/// How long one plugin invocation may take by default.
+///
+/// libcni sets no limit, so one stuck plugin blocks its pod forever. A minute is far beyond what a
+/// healthy plugin needs (milliseconds; a DHCP lease takes a few seconds) yet shorter than the two
+/// minutes a kubelet waits for a whole sandbox, which may run several plugins.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How many bytes a plugin may write to stdout, and separately to stderr, by default: 1 MiB.
+/// Real results are a few KiB.
+pub const DEFAULT_OUTPUT_LIMIT: usize = 1 << 20;
+
+/// The `PATH` plugins get when the runtime itself has none.
+pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// Runs plugins as child processes with tokio.
+///
+/// # Environment
+///
+/// A plugin starts from an **empty** environment and gets:
+///
+/// 1. `PATH` from the runtime's environment, or [`DEFAULT_PATH`] when it is unset or empty: plugins
+///    run `iptables`, `ip`, `nft` and friends;
+/// 2. the variables named with [`with_passed_env`](Self::with_passed_env), when the runtime has them
+///    (none by default; an operator may want `XTABLES_LOCKFILE` or proxy settings);
+/// 3. the variables the caller passes (normally `CNI_COMMAND`, `CNI_CONTAINERID`, `CNI_NETNS`,
+///    `CNI_IFNAME`, `CNI_ARGS`, `CNI_PATH`); they win over the first two.
+///
+/// libcni passes the runtime's whole environment plus the `CNI_*` variables. We are stricter because a
+/// runtime's environment is not the plugin's business: it may hold credentials, `LD_PRELOAD`, proxy
+/// settings or stray `CNI_*` variables of its own, and what a plugin sees should not depend on how the
+/// runtime happened to be started. The spec gives plugins their input through `CNI_*` and stdin only.
+///
+/// # Processes
+///
+/// Each plugin runs in a process group of its own. When an invocation times out, writes too much, or
+/// its future is dropped (the caller was cancelled), the whole group gets `SIGKILL`, so IPAM plugins and
+/// `iptables` it started die with it. Stdin is written while stdout and stderr are read, so no pipe can
+/// fill up and deadlock; a plugin that exits without reading its stdin is not an error.
+///
+/// Spawning that fails with "text file busy" (the binary is being written, e.g. during an upgrade) is
+/// retried a few times with a growing pause; see [`with_busy_retries`](Self::with_busy_retries).
+///
+/// # Launcher
+///
+/// [`with_launcher`](Self::with_launcher) runs plugins through a wrapper command: with
+/// `["ip", "netns", "exec", "node-ns"]` the command spawned is `ip netns exec node-ns /path/to/plugin`.
+/// Tests and benchmarks use it to run plugins inside a stand-in "node" network namespace. The wrapper
+/// must `exec` the plugin (so the plugin stays in the group) and pass its stdio and environment on.
+/// "Text file busy" is only retried when the wrapper itself cannot start.
+#[derive(Debug, Clone)]
+pub struct ProcessExec {
+    timeout: Duration,
+    stdout_limit: usize,
+    stderr_limit: usize,
+    launcher: Vec<OsString>,
+    passed_env: Vec<String>,
+    busy_attempts: u32,
+    busy_backoff: Duration,
+}
+
+/// The longest single pause between "text file busy" retries.
+const MAX_BUSY_BACKOFF: Duration = Duration::from_millis(500);
+
+impl Default for ProcessExec {
+    fn default() -> Self {
+        Self {
+            timeout: DEFAULT_TIMEOUT,
+            stdout_limit: DEFAULT_OUTPUT_LIMIT,
+            stderr_limit: DEFAULT_OUTPUT_LIMIT,
+            launcher: Vec::new(),
+            passed_env: Vec::new(),
+            busy_attempts: 8,
+            busy_backoff: Duration::from_millis(10),
+        }
+    }
+}
+
+impl ProcessExec {
+    /// A runner with the defaults: [`DEFAULT_TIMEOUT`], [`DEFAULT_OUTPUT_LIMIT`] per stream, no
+    /// launcher, only `PATH` passed through, 8 spawn attempts on "text file busy" (about 1 s in all).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Sets the time limit for each invocation.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Sets how many bytes a plugin may write to stdout.
+    pub fn with_stdout_limit(mut self, bytes: usize) -> Self {
+        self.stdout_limit = bytes;
+        self
+    }
+
+    /// Sets how many bytes a plugin may write to stderr.
+    pub fn with_stderr_limit(mut self, bytes: usize) -> Self {
+        self.stderr_limit = bytes;
+        self
+    }
+
+    /// Runs plugins through a wrapper command: the command spawned is `launcher... plugin`.
+    /// An empty launcher runs plugins directly.
+    pub fn with_launcher<I, S>(mut self, launcher: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<OsString>,
+    {
+        self.launcher = launcher.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Passes the runtime's own variable `name` (when set) through to plugins, besides `PATH`.
+    pub fn with_passed_env(mut self, name: impl Into<String>) -> Self {
+        self.passed_env.push(name.into());
+        self
+    }
+
+    /// Sets how often spawning is attempted while the binary is "text file busy" (at least once) and
+    /// the first pause, which doubles on each retry up to half a second.
+    pub fn with_busy_retries(mut self, attempts: u32, first_backoff: Duration) -> Self {
+        self.busy_attempts = attempts.max(1);
+        self.busy_backoff = first_backoff;
+        self
+    }
+
+    /// The time limit for each invocation.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn command(&self, plugin: &Path, env: &[(String, String)]) -> Result<Command> {
+        for (name, value) in env {
+            let reason = if name.is_empty() {
+                Some("empty name")
+            } else if name.contains('=') {
+                Some("name contains '='")
+            } else if name.contains('\0') || value.contains('\0') {
+                Some("contains NUL")
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                return Err(Error::InvalidEnv {
+                    plugin: plugin.to_owned(),
+                    name: name.clone(),
+                    reason,
+                });
+            }
+        }
+        let mut cmd = match self.launcher.split_first() {
+            Some((program, args)) => {
+                let mut cmd = Command::new(program);
+                cmd.args(args).arg(plugin);
+                cmd
+            }
+            None => Command::new(plugin),
+        };
+        cmd.env_clear();
+        let path = std::env::var_os("PATH")
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| DEFAULT_PATH.into());
+        cmd.env("PATH", path);
+        for name in &self.passed_env {
+            if let Some(value) = std::env::var_os(name) {
+                cmd.env(name, value);
+            }
+        }
+        cmd.envs(env.iter().map(|(k, v)| (k, v)));
+        cmd.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .process_group(0);
+        Ok(cmd)
+    }
+
+    async fn spawn(&self, cmd: &mut Command, plugin: &Path) -> Result<Child> {
+        let mut waited = Duration::ZERO;
+        let mut backoff = self.busy_backoff;
+        let mut attempt = 1;
+        loop {
+            match cmd.spawn() {
+                Ok(child) => return Ok(child),
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                    if attempt >= self.busy_attempts {
+                        return Err(Error::TextFileBusy {
+                            plugin: plugin.to_owned(),
+                            attempts: attempt,
+                            waited,
+                        });
+                    }
+                    tracing::debug!(attempt, ?backoff, "plugin binary busy, retrying");
+                    tokio::time::sleep(backoff).await;
+                    waited += backoff;
+                    backoff = (backoff * 2).min(MAX_BUSY_BACKOFF);
+                    attempt += 1;
+                }
+                Err(source) => {
+                    return Err(Error::Spawn {
+                        plugin: plugin.to_owned(),
+                        source,
+                    });
+                }
+            }
+        }
+    }
+
+    async fn run(
+        &self,
+        plugin: &Path,
+        env: &[(String, String)],
+        stdin: &[u8],
+        command: Option<&str>,
+    ) -> Result<Vec<u8>> {
+        let mut cmd = self.command(plugin, env)?;
+        // `child` is declared before `guard`, so the guard drops first: the group is killed while the
+        // leader is not yet reaped and its pid (the group id) cannot have been reused.
+        let mut child = self.spawn(&mut cmd, plugin).await?;
+        let mut guard = GroupGuard::new(child.id());
+        let io = communicate(&mut child, plugin, stdin, self.stdout_limit, self.stderr_limit);
+        let (stdout, stderr, status) = match tokio::time::timeout(self.timeout, io).await {
+            Ok(done) => done?,
+            Err(_elapsed) => {
+                guard.kill();
+                return Err(Error::Timeout {
+                    plugin: plugin.to_owned(),
+                    command: command.map(str::to_owned),
+                    timeout: self.timeout,
+                });
+            }
+        };
+        guard.disarm();
+        if status.success() {
+            if !stderr.is_empty() {
+                tracing::debug!(stderr = %stderr_tail(&stderr), "plugin wrote to stderr");
+            }
+            return Ok(stdout);
+        }
+        let status = match (status.code(), status.signal()) {
+            (Some(code), _) => PluginStatus::Code(code),
+            (None, Some(sig)) => PluginStatus::Signal(sig),
+            // Neither code nor signal cannot happen on Unix for a reaped child; report it as -1.
+            (None, None) => PluginStatus::Code(-1),
+        };
+        Err(Error::Failed {
+            plugin: plugin.to_owned(),
+            status,
+            stdout,
+            stderr_tail: stderr_tail(&stderr),
+        })
+    }
+}
+
+#[async_trait]
+impl Exec for ProcessExec {
+    async fn find_plugin(&self, name: &str, dirs: &[PathBuf]) -> Result<PathBuf> {
+        // A handful of stat calls: not worth a trip to the blocking pool.
+        find_plugin_in(name, dirs)
+    }
+
+    async fn exec_plugin(
+        &self,
+        plugin: &Path,
+        env: &[(String, String)],
+        stdin: &[u8],
+    ) -> Result<Vec<u8>> {
+        let command = env
+            .iter()
+            .find(|(k, _)| k == "CNI_COMMAND")
+            .map(|(_, v)| v.as_str());
+        let span = tracing::debug_span!(
+            "cni_plugin",
+            plugin = %plugin.display(),
+            command = command.unwrap_or(""),
+        );
+        async move {
+            let started = Instant::now();
+            let result = self.run(plugin, env, stdin, command).await;
+            let elapsed_ms = started.elapsed().as_millis() as u64;
+            match &result {
+                Ok(stdout) => tracing::debug!(elapsed_ms, stdout_len = stdout.len(), "plugin succeeded"),
+                Err(error) => tracing::debug!(elapsed_ms, %error, "plugin failed"),
+            }
+            result
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+/// Writes stdin while reading stdout and stderr, then waits for the plugin to exit.
+async fn communicate(
+    child: &mut Child,
+    plugin: &Path,
+    stdin: &[u8],
+    stdout_limit: usize,
+    stderr_limit: usize,
+) -> Result<(Vec<u8>, Vec<u8>, std::process::ExitStatus)> {
+    let stdin_pipe = child.stdin.take();
+    let write = async {
+        if let Some(mut pipe) = stdin_pipe {
+            match pipe.write_all(stdin).await {
+                // A plugin may exit, or close stdin, without reading all of it: its business.
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+                Err(source) => {
+                    return Err(Error::Io {
+                        plugin: plugin.to_owned(),
+                        op: "writing stdin of",
+                        source,
+                    });
+                }
+            }
+            // Dropping the pipe closes it: the plugin sees end of input.
+        }
+        Ok(())
+    };
+    let out = read_limited(child.stdout.take(), stdout_limit, plugin, OutputStream::Stdout);
+    let err = read_limited(child.stderr.take(), stderr_limit, plugin, OutputStream::Stderr);
+    let ((), stdout, stderr) = tokio::try_join!(write, out, err)?;
+    // Wait only after both pipes closed: the leader stays unreaped (its pid reserved) until here.
+    let status = child.wait().await.map_err(|source| Error::Io {
+        plugin: plugin.to_owned(),
+        op: "waiting for",
+        source,
+    })?;
+    Ok((stdout, stderr, status))
+}
+
+async fn read_limited<R: AsyncRead + Unpin>(
+    pipe: Option<R>,
+    limit: usize,
+    plugin: &Path,
+    stream: OutputStream,
+) -> Result<Vec<u8>> {
+    let Some(pipe) = pipe else {
+        return Ok(Vec::new());
+    };
+    let mut buf = Vec::new();
+    // One byte over the limit is enough to know it was exceeded; memory stays bounded.
+    pipe.take(limit as u64 + 1)
+        .read_to_end(&mut buf)
+        .await
+        .map_err(|source| Error::Io {
+            plugin: plugin.to_owned(),
+            op: match stream {
+                OutputStream::Stdout => "reading stdout of",
+                OutputStream::Stderr => "reading stderr of",
+            },
+            source,
+        })?;
+    if buf.len() > limit {
+        return Err(Error::OutputTooLarge {
+            plugin: plugin.to_owned(),
+            stream,
+            limit,
+        });
+    }
+    Ok(buf)
+}
+
+/// Kills a plugin's process group with `SIGKILL` when dropped, unless disarmed after a normal exit.
+struct GroupGuard {
+    pgid: Option<Pid>,
+}
+
+impl GroupGuard {
+    fn new(pid: Option<u32>) -> Self {
+        let pgid = pid
+            .and_then(|p| i32::try_from(p).ok())
+            .filter(|p| *p > 0)
+            .map(Pid::from_raw);
+        Self { pgid }
+    }
+
+    fn kill(&mut self) {
+        if let Some(pgid) = self.pgid.take() {
+            // ESRCH (everyone already gone) is fine; nothing else can be done about other errors.
+            if let Err(errno) = killpg(pgid, Signal::SIGKILL)
+                && errno != nix::errno::Errno::ESRCH
+            {
+                tracing::warn!(%pgid, %errno, "cannot kill plugin process group");
+            }
+        }
+    }
+
+    fn disarm(&mut self) {
+        self.pgid = None;
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
