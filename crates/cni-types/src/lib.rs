@@ -14,5 +14,6 @@ pub mod error;
 pub mod result;
 pub mod version;
 
+pub use config::{Capabilities, ConfigError, Dns, Ipam, NetworkConfigList, PluginConfig};
 pub use error::{Error, Result};
 pub use version::{Version, VersionInfo};

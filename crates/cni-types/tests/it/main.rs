@@ -1,0 +1,3 @@
+//! Public-API tests of cni-types, one module per area.
+
+mod config;
