@@ -34,7 +34,21 @@ pub enum Error {
         from: String,
         /// The requested version.
         to: String,
-        /// What cannot be represented.
+        /// What cannot be represented, naming the field.
+        reason: String,
+    },
+    /// A result that holds something its own version cannot express, so it cannot be written out.
+    #[error("cannot write result as {version}: {reason}")]
+    Encode {
+        /// The result's version.
+        version: String,
+        /// What cannot be written, naming the field.
+        reason: String,
+    },
+    /// A result whose `cniVersion` is missing or differs from the version it is being read as.
+    #[error("invalid result: {reason}")]
+    InvalidResult {
+        /// What is wrong with it.
         reason: String,
     },
 }
