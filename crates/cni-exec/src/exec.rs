@@ -85,7 +85,9 @@ pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bi
 /// Each plugin runs in a process group of its own. When an invocation times out, writes too much, or
 /// its future is dropped (the caller was cancelled), the whole group gets `SIGKILL`, so IPAM plugins and
 /// `iptables` it started die with it. Stdin is written while stdout and stderr are read, so no pipe can
-/// fill up and deadlock; a plugin that exits without reading its stdin is not an error.
+/// fill up and deadlock; a plugin that exits without reading its stdin is not an error. An invocation
+/// ends when the plugin has exited *and* its stdout and stderr are closed, so a child it leaves behind
+/// holding them open makes the invocation run into the timeout.
 ///
 /// Spawning that fails with "text file busy" (the binary is being written, e.g. during an upgrade) is
 /// retried a few times with a growing pause; see [`with_busy_retries`](Self::with_busy_retries).
@@ -269,7 +271,13 @@ impl ProcessExec {
         // leader is not yet reaped and its pid (the group id) cannot have been reused.
         let mut child = self.spawn(&mut cmd, plugin).await?;
         let mut guard = GroupGuard::new(child.id());
-        let io = communicate(&mut child, plugin, stdin, self.stdout_limit, self.stderr_limit);
+        let io = communicate(
+            &mut child,
+            plugin,
+            stdin,
+            self.stdout_limit,
+            self.stderr_limit,
+        );
         let (stdout, stderr, status) = match tokio::time::timeout(self.timeout, io).await {
             Ok(done) => done?,
             Err(_elapsed) => {
@@ -330,7 +338,9 @@ impl Exec for ProcessExec {
             let result = self.run(plugin, env, stdin, command).await;
             let elapsed_ms = started.elapsed().as_millis() as u64;
             match &result {
-                Ok(stdout) => tracing::debug!(elapsed_ms, stdout_len = stdout.len(), "plugin succeeded"),
+                Ok(stdout) => {
+                    tracing::debug!(elapsed_ms, stdout_len = stdout.len(), "plugin succeeded");
+                }
                 Err(error) => tracing::debug!(elapsed_ms, %error, "plugin failed"),
             }
             result
@@ -367,8 +377,18 @@ async fn communicate(
         }
         Ok(())
     };
-    let out = read_limited(child.stdout.take(), stdout_limit, plugin, OutputStream::Stdout);
-    let err = read_limited(child.stderr.take(), stderr_limit, plugin, OutputStream::Stderr);
+    let out = read_limited(
+        child.stdout.take(),
+        stdout_limit,
+        plugin,
+        OutputStream::Stdout,
+    );
+    let err = read_limited(
+        child.stderr.take(),
+        stderr_limit,
+        plugin,
+        OutputStream::Stderr,
+    );
     let ((), stdout, stderr) = tokio::try_join!(write, out, err)?;
     // Wait only after both pipes closed: the leader stays unreaped (its pid reserved) until here.
     let status = child.wait().await.map_err(|source| Error::Io {

@@ -66,6 +66,8 @@ mod discovery;
 mod error;
 mod exec;
 
-pub use discovery::{DEFAULT_PLUGIN_DIRS, default_plugin_dirs, find_plugin_in, validate_plugin_name};
+pub use discovery::{
+    DEFAULT_PLUGIN_DIRS, default_plugin_dirs, find_plugin_in, validate_plugin_name,
+};
 pub use error::{Error, OutputStream, PluginStatus, Result, STDERR_TAIL_BYTES};
 pub use exec::{DEFAULT_OUTPUT_LIMIT, DEFAULT_PATH, DEFAULT_TIMEOUT, Exec, ProcessExec};

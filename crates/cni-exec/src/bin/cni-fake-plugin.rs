@@ -12,7 +12,9 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 
 /// Every version the fake claims to support unless told otherwise.
-const ALL_VERSIONS: &[&str] = &["0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"];
+const ALL_VERSIONS: &[&str] = &[
+    "0.1.0", "0.2.0", "0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0",
+];
 
 /// Commands of CNI 1.1.0.
 const COMMANDS: &[&str] = &["ADD", "DEL", "CHECK", "VERSION", "STATUS", "GC"];
@@ -64,7 +66,11 @@ fn run() -> i32 {
     let flag = |key: &str| fake.get(key).and_then(Value::as_bool).unwrap_or(false);
 
     let child_pid = if applies && flag("spawnChild") {
-        Command::new("sleep").arg("1000").spawn().ok().map(|c| c.id())
+        Command::new("sleep")
+            .arg("1000")
+            .spawn()
+            .ok()
+            .map(|c| c.id())
     } else {
         None
     };
@@ -83,7 +89,12 @@ fn run() -> i32 {
         return spec_error(&version, 6, "failed to decode content", "stdin is not JSON");
     }
     if bad_override {
-        return spec_error(&version, 7, "invalid CNI_FAKE", "CNI_FAKE must be a JSON object");
+        return spec_error(
+            &version,
+            7,
+            "invalid CNI_FAKE",
+            "CNI_FAKE must be a JSON object",
+        );
     }
     if !COMMANDS.contains(&command.as_str()) {
         return spec_error(&version, 4, "unknown CNI_COMMAND", &command);
@@ -112,7 +123,10 @@ fn run() -> i32 {
         }
         if let Some(fail) = fake.get("fail") {
             let code = fail.get("code").and_then(Value::as_u64).unwrap_or(999);
-            let msg = fail.get("msg").and_then(Value::as_str).unwrap_or("fake failure");
+            let msg = fail
+                .get("msg")
+                .and_then(Value::as_str)
+                .unwrap_or("fake failure");
             let details = fail.get("details").and_then(Value::as_str).unwrap_or("");
             return spec_error(&version, code, msg, details);
         }

@@ -1,0 +1,421 @@
+//! `ProcessExec` against the fake plugin and small shell scripts.
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use cni_exec::{Error, Exec, OutputStream, PluginStatus, ProcessExec};
+use serde_json::{Value, json};
+
+use crate::support::{PluginDir, cni_env, set_mode, wait_child_record, wait_dead};
+
+#[tokio::test]
+async fn plugin_sees_only_cni_vars_and_path() {
+    let dir = PluginDir::new();
+    let plugin = dir.install_fake("fake");
+    let stdin = dir.config(json!({}));
+    ProcessExec::new()
+        .exec_plugin(&plugin, &cni_env("ADD", "c1"), &stdin)
+        .await
+        .expect("ADD succeeds");
+
+    let records = dir.records();
+    assert_eq!(records.len(), 1);
+    let env = records[0]["env"].as_object().expect("env object");
+    let keys: BTreeSet<&str> = env.keys().map(String::as_str).collect();
+    let want: BTreeSet<&str> = [
+        "CNI_COMMAND",
+        "CNI_CONTAINERID",
+        "CNI_IFNAME",
+        "CNI_NETNS",
+        "CNI_PATH",
+        "PATH",
+    ]
+    .into();
+    assert_eq!(keys, want);
+    assert_eq!(env["CNI_COMMAND"], "ADD");
+    assert_eq!(env["CNI_CONTAINERID"], "c1");
+    let runtime_path = std::env::var("PATH").unwrap_or_else(|_| cni_exec::DEFAULT_PATH.into());
+    assert_eq!(env["PATH"], runtime_path.as_str());
+}
+
+#[tokio::test]
+async fn passed_env_and_caller_vars_reach_the_plugin() {
+    let dir = PluginDir::new();
+    let plugin = dir.install_fake("fake");
+    // Any variable of the test process other than PATH: cargo sets several for every test run.
+    let (name, value) = std::env::vars()
+        .find(|(k, _)| k != "PATH" && !k.starts_with("CNI_"))
+        .expect("the test process has some environment");
+    let mut env = cni_env("DEL", "c2");
+    env.push(("PATH".into(), "/caller/path".into()));
+    ProcessExec::new()
+        .with_passed_env(name.clone())
+        .with_passed_env("CNI_EXEC_TEST_SURELY_UNSET_VARIABLE")
+        .exec_plugin(&plugin, &env, &dir.config(json!({})))
+        .await
+        .expect("DEL succeeds");
+
+    let rec = &dir.records()[0];
+    assert_eq!(rec["env"][&name], value.as_str());
+    assert_eq!(
+        rec["env"]["PATH"], "/caller/path",
+        "caller wins over the runtime"
+    );
+    assert!(
+        rec["env"]
+            .get("CNI_EXEC_TEST_SURELY_UNSET_VARIABLE")
+            .is_none()
+    );
+}
+
+#[tokio::test]
+async fn stdin_is_delivered_and_stdout_returned() {
+    let dir = PluginDir::new();
+    let plugin = dir.install_fake("fake");
+    let stdin = dir.config(json!({"result": {"cniVersion": "1.0.0", "ips": [], "marker": 42}}));
+    let stdout = ProcessExec::new()
+        .exec_plugin(&plugin, &cni_env("ADD", "c3"), &stdin)
+        .await
+        .expect("ADD succeeds");
+
+    let printed: Value = serde_json::from_slice(&stdout).expect("stdout is JSON");
+    assert_eq!(printed["marker"], 42);
+    let sent: Value = serde_json::from_slice(&stdin).expect("config is JSON");
+    assert_eq!(dir.records()[0]["stdin"], sent);
+}
+
+#[tokio::test]
+async fn failure_keeps_the_spec_error_on_stdout() {
+    let dir = PluginDir::new();
+    let plugin = dir.install_fake("fake");
+    let stdin = dir.config(json!({
+        "fail": {"code": 7, "msg": "bad config", "details": "no bridge"},
+        "stderr": "some diagnostics\n",
+    }));
+    let err = ProcessExec::new()
+        .exec_plugin(&plugin, &cni_env("ADD", "c4"), &stdin)
+        .await
+        .expect_err("plugin fails");
+
+    let message = err.to_string();
+    let Error::Failed {
+        plugin: failed,
+        status,
+        stdout,
+        stderr_tail,
+    } = err
+    else {
+        panic!("want Failed, got {message}");
+    };
+    assert_eq!(failed, plugin);
+    assert_eq!(status, PluginStatus::Code(1));
+    let spec: Value = serde_json::from_slice(&stdout).expect("stdout is the spec error");
+    assert_eq!(spec["code"], 7);
+    assert_eq!(spec["msg"], "bad config");
+    assert_eq!(stderr_tail, "some diagnostics");
+    assert!(message.contains(&plugin.display().to_string()), "{message}");
+    assert!(message.contains("exit code 1"), "{message}");
+}
+
+#[tokio::test]
+async fn timeout_kills_the_whole_group() {
+    let dir = PluginDir::new();
+    let plugin = dir.install_fake("hanger");
+    let stdin = dir.config(json!({"spawnChild": true}));
+    let started = Instant::now();
+    let err = ProcessExec::new()
+        .with_timeout(Duration::from_millis(700))
+        .exec_plugin(&plugin, &cni_env("ADD", "c5"), &stdin)
+        .await
+        .expect_err("plugin hangs");
+    assert!(started.elapsed() < Duration::from_secs(5));
+
+    let message = err.to_string();
+    assert!(
+        matches!(&err, Error::Timeout { plugin: p, command: Some(c), timeout }
+            if *p == plugin && c == "ADD" && *timeout == Duration::from_millis(700)),
+        "{message}"
+    );
+    assert!(message.contains("hanger"), "{message}");
+    assert!(message.contains("700ms"), "{message}");
+
+    let (pid, child) = wait_child_record(&dir).await;
+    assert!(wait_dead(pid).await, "plugin {pid} survived the timeout");
+    assert!(
+        wait_dead(child).await,
+        "grandchild {child} survived the timeout"
+    );
+}
+
+#[tokio::test]
+async fn dropping_the_future_kills_the_whole_group() {
+    let dir = PluginDir::new();
+    let plugin = dir.install_fake("hanger");
+    let stdin = dir.config(json!({"spawnChild": true}));
+    let exec = ProcessExec::new();
+    let env = cni_env("DEL", "c6");
+    let run = exec.exec_plugin(&plugin, &env, &stdin);
+    let (pid, child) = tokio::select! {
+        result = run => panic!("a hanging plugin returned: {result:?}"),
+        pids = wait_child_record(&dir) => pids,
+    };
+    // `run` is dropped here, as when the caller's request is cancelled.
+    assert!(wait_dead(pid).await, "plugin {pid} survived the drop");
+    assert!(
+        wait_dead(child).await,
+        "grandchild {child} survived the drop"
+    );
+}
+
+#[tokio::test]
+async fn death_by_signal_is_reported() {
+    for (crash, signal, name) in [("abort", 6, "SIGABRT"), ("segv", 11, "SIGSEGV")] {
+        let dir = PluginDir::new();
+        let plugin = dir.install_fake("crasher");
+        let err = ProcessExec::new()
+            .exec_plugin(
+                &plugin,
+                &cni_env("ADD", "c7"),
+                &dir.config(json!({"crash": crash})),
+            )
+            .await
+            .expect_err("plugin crashes");
+        let message = err.to_string();
+        assert!(
+            matches!(&err, Error::Failed { status: PluginStatus::Signal(s), .. } if *s == signal),
+            "{crash}: {message}"
+        );
+        assert!(message.contains(name), "{message}");
+    }
+}
+
+#[tokio::test]
+async fn garbage_with_exit_zero_is_returned_as_is() {
+    let dir = PluginDir::new();
+    let plugin = dir.install_fake("fake");
+    let stdout = ProcessExec::new()
+        .exec_plugin(
+            &plugin,
+            &cni_env("ADD", "c8"),
+            &dir.config(json!({"garbage": true})),
+        )
+        .await
+        .expect("exit 0 is success at this layer");
+    assert!(serde_json::from_slice::<Value>(&stdout).is_err());
+    assert!(!stdout.is_empty());
+}
+
+#[tokio::test]
+async fn nonzero_exit_without_json_carries_the_stderr_tail() {
+    let dir = PluginDir::new();
+    let plugin = dir.install_fake("fake");
+    let stdin = dir.config(json!({"crash": "exit3-no-json"}));
+    let err = ProcessExec::new()
+        .exec_plugin(&plugin, &cni_env("ADD", "c9"), &stdin)
+        .await
+        .expect_err("plugin fails");
+    let message = err.to_string();
+    let Error::Failed {
+        status,
+        stdout,
+        stderr_tail,
+        ..
+    } = err
+    else {
+        panic!("want Failed, got {message}");
+    };
+    assert_eq!(status, PluginStatus::Code(3));
+    assert!(stdout.is_empty());
+    assert_eq!(stderr_tail, "fake plugin crashed on purpose");
+    assert!(message.contains("crashed on purpose"), "{message}");
+}
+
+#[tokio::test]
+async fn output_over_the_limit_is_an_error_and_kills_the_plugin() {
+    let dir = PluginDir::new();
+    let plugin = dir.install_fake("chatty");
+    let limit = 64 * 1024;
+    let err = ProcessExec::new()
+        .with_stdout_limit(limit)
+        .exec_plugin(
+            &plugin,
+            &cni_env("ADD", "c10"),
+            &dir.config(json!({"hugeBytes": 50_000_000})),
+        )
+        .await
+        .expect_err("too much output");
+    let message = err.to_string();
+    assert!(
+        matches!(&err, Error::OutputTooLarge { stream: OutputStream::Stdout, limit: l, .. } if *l == limit),
+        "{message}"
+    );
+    assert!(
+        message.contains("chatty") && message.contains("65536"),
+        "{message}"
+    );
+    let pid = dir.records()[0]["pid"].as_u64().expect("pid");
+    assert!(wait_dead(pid).await, "plugin {pid} kept running");
+
+    let err = ProcessExec::new()
+        .with_stderr_limit(100)
+        .exec_plugin(
+            &plugin,
+            &cni_env("ADD", "c10"),
+            &dir.config(json!({"stderr": "e".repeat(1000)})),
+        )
+        .await
+        .expect_err("too much stderr");
+    assert!(
+        matches!(
+            &err,
+            Error::OutputTooLarge {
+                stream: OutputStream::Stderr,
+                limit: 100,
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn output_larger_than_a_pipe_buffer_is_read_whole() {
+    let dir = PluginDir::new();
+    let plugin = dir.install_fake("fake");
+    let stdout = ProcessExec::new()
+        .exec_plugin(
+            &plugin,
+            &cni_env("ADD", "c11"),
+            &dir.config(json!({"hugeBytes": 300_000})),
+        )
+        .await
+        .expect("under the default limit");
+    assert_eq!(stdout.len(), 300_000);
+}
+
+#[tokio::test]
+async fn plugin_that_ignores_stdin_is_not_an_epipe_error() {
+    let dir = PluginDir::new();
+    let plugin = dir.script("lazy", "echo '{}'");
+    let stdin = vec![b' '; 4 << 20];
+    let stdout = ProcessExec::new()
+        .exec_plugin(&plugin, &cni_env("DEL", "c12"), &stdin)
+        .await
+        .expect("not reading stdin is fine");
+    assert_eq!(stdout, b"{}\n");
+}
+
+/// Writes a script while keeping the file open for writing, as an installer copying a binary does.
+fn busy_script(dir: &PluginDir, name: &str) -> (std::path::PathBuf, std::fs::File) {
+    let path = dir.path().join(name);
+    let mut writer = std::fs::File::create(&path).expect("create plugin");
+    writer
+        .write_all(b"#!/bin/sh\necho '{\"replaced\":true}'\n")
+        .expect("write plugin");
+    set_mode(&path, 0o755);
+    (path, writer)
+}
+
+#[tokio::test]
+async fn text_file_busy_is_retried_until_the_writer_is_done() {
+    let dir = PluginDir::new();
+    let (plugin, writer) = busy_script(&dir, "upgrading");
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(writer);
+    });
+    let stdout = ProcessExec::new()
+        .exec_plugin(&plugin, &cni_env("ADD", "c13"), b"{}")
+        .await
+        .expect("spawn succeeds once the writer closes");
+    assert_eq!(stdout, b"{\"replaced\":true}\n");
+    release.await.expect("release task");
+}
+
+#[tokio::test]
+async fn text_file_busy_gives_up_with_a_clear_error() {
+    let dir = PluginDir::new();
+    let (plugin, _writer) = busy_script(&dir, "stuck");
+    let err = ProcessExec::new()
+        .with_busy_retries(3, Duration::from_millis(5))
+        .exec_plugin(&plugin, &cni_env("ADD", "c14"), b"{}")
+        .await
+        .expect_err("binary stays busy");
+    let message = err.to_string();
+    assert!(
+        matches!(&err, Error::TextFileBusy { attempts: 3, .. }),
+        "{message}"
+    );
+    assert!(
+        message.contains("stuck") && message.contains("text file busy"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn missing_binary_is_a_spawn_error() {
+    let dir = PluginDir::new();
+    let plugin = dir.path().join("absent");
+    let err = ProcessExec::new()
+        .exec_plugin(&plugin, &cni_env("ADD", "c15"), b"{}")
+        .await
+        .expect_err("nothing to run");
+    assert!(
+        matches!(&err, Error::Spawn { plugin: p, .. } if *p == plugin),
+        "{err}"
+    );
+    assert!(err.to_string().contains("absent"));
+}
+
+#[tokio::test]
+async fn bad_env_is_rejected_before_spawning() {
+    let dir = PluginDir::new();
+    let plugin = dir.install_fake("fake");
+    for name in ["", "A=B", "NUL\0"] {
+        let env = vec![(name.to_owned(), "x".to_owned())];
+        let err = ProcessExec::new()
+            .exec_plugin(&plugin, &env, &dir.config(json!({})))
+            .await
+            .expect_err("invalid variable");
+        assert!(matches!(err, Error::InvalidEnv { .. }), "{name:?}: {err}");
+    }
+    assert!(dir.records().is_empty(), "the plugin must not have run");
+}
+
+#[tokio::test]
+async fn launcher_wraps_the_plugin() {
+    let dir = PluginDir::new();
+    let plugin = dir.install_fake("fake");
+    // `env VAR=value cmd` is the simplest wrapper that execs its command.
+    let stdout = ProcessExec::new()
+        .with_launcher(["env", "CNI_VIA_LAUNCHER=yes"])
+        .exec_plugin(&plugin, &cni_env("ADD", "c16"), &dir.config(json!({})))
+        .await
+        .expect("wrapped plugin runs");
+    assert!(serde_json::from_slice::<Value>(&stdout).is_ok());
+    let rec = &dir.records()[0];
+    assert_eq!(rec["env"]["CNI_VIA_LAUNCHER"], "yes");
+    assert_eq!(rec["env"]["CNI_COMMAND"], "ADD");
+}
+
+#[tokio::test]
+async fn works_as_a_trait_object() {
+    let dir = PluginDir::new();
+    dir.install_fake("fake");
+    let exec: std::sync::Arc<dyn Exec> = std::sync::Arc::new(ProcessExec::new());
+    let found = exec
+        .find_plugin("fake", &[dir.path().to_owned()])
+        .await
+        .expect("found");
+    let stdout = exec
+        .exec_plugin(
+            &found,
+            &cni_env("VERSION", ""),
+            br#"{"cniVersion":"1.1.0"}"#,
+        )
+        .await
+        .expect("VERSION succeeds");
+    let version: Value = serde_json::from_slice(&stdout).expect("JSON");
+    assert_eq!(version["cniVersion"], "1.1.0");
+}

@@ -1,0 +1,137 @@
+//! Helpers shared by the integration tests.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+/// The fake plugin binary cargo built for these tests.
+pub(crate) fn fake_plugin_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_cni-fake-plugin"))
+}
+
+/// A temporary plugin directory with a record file next to it.
+pub(crate) struct PluginDir {
+    pub(crate) dir: TempDir,
+}
+
+impl PluginDir {
+    pub(crate) fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().expect("create temp dir"),
+        }
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Links the fake plugin into the directory as `name` and returns its path.
+    pub(crate) fn install_fake(&self, name: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::os::unix::fs::symlink(fake_plugin_binary(), &path).expect("symlink fake plugin");
+        path
+    }
+
+    /// Writes an executable shell script called `name`.
+    pub(crate) fn script(&self, name: &str, body: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write script");
+        set_mode(&path, 0o755);
+        path
+    }
+
+    /// Where the fake plugin records its invocations in these tests.
+    pub(crate) fn record_path(&self) -> PathBuf {
+        self.dir.path().join("record.jsonl")
+    }
+
+    /// A network configuration whose `fake` object is `fake` plus `"record"`.
+    pub(crate) fn config(&self, mut fake: Value) -> Vec<u8> {
+        fake["record"] = json!(self.record_path());
+        serde_json::to_vec(&json!({
+            "cniVersion": "1.0.0",
+            "name": "testnet",
+            "type": "fake",
+            "fake": fake,
+        }))
+        .expect("serialize config")
+    }
+
+    /// Every invocation recorded so far.
+    pub(crate) fn records(&self) -> Vec<Value> {
+        let Ok(text) = std::fs::read_to_string(self.record_path()) else {
+            return Vec::new();
+        };
+        text.lines()
+            .map(|l| serde_json::from_str(l).expect("record line is JSON"))
+            .collect()
+    }
+}
+
+pub(crate) fn set_mode(path: &Path, mode: u32) {
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// The `CNI_*` variables of an invocation.
+pub(crate) fn cni_env(command: &str, container: &str) -> Vec<(String, String)> {
+    [
+        ("CNI_COMMAND", command),
+        ("CNI_CONTAINERID", container),
+        ("CNI_NETNS", "/var/run/netns/test"),
+        ("CNI_IFNAME", "eth0"),
+        ("CNI_PATH", "/opt/cni/bin"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.to_owned()))
+    .collect()
+}
+
+/// Whether `pid` is gone: no `/proc` entry, or a zombie that nobody reaped yet (in a container the
+/// init process may not reap orphans; a zombie runs no code and holds no resources but its pid).
+pub(crate) fn is_dead(pid: u64) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return true;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.trim_start().chars().next());
+    matches!(state, Some('Z' | 'X'))
+}
+
+/// Waits up to five seconds for `pid` to die.
+pub(crate) async fn wait_dead(pid: u64) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if is_dead(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    is_dead(pid)
+}
+
+/// Waits up to five seconds for a record with a `childPid`, returning (pid, childPid).
+pub(crate) async fn wait_child_record(dir: &PluginDir) -> (u64, u64) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        // Read the raw file: a half-written line must not fail the parse in `records`.
+        let text = std::fs::read_to_string(dir.record_path()).unwrap_or_default();
+        if let Some(rec) = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|r| r.get("childPid").is_some())
+        {
+            let pid = rec["pid"].as_u64().expect("pid");
+            let child = rec["childPid"].as_u64().expect("childPid");
+            return (pid, child);
+        }
+        assert!(
+            Instant::now() < deadline,
+            "fake plugin never recorded its child"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
