@@ -125,7 +125,7 @@ pub(crate) fn acquire(
             }
             // Unlinked by the previous holder after our open: retry on the live file.
             Ok(false) => {
-                tracing::trace!(path = %path.display(), "lock file was replaced, retrying")
+                tracing::trace!(path = %path.display(), "lock file was replaced, retrying");
             }
             Err(e) => return Err(Failure::Io(Error::io(path, e))),
         }
@@ -264,7 +264,7 @@ mod tests {
         let path = not_a_dir.join("k.lock");
         match acquire(&not_a_dir, &path, LockMode::Exclusive, now_plus(10), None) {
             Err(Failure::Io(e)) => {
-                assert!(e.to_string().contains(&*not_a_dir.to_string_lossy()), "{e}")
+                assert!(e.to_string().contains(&*not_a_dir.to_string_lossy()), "{e}");
             }
             other => panic!("expected an I/O error, got {other:?}"),
         }

@@ -154,7 +154,7 @@ mod tests {
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }));
             // Let task `i` reach the queue before task `i + 1` is spawned.
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(Duration::from_millis(40)).await;
         }
         drop(first);
         for task in tasks {
