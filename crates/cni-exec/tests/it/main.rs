@@ -2,5 +2,6 @@
 
 mod discovery;
 mod fake_plugin;
+mod netns;
 mod process;
 mod support;
