@@ -46,7 +46,7 @@ pub struct CniResult {
 
 /// An interface in a result (1.1.0 shape).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename = "interface", rename_all = "camelCase")]
 pub struct Interface {
     /// Interface name, e.g. `eth0`.
     #[serde(default, deserialize_with = "nullable")]
@@ -113,6 +113,7 @@ impl Interface {
 
 /// An address assigned by the plugin (1.x shape: no `version` key).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename = "ip config")]
 pub struct IpConfig {
     /// The address with its prefix length; host bits are kept (`10.88.0.5/16`).
     pub address: IpNet,
@@ -151,6 +152,7 @@ impl IpConfig {
 
 /// A route (1.1.0 shape).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename = "route")]
 pub struct Route {
     /// Destination network.
     pub dst: IpNet,
@@ -213,6 +215,7 @@ impl Route {
 
 /// DNS information, the same in every version.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename = "dns")]
 pub struct Dns {
     /// Name servers, in priority order (kept as text: plugins are not checked here).
     #[serde(
@@ -389,18 +392,18 @@ impl CniResult {
 /// [`Error::Json`] when the bytes are not a JSON object, [`Error::InvalidVersion`] when
 /// `cniVersion` is not a version string.
 pub fn declared_version(bytes: &[u8]) -> Result<Option<Version>> {
-    #[derive(Deserialize)]
-    struct Peek {
-        #[serde(rename = "cniVersion", default)]
-        cni_version: Option<String>,
-    }
-    let peek: Peek = serde_json::from_slice(bytes).map_err(|source| Error::Json {
-        what: "result",
-        source,
-    })?;
-    match peek.cni_version.as_deref() {
-        None | Some("") => Ok(None),
-        Some(v) => v.parse().map(Some),
+    let object: serde_json::Map<String, serde_json::Value> = serde_json::from_slice(bytes)
+        .map_err(|source| Error::Json {
+            what: "result",
+            source,
+        })?;
+    match object.get("cniVersion") {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(v)) if v.is_empty() => Ok(None),
+        Some(serde_json::Value::String(v)) => v.parse().map(Some),
+        Some(other) => Err(Error::InvalidResult {
+            reason: format!("cniVersion {other} is not a string"),
+        }),
     }
 }
 

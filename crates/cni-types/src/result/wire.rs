@@ -39,6 +39,7 @@ impl Shape {
 
 /// A 0.1.0/0.2.0 result.
 #[derive(Serialize, Deserialize)]
+#[serde(rename = "result")]
 struct Result02 {
     #[serde(
         rename = "cniVersion",
@@ -60,6 +61,7 @@ struct Result02 {
 
 /// One family's address in a 0.1.0/0.2.0 result.
 #[derive(Serialize, Deserialize)]
+#[serde(rename = "ip config")]
 struct Ip02 {
     ip: IpNet,
     #[serde(
@@ -78,6 +80,7 @@ struct Ip02 {
 
 /// A route before 1.1.0: destination and gateway only.
 #[derive(Serialize, Deserialize)]
+#[serde(rename = "route")]
 struct Route02 {
     dst: IpNet,
     #[serde(
@@ -90,6 +93,7 @@ struct Route02 {
 
 /// An interface before 1.1.0.
 #[derive(Serialize, Deserialize)]
+#[serde(rename = "interface")]
 struct Interface04 {
     #[serde(default, deserialize_with = "nullable")]
     name: String,
@@ -109,6 +113,7 @@ struct Interface04 {
 
 /// An address in 0.3.x/0.4.0, with the `version` key 1.0.0 dropped.
 #[derive(Serialize, Deserialize)]
+#[serde(rename = "ip config")]
 struct Ip04 {
     /// Written as "4" or "6"; read but not trusted (the address says the family).
     #[serde(default, deserialize_with = "nullable")]
@@ -126,6 +131,7 @@ struct Ip04 {
 
 /// The list-shaped results (0.3.0 to 1.1.0), generic over the element shapes.
 #[derive(Serialize, Deserialize)]
+#[serde(rename = "result")]
 #[serde(bound(
     serialize = "I: Serialize, P: Serialize, R: Serialize",
     deserialize = "I: Deserialize<'de>, P: Deserialize<'de>, R: Deserialize<'de>"
