@@ -148,7 +148,8 @@ impl Locks {
 
     /// Takes `key` exclusively, waiting at most `timeout` (queue plus file lock).
     ///
-    /// A zero timeout tries once. Dropping the returned future stops the wait.
+    /// A zero timeout tries once. Dropping the returned future stops the wait. Locks are not
+    /// reentrant: asking again for a key you hold waits for yourself until the timeout.
     ///
     /// # Errors
     ///
