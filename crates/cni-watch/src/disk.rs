@@ -1,16 +1,17 @@
 //! What the watcher learns from the disk itself: where a watch can be placed for a directory
 //! that may not exist, and a cheap fingerprint of the watched directories for polling and rescans.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::fs::{self, Metadata};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-/// Identity of a directory: recreating it yields a new identity even under the same path.
+/// Identity of a directory: recreating it usually yields a new identity under the same path
+/// (though a file system may reuse a freed inode number at once).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct FileId {
+struct FileId {
     dev: u64,
     ino: u64,
 }
@@ -33,17 +34,17 @@ impl FileId {
 
 /// The directories to place a watch on: each wanted directory if it exists, otherwise its
 /// nearest existing ancestor (watched non-recursively, so its creation is noticed).
-pub(crate) fn anchors(dirs: &[PathBuf]) -> BTreeMap<PathBuf, FileId> {
+pub(crate) fn anchors(dirs: &[PathBuf]) -> BTreeSet<PathBuf> {
     dirs.iter().filter_map(|d| anchor_of(d)).collect()
 }
 
-fn anchor_of(dir: &Path) -> Option<(PathBuf, FileId)> {
+fn anchor_of(dir: &Path) -> Option<PathBuf> {
     let mut p = dir;
     loop {
         if let Ok(m) = fs::metadata(p)
             && m.is_dir()
         {
-            return Some((p.to_path_buf(), FileId::of(&m)));
+            return Some(p.to_path_buf());
         }
         p = p.parent().filter(|p| !p.as_os_str().is_empty())?;
     }
@@ -119,18 +120,18 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let want = tmp.path().join("a/b/c");
         let got = anchors(std::slice::from_ref(&want));
-        assert_eq!(got.keys().collect::<Vec<_>>(), vec![tmp.path()]);
+        assert_eq!(got.iter().collect::<Vec<_>>(), vec![tmp.path()]);
 
         fs::create_dir_all(tmp.path().join("a/b")).unwrap();
         let got = anchors(std::slice::from_ref(&want));
         assert_eq!(
-            got.keys().collect::<Vec<_>>(),
+            got.iter().collect::<Vec<_>>(),
             vec![&tmp.path().join("a/b")]
         );
 
         fs::create_dir_all(&want).unwrap();
         let got = anchors(std::slice::from_ref(&want));
-        assert_eq!(got.keys().collect::<Vec<_>>(), vec![&want]);
+        assert_eq!(got.iter().collect::<Vec<_>>(), vec![&want]);
     }
 
     #[test]
@@ -139,21 +140,19 @@ mod tests {
         let file = tmp.path().join("f");
         fs::write(&file, "x").unwrap();
         let got = anchors(&[file]);
-        assert_eq!(got.keys().collect::<Vec<_>>(), vec![tmp.path()]);
+        assert_eq!(got.iter().collect::<Vec<_>>(), vec![tmp.path()]);
     }
 
     #[test]
-    fn recreated_directory_has_a_new_identity() {
+    fn recreated_directory_changes_the_fingerprint() {
         let tmp = tempfile::tempdir().unwrap();
         let d = tmp.path().join("d");
         fs::create_dir(&d).unwrap();
+        let before = fingerprint(std::slice::from_ref(&d));
         // rename rather than delete, so the old inode number cannot be reused
-        let before = anchors(std::slice::from_ref(&d));
-        let moved = tmp.path().join("old");
-        fs::rename(&d, &moved).unwrap();
+        fs::rename(&d, tmp.path().join("old")).unwrap();
         fs::create_dir(&d).unwrap();
-        let after = anchors(std::slice::from_ref(&d));
-        assert_ne!(before.get(&d), after.get(&d));
+        assert_ne!(before, fingerprint(std::slice::from_ref(&d)));
     }
 
     #[test]

@@ -74,8 +74,7 @@ pub(crate) fn counts(event: &Event, dirs: &[PathBuf]) -> bool {
     let kind_counts = match event.kind {
         EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
         EventKind::Access(_) => false,
-        EventKind::Any | EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_) => true,
-        EventKind::Other => true,
+        _ => true,
     };
     kind_counts && (event.paths.is_empty() || event.paths.iter().any(|p| relevant(p, dirs)))
 }

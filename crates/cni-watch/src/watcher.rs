@@ -1,6 +1,6 @@
 //! The public handle and the task behind it.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -11,7 +11,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
 
-use crate::disk::{FileId, anchors, fingerprint};
+use crate::disk::{anchors, fingerprint};
 use crate::error::{Error, Result};
 use crate::signals::{Shared, handler};
 use crate::{ReloadReason, Snapshot, Stats, WatchMode, WatchOptions};
@@ -76,7 +76,7 @@ impl<T: Send + Sync + 'static> Watcher<T> {
             loader: Arc::clone(&loader),
             shared: Arc::clone(&shared),
             notify: None,
-            armed: BTreeMap::new(),
+            armed: BTreeSet::new(),
             polling: None,
             last_fp: None,
             generation: 0,
@@ -183,8 +183,8 @@ struct Engine<T> {
     loader: Loader<T>,
     shared: Arc<Shared>,
     notify: Option<RecommendedWatcher>,
-    /// Paths we placed a watch on, with the identity they had then.
-    armed: BTreeMap<PathBuf, FileId>,
+    /// Paths we placed a watch on.
+    armed: BTreeSet<PathBuf>,
     /// Poll interval while fingerprint polling is how changes are detected.
     polling: Option<Duration>,
     /// Fingerprint taken just before the last load.
@@ -213,7 +213,7 @@ impl<T: Send + Sync + 'static> Engine<T> {
                 cmd = cmds.recv() => match cmd {
                     Some(Command::Reload(reply)) => {
                         self.burst = None;
-                        self.refresh_watches(false);
+                        self.refresh_watches();
                         let snap = self.reload(&tx, ReloadReason::Manual).await;
                         let _ = reply.send(snap);
                     }
@@ -225,7 +225,7 @@ impl<T: Send + Sync + 'static> Engine<T> {
                     if std::mem::take(&mut self.rearm_due) {
                         self.arm();
                     } else {
-                        self.refresh_watches(false);
+                        self.refresh_watches();
                     }
                     self.reload(&tx, ReloadReason::Event).await;
                 }
@@ -238,8 +238,7 @@ impl<T: Send + Sync + 'static> Engine<T> {
                 () = sleep_opt(rescan_due) => {
                     self.next_rescan = self.opts.rescan.map(|every| Instant::now() + every);
                     if self.notify.is_some() {
-                        // re-creating every watch also repairs one notify dropped behind our back
-                        self.refresh_watches(true);
+                        self.refresh_watches();
                     } else {
                         self.arm();
                     }
@@ -278,7 +277,7 @@ impl<T: Send + Sync + 'static> Engine<T> {
         );
         let result = created.and_then(|w| {
             self.notify = Some(w);
-            self.reconcile(false)
+            self.reconcile()
         });
         match result {
             Ok(()) => {
@@ -302,47 +301,41 @@ impl<T: Send + Sync + 'static> Engine<T> {
         }
     }
 
-    fn refresh_watches(&mut self, force: bool) {
+    fn refresh_watches(&mut self) {
         if self.notify.is_some()
-            && let Err(e) = self.reconcile(force)
+            && let Err(e) = self.reconcile()
         {
             tracing::warn!(error = %e, "cannot re-create the file watches; re-arming");
             self.arm();
         }
     }
 
-    /// Brings the watches in line with the disk: each wanted directory, or its nearest existing
-    /// ancestor while it is missing; a directory recreated under the same path is watched anew.
-    /// `force` re-creates every watch.
+    /// Re-creates the watches from what is on disk now: each wanted directory, or its nearest
+    /// existing ancestor while it is missing. Always from scratch: a directory deleted and
+    /// recreated under the same path may get the same inode number back while notify has
+    /// already dropped the old watch, so no cheap check tells a live watch from a dead one.
+    /// Events lost while re-creating are harmless because a load always follows.
     ///
     /// notify's `watch` waits briefly for its own event thread; it never waits on this runtime.
-    fn reconcile(&mut self, force: bool) -> notify::Result<()> {
+    fn reconcile(&mut self) -> notify::Result<()> {
         let Some(w) = self.notify.as_mut() else {
             return Ok(());
         };
+        for p in std::mem::take(&mut self.armed) {
+            // notify may have dropped it already when the directory went away
+            let _ = w.unwatch(&p);
+        }
         // a directory can vanish between looking and watching: look again a few times
         for _ in 0..4 {
-            let want = anchors(&self.dirs);
-            let stale: Vec<PathBuf> = self
-                .armed
-                .iter()
-                .filter(|&(p, id)| force || want.get(p) != Some(id))
-                .map(|(p, _)| p.clone())
-                .collect();
-            for p in stale {
-                // notify may have dropped it already when the directory went away
-                let _ = w.unwatch(&p);
-                self.armed.remove(&p);
-            }
             let mut vanished = false;
-            for (p, id) in want {
-                if self.armed.contains_key(&p) {
+            for p in anchors(&self.dirs) {
+                if self.armed.contains(&p) {
                     continue;
                 }
                 match w.watch(&p, RecursiveMode::NonRecursive) {
                     Ok(()) => {
-                        tracing::debug!(dir = %p.display(), "watching");
-                        self.armed.insert(p, id);
+                        tracing::trace!(dir = %p.display(), "watching");
+                        self.armed.insert(p);
                     }
                     Err(e) if is_not_found(&e) => vanished = true,
                     Err(e) => return Err(e),
@@ -379,35 +372,33 @@ impl<T: Send + Sync + 'static> Engine<T> {
         reason: ReloadReason,
     ) -> Snapshot<T> {
         let (loader, dirs) = (Arc::clone(&self.loader), Arc::clone(&self.dirs));
-        match tokio::task::spawn_blocking(move || (fingerprint(&dirs), loader())).await {
-            Ok((fp, value)) => {
-                self.last_fp = Some(fp);
-                self.generation += 1;
-                let snap = Snapshot {
-                    generation: self.generation,
-                    value: Arc::new(value),
-                    reason,
-                    loaded_at: std::time::Instant::now(),
-                };
-                tx.send_replace(snap.clone());
-                self.shared.reloads.fetch_add(1, Ordering::Relaxed);
-                tracing::debug!(
-                    generation = self.generation,
-                    ?reason,
-                    "configuration reloaded"
-                );
-                snap
-            }
-            Err(_) => {
-                self.shared.failed_loads.fetch_add(1, Ordering::Relaxed);
-                let current = tx.borrow().clone();
-                tracing::error!(
-                    generation = current.generation,
-                    "the configuration loader panicked; keeping the previous snapshot"
-                );
-                current
-            }
-        }
+        let loaded = tokio::task::spawn_blocking(move || (fingerprint(&dirs), loader())).await;
+        let Ok((fp, value)) = loaded else {
+            self.shared.failed_loads.fetch_add(1, Ordering::Relaxed);
+            let current = tx.borrow().clone();
+            tracing::error!(
+                generation = current.generation,
+                "the configuration loader panicked; keeping the previous snapshot"
+            );
+            return current;
+        };
+        self.last_fp = Some(fp);
+        self.generation += 1;
+        let snap = Snapshot {
+            generation: self.generation,
+            value: Arc::new(value),
+            reason,
+            loaded_at: std::time::Instant::now(),
+        };
+        // count first, so whoever sees the snapshot sees it counted
+        self.shared.reloads.fetch_add(1, Ordering::Relaxed);
+        tx.send_replace(snap.clone());
+        tracing::debug!(
+            generation = self.generation,
+            ?reason,
+            "configuration reloaded"
+        );
+        snap
     }
 }
 

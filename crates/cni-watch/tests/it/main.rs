@@ -1,0 +1,9 @@
+//! Public-API tests for cni-watch. Every wait is for a condition with a generous timeout; no
+//! test asserts that something happened within a given time.
+
+mod burst;
+mod changes;
+mod common;
+mod lifecycle;
+mod modes;
+mod recovery;
