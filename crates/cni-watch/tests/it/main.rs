@@ -4,6 +4,7 @@
 mod burst;
 mod changes;
 mod common;
+mod fallback;
 mod lifecycle;
 mod modes;
 mod recovery;
