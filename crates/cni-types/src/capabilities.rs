@@ -168,9 +168,10 @@ pub struct CapabilityArgs {
     /// `deviceID`.
     #[serde(rename = "deviceID", default, skip_serializing_if = "Option::is_none")]
     pub device_id: Option<String>,
-    /// `aliases`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub aliases: Vec<String>,
+    /// `aliases`: names per network, keyed by network name, as Go ocicni and Podman pass them
+    /// (`{"mynet": ["web", "frontend"]}`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub aliases: BTreeMap<String, Vec<String>>,
     /// `cgroupPath`.
     #[serde(
         rename = "cgroupPath",
@@ -230,7 +231,8 @@ impl CapabilityArgs {
             keys::MAC => text(self.mac.as_ref()),
             keys::INFINIBAND_GUID => text(self.infiniband_guid.as_ref()),
             keys::DEVICE_ID => text(self.device_id.as_ref()),
-            keys::ALIASES => non_empty(&self.aliases),
+            keys::ALIASES if !self.aliases.is_empty() => json(&self.aliases),
+            keys::ALIASES => None,
             keys::CGROUP_PATH => text(self.cgroup_path.as_ref()),
             keys::POD_ANNOTATIONS if !self.pod_annotations.is_empty() => {
                 json(&self.pod_annotations)

@@ -43,7 +43,7 @@ fn everything() -> CapabilityArgs {
         mac: Some("c2:11:22:33:44:55".into()),
         infiniband_guid: Some("c2:11:22:33:44:55:66:77".into()),
         device_id: Some("0000:03:00.1".into()),
-        aliases: vec!["web".into(), "frontend".into()],
+        aliases: BTreeMap::from([("mynet".into(), vec!["web".into(), "frontend".into()])]),
         cgroup_path: Some("/kubepods/burstable/pod1234".into()),
         pod_annotations: BTreeMap::from([("k8s.v1.cni.cncf.io/networks".into(), "macvlan".into())]),
         other: BTreeMap::from([("io.example/flavour".into(), json!({"spicy": true}))]),
@@ -76,7 +76,7 @@ fn every_capability_has_its_conventions_key_and_shape() {
         (keys::MAC, json!("c2:11:22:33:44:55")),
         (keys::INFINIBAND_GUID, json!("c2:11:22:33:44:55:66:77")),
         (keys::DEVICE_ID, json!("0000:03:00.1")),
-        (keys::ALIASES, json!(["web", "frontend"])),
+        (keys::ALIASES, json!({"mynet": ["web", "frontend"]})),
         (keys::CGROUP_PATH, json!("/kubepods/burstable/pod1234")),
         (
             keys::POD_ANNOTATIONS,
@@ -125,7 +125,7 @@ fn every_capability_has_its_conventions_key_and_shape() {
 fn runtime_config_holds_only_declared_and_set_capabilities() {
     let args = CapabilityArgs {
         mac: None,
-        aliases: Vec::new(),
+        aliases: BTreeMap::new(),
         ..everything()
     };
     let cases: &[(&[&str], Value)] = &[
