@@ -9,3 +9,5 @@ mod pod;
 pub use error::{Error, Result};
 pub use plugin::CniPlugin;
 pub use pod::{AttachmentResult, NetworkSelection, NetworkStatus, PodNetwork, RuntimeConfig};
+
+pub mod netns;
