@@ -128,6 +128,192 @@ pub enum Error {
         /// The last [`STDERR_TAIL_BYTES`] of its stderr, lossily decoded and trimmed.
         stderr_tail: String,
     },
+
+    /// A plugin failed and said why with the spec's error object (`code`, `msg`, `details`).
+    #[error(
+        "plugin {plugin:?} failed ({command}) on network {network:?}{}: {error}{}",
+        container_suffix(container_id),
+        stderr_suffix(stderr_tail)
+    )]
+    Plugin {
+        /// The plugin's `type`.
+        plugin: String,
+        /// The CNI command: `ADD`, `DEL`, `CHECK`, `STATUS`, `GC` or `VERSION`.
+        command: &'static str,
+        /// The network (configuration list name); empty for VERSION.
+        network: String,
+        /// The container; empty for commands without one.
+        container_id: String,
+        /// The error object the plugin printed.
+        error: Box<cni_types::CniError>,
+        /// The last [`STDERR_TAIL_BYTES`] of its stderr.
+        stderr_tail: String,
+    },
+
+    /// A plugin could not be run to completion or failed without the spec's error object: it was
+    /// not found, did not start, timed out, died by a signal or exited non-zero printing something
+    /// else. `source` (usually [`Error::Failed`]) holds the status and the tail of its stderr.
+    #[error(
+        "plugin {plugin:?} ({command}) on network {network:?}{}: {source}",
+        container_suffix(container_id)
+    )]
+    PluginExec {
+        /// The plugin's `type`.
+        plugin: String,
+        /// The CNI command.
+        command: &'static str,
+        /// The network; empty for VERSION.
+        network: String,
+        /// The container; empty for commands without one.
+        container_id: String,
+        /// What went wrong at the process level.
+        #[source]
+        source: Box<Error>,
+    },
+
+    /// A plugin exited with 0 but printed something that is not a valid result for the network's
+    /// version (or, for VERSION, not a VERSION answer).
+    #[error(
+        "plugin {plugin:?} ({command}) on network {network:?} printed an invalid result: {reason}{}",
+        stderr_suffix(stderr_tail)
+    )]
+    InvalidResult {
+        /// The plugin's `type`.
+        plugin: String,
+        /// The CNI command.
+        command: &'static str,
+        /// The network; empty for VERSION.
+        network: String,
+        /// Why the output was rejected.
+        reason: String,
+        /// The last [`STDERR_TAIL_BYTES`] of its stderr.
+        stderr_tail: String,
+    },
+
+    /// CHECK was asked for a network whose version predates it (CHECK exists since 0.4.0).
+    #[error(
+        "network {network:?} has version {version}, which does not support the CHECK command (0.4.0 or later needed)"
+    )]
+    CheckNotSupported {
+        /// The network.
+        network: String,
+        /// Its version.
+        version: cni_types::Version,
+    },
+
+    /// CHECK needs the result of the earlier ADD, and the cache has none.
+    #[error(
+        "no cached result for network {network:?}, container {container_id}, interface {if_name} (was it added?)"
+    )]
+    NoCachedResult {
+        /// The network.
+        network: String,
+        /// The container.
+        container_id: String,
+        /// The interface.
+        if_name: String,
+    },
+
+    /// A plugin does not accept the network's version, according to its VERSION answer.
+    #[error("plugin {plugin:?} of network {network:?} does not support version {version} (it supports: {})",
+        supported.join(", "))]
+    UnsupportedVersion {
+        /// The plugin's `type`.
+        plugin: String,
+        /// The network.
+        network: String,
+        /// The network's version.
+        version: cni_types::Version,
+        /// What the plugin said it supports.
+        supported: Vec<String>,
+    },
+
+    /// Validating a network found problems; every one is listed.
+    #[error("network {network:?} is not usable: {}", join_errors(errors))]
+    Validation {
+        /// The network.
+        network: String,
+        /// Every problem found, in plugin order.
+        errors: Vec<Error>,
+    },
+
+    /// Garbage collection ran to the end but some steps failed; every failure is listed.
+    #[error(
+        "garbage collection of network {network:?} failed: {}",
+        join_errors(errors)
+    )]
+    Gc {
+        /// The network.
+        network: String,
+        /// Every failed step (stale attachment DELs, then plugin GCs).
+        errors: Vec<Error>,
+    },
+
+    /// A runtime configuration field breaks libcni's rules; nothing was run.
+    #[error("invalid runtime config: {field} {value:?}: {reason}")]
+    InvalidRuntimeConf {
+        /// The field: `container_id`, `if_name`, `netns`, `args` or `network`.
+        field: &'static str,
+        /// The value as given.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// Reading, writing or removing the result cache failed.
+    #[error("result cache {}: cannot {op}: {source}", path.display())]
+    Cache {
+        /// The file or directory.
+        path: PathBuf,
+        /// What was being done, e.g. "write".
+        op: &'static str,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// A network configuration (for example one read back from the cache) does not parse.
+    #[error("network {network:?}: {source}")]
+    Config {
+        /// The network.
+        network: String,
+        /// The parser's error.
+        #[source]
+        source: cni_config::Error,
+    },
+
+    /// A result or argument cannot be encoded, decoded or converted as the network's version needs.
+    #[error("network {network:?}: {what}: {source}")]
+    Types {
+        /// The network.
+        network: String,
+        /// What was being done, e.g. "cached result".
+        what: &'static str,
+        /// The error from cni-types.
+        #[source]
+        source: cni_types::Error,
+    },
+}
+
+fn container_suffix(container_id: &str) -> String {
+    if container_id.is_empty() {
+        String::new()
+    } else {
+        format!(", container {container_id}")
+    }
+}
+
+fn stderr_suffix(tail: &str) -> String {
+    if tail.is_empty() {
+        String::new()
+    } else {
+        format!("; stderr: {tail}")
+    }
+}
+
+fn join_errors(errors: &[Error]) -> String {
+    let parts: Vec<String> = errors.iter().map(ToString::to_string).collect();
+    parts.join("; ")
 }
 
 /// Which output stream of a plugin.

@@ -46,6 +46,38 @@ pub trait Exec: Send + Sync {
         env: &[(String, String)],
         stdin: &[u8],
     ) -> Result<Vec<u8>>;
+
+    /// As [`Exec::exec_plugin`], but also returns the tail of what a successful plugin wrote to
+    /// stderr, so an unusable result can be reported with the plugin's own diagnostics.
+    ///
+    /// The provided implementation calls [`Exec::exec_plugin`] and returns an empty tail; fakes
+    /// need not override it.
+    ///
+    /// # Errors
+    ///
+    /// As [`Exec::exec_plugin`].
+    async fn exec_plugin_output(
+        &self,
+        plugin: &Path,
+        env: &[(String, String)],
+        stdin: &[u8],
+    ) -> Result<PluginOutput> {
+        let stdout = self.exec_plugin(plugin, env, stdin).await?;
+        Ok(PluginOutput {
+            stdout,
+            stderr_tail: String::new(),
+        })
+    }
+}
+
+/// What a plugin that exited with 0 wrote.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PluginOutput {
+    /// Everything it wrote to stdout.
+    pub stdout: Vec<u8>,
+    /// The last [`STDERR_TAIL_BYTES`](crate::STDERR_TAIL_BYTES) of its stderr, lossily decoded and
+    /// trimmed (empty when the implementation does not capture stderr).
+    pub stderr_tail: String,
 }
 
 /// How long one plugin invocation may take by default.
@@ -265,7 +297,7 @@ impl ProcessExec {
         env: &[(String, String)],
         stdin: &[u8],
         command: Option<&str>,
-    ) -> Result<Vec<u8>> {
+    ) -> Result<PluginOutput> {
         let mut cmd = self.command(plugin, env)?;
         // `child` is declared before `guard`, so the guard drops first: the group is killed while the
         // leader is not yet reaped and its pid (the group id) cannot have been reused.
@@ -291,10 +323,14 @@ impl ProcessExec {
         };
         guard.disarm();
         if status.success() {
-            if !stderr.is_empty() {
-                tracing::debug!(stderr = %stderr_tail(&stderr), "plugin wrote to stderr");
+            let stderr_tail = stderr_tail(&stderr);
+            if !stderr_tail.is_empty() {
+                tracing::debug!(stderr = %stderr_tail, "plugin wrote to stderr");
             }
-            return Ok(stdout);
+            return Ok(PluginOutput {
+                stdout,
+                stderr_tail,
+            });
         }
         let status = match (status.code(), status.signal()) {
             (Some(code), _) => PluginStatus::Code(code),
@@ -324,6 +360,17 @@ impl Exec for ProcessExec {
         env: &[(String, String)],
         stdin: &[u8],
     ) -> Result<Vec<u8>> {
+        self.exec_plugin_output(plugin, env, stdin)
+            .await
+            .map(|out| out.stdout)
+    }
+
+    async fn exec_plugin_output(
+        &self,
+        plugin: &Path,
+        env: &[(String, String)],
+        stdin: &[u8],
+    ) -> Result<PluginOutput> {
         let command = env
             .iter()
             .find(|(k, _)| k == "CNI_COMMAND")
@@ -338,8 +385,12 @@ impl Exec for ProcessExec {
             let result = self.run(plugin, env, stdin, command).await;
             let elapsed_ms = started.elapsed().as_millis() as u64;
             match &result {
-                Ok(stdout) => {
-                    tracing::debug!(elapsed_ms, stdout_len = stdout.len(), "plugin succeeded");
+                Ok(out) => {
+                    tracing::debug!(
+                        elapsed_ms,
+                        stdout_len = out.stdout.len(),
+                        "plugin succeeded"
+                    );
                 }
                 Err(error) => tracing::debug!(elapsed_ms, %error, "plugin failed"),
             }

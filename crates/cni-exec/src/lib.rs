@@ -62,12 +62,25 @@
 //! # }
 //! ```
 
+mod cache;
 mod discovery;
 mod error;
 mod exec;
+mod invoke;
+mod ops;
+mod runtime;
+mod version_cache;
 
+pub use cache::{CACHE_KIND_V1, CachedAttachment, DEFAULT_CACHE_DIR, ResultCache};
 pub use discovery::{
     DEFAULT_PLUGIN_DIRS, default_plugin_dirs, find_plugin_in, validate_plugin_name,
 };
 pub use error::{Error, OutputStream, PluginStatus, Result, STDERR_TAIL_BYTES};
-pub use exec::{DEFAULT_OUTPUT_LIMIT, DEFAULT_PATH, DEFAULT_TIMEOUT, Exec, ProcessExec};
+pub use exec::{
+    DEFAULT_OUTPUT_LIMIT, DEFAULT_PATH, DEFAULT_TIMEOUT, Exec, PluginOutput, ProcessExec,
+};
+pub use ops::{Cni, GC_ATTACHMENT_KEYS};
+pub use runtime::{
+    GcAttachment, MAX_IF_NAME_LEN, RuntimeConf, validate_container_id, validate_if_name,
+    validate_network_name,
+};

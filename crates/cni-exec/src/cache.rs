@@ -1,0 +1,498 @@
+//! The result cache, in libcni's layout and format so Go runtimes and this crate share it.
+//!
+//! `<cache dir>/results/<network>-<container id>-<ifname>` holds one JSON object per attachment:
+//!
+//! ```json
+//! {"kind":"cniCacheV1","containerId":"c1","config":"<base64 of the list bytes>","ifName":"eth0",
+//!  "networkName":"crio","netns":"/run/netns/p","cniArgs":[["K8S_POD_NAME","web"]],
+//!  "capabilityArgs":{...},"result":{...}}
+//! ```
+//!
+//! Keys are those of libcni's `cachedInfo` (Go marshals `[]byte` as standard base64 and its maps
+//! with sorted keys; this crate does the same). Writes go to a temporary file in the same directory
+//! that is synced and renamed over the entry, so a crash leaves the old entry or the new one.
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Write as _};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use cni_types::{CapabilityArgs, CniResult};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::{Error, Result};
+use crate::runtime::{RuntimeConf, validate_container_id, validate_if_name, validate_network_name};
+
+/// Where libcni keeps its cache unless told otherwise.
+pub const DEFAULT_CACHE_DIR: &str = "/var/lib/cni";
+
+/// The `kind` of every entry libcni writes since v0.8.
+pub const CACHE_KIND_V1: &str = "cniCacheV1";
+
+/// One cached attachment: what ADD was run with and what it returned.
+///
+/// The counterpart of libcni's `NetworkAttachment` plus the cached result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CachedAttachment {
+    /// The container id.
+    pub container_id: String,
+    /// The network (configuration list) name.
+    pub network: String,
+    /// The interface name in the container.
+    pub if_name: String,
+    /// The network namespace path ADD was given; empty when unknown (libcni before 1.2 did not
+    /// store it).
+    pub netns: String,
+    /// The exact configuration bytes ADD used (a `.conflist`, or libcni's list built from a `.conf`).
+    pub config: Vec<u8>,
+    /// `CNI_ARGS` pairs.
+    pub cni_args: Vec<(String, String)>,
+    /// Capability arguments, as raw JSON (Go stores whatever the runtime passed).
+    pub capability_args: Map<String, Value>,
+    /// The ADD result as raw JSON, in the version it was stored in.
+    pub result: Option<Value>,
+}
+
+impl CachedAttachment {
+    /// The runtime configuration ADD was run with (namespace, arguments, capability arguments).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Types`] when the capability arguments do not decode.
+    pub fn runtime_conf(&self) -> Result<RuntimeConf> {
+        let capability_args = if self.capability_args.is_empty() {
+            CapabilityArgs::default()
+        } else {
+            let bytes = Value::Object(self.capability_args.clone()).to_string();
+            CapabilityArgs::from_slice(bytes.as_bytes()).map_err(|source| Error::Types {
+                network: self.network.clone(),
+                what: "cached capability arguments",
+                source,
+            })?
+        };
+        Ok(RuntimeConf {
+            container_id: self.container_id.clone(),
+            netns: self.netns.clone(),
+            if_name: self.if_name.clone(),
+            args: self.cni_args.clone(),
+            capability_args,
+        })
+    }
+
+    /// The network configuration ADD used, parsed from the cached bytes: as a list, or else as a
+    /// single plugin configuration (what older tools cached for `.conf` files).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] with the list parser's error when neither parses.
+    pub fn network_list(&self) -> Result<cni_config::NetworkList> {
+        cni_config::parse_conflist(&self.config)
+            .or_else(|list_err| cni_config::parse_conf(&self.config).map_err(|_| list_err))
+            .map_err(|source| Error::Config {
+                network: self.network.clone(),
+                source,
+            })
+    }
+
+    /// The cached result in the version it was stored in, if there is one.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Types`] when it is not a result of a version this library implements.
+    pub fn cni_result(&self) -> Result<Option<CniResult>> {
+        let Some(result) = &self.result else {
+            return Ok(None);
+        };
+        CniResult::from_slice_own_version(result.to_string().as_bytes())
+            .map(Some)
+            .map_err(|source| Error::Types {
+                network: self.network.clone(),
+                what: "cached result",
+                source,
+            })
+    }
+}
+
+/// The JSON of an entry, field for field libcni's `cachedInfo`.
+#[derive(Debug, Serialize, Deserialize)]
+struct Wire {
+    kind: String,
+    #[serde(rename = "containerId", alias = "containerID", default)]
+    container_id: String,
+    #[serde(default)]
+    config: Option<String>,
+    #[serde(rename = "ifName", default)]
+    if_name: String,
+    #[serde(rename = "networkName", default)]
+    network_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    netns: Option<String>,
+    #[serde(rename = "cniArgs", default, skip_serializing_if = "Option::is_none")]
+    cni_args: Option<Vec<(String, String)>>,
+    #[serde(
+        rename = "capabilityArgs",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    capability_args: Option<Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    result: Option<Map<String, Value>>,
+}
+
+impl Wire {
+    fn from_attachment(a: &CachedAttachment) -> Self {
+        Wire {
+            kind: CACHE_KIND_V1.to_owned(),
+            container_id: a.container_id.clone(),
+            config: Some(BASE64.encode(&a.config)),
+            if_name: a.if_name.clone(),
+            network_name: a.network.clone(),
+            netns: (!a.netns.is_empty()).then(|| a.netns.clone()),
+            cni_args: (!a.cni_args.is_empty()).then(|| a.cni_args.clone()),
+            capability_args: (!a.capability_args.is_empty())
+                .then(|| sorted_map(&a.capability_args)),
+            result: match &a.result {
+                Some(Value::Object(map)) if !map.is_empty() => Some(sorted_map(map)),
+                _ => None,
+            },
+        }
+    }
+
+    fn into_attachment(self) -> std::result::Result<CachedAttachment, String> {
+        if self.kind != CACHE_KIND_V1 {
+            return Err(format!("kind is {:?}, not {CACHE_KIND_V1:?}", self.kind));
+        }
+        let config = match self.config {
+            Some(text) => BASE64
+                .decode(text.as_bytes())
+                .map_err(|e| format!("config is not base64: {e}"))?,
+            None => Vec::new(),
+        };
+        Ok(CachedAttachment {
+            container_id: self.container_id,
+            network: self.network_name,
+            if_name: self.if_name,
+            netns: self.netns.unwrap_or_default(),
+            config,
+            cni_args: self.cni_args.unwrap_or_default(),
+            capability_args: self.capability_args.unwrap_or_default(),
+            result: self.result.map(Value::Object),
+        })
+    }
+}
+
+/// Go marshals maps with sorted keys; doing the same keeps entries byte-comparable with libcni's.
+fn sorted_map(map: &Map<String, Value>) -> Map<String, Value> {
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort();
+    keys.into_iter()
+        .map(|k| (k.clone(), sorted(&map[k])))
+        .collect()
+}
+
+fn sorted(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(sorted_map(map)),
+        Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The entry JSON libcni would write for `attachment`.
+///
+/// # Errors
+///
+/// Never in practice: the value is plain JSON. A serializer failure is reported as
+/// [`Error::Cache`] for `path`.
+fn encode(attachment: &CachedAttachment, path: &Path) -> Result<Vec<u8>> {
+    serde_json::to_vec(&Wire::from_attachment(attachment)).map_err(|e| Error::Cache {
+        path: path.to_owned(),
+        op: "encode entry",
+        source: io::Error::other(e),
+    })
+}
+
+/// Decodes an entry; `Err` holds why it is unusable.
+fn decode(bytes: &[u8]) -> std::result::Result<CachedAttachment, String> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err("empty file".to_owned());
+    }
+    let wire: Wire = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
+    wire.into_attachment()
+}
+
+/// The result cache under one cache directory (libcni's `CacheDir`, `/var/lib/cni` by default).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResultCache {
+    dir: PathBuf,
+}
+
+impl ResultCache {
+    /// A cache rooted at `dir`; entries live in `dir/results`. Nothing is created until a write.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        ResultCache { dir: dir.into() }
+    }
+
+    /// The cache directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The directory holding the entries: `<cache dir>/results`.
+    pub fn results_dir(&self) -> PathBuf {
+        self.dir.join("results")
+    }
+
+    /// The file of one attachment: `results/<network>-<container id>-<ifname>`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRuntimeConf`] when a part breaks libcni's rules, so no name escapes the
+    /// results directory.
+    pub fn entry_path(&self, network: &str, container_id: &str, if_name: &str) -> Result<PathBuf> {
+        validate_network_name(network)?;
+        validate_container_id(container_id)?;
+        validate_if_name(if_name)?;
+        Ok(self
+            .results_dir()
+            .join(format!("{network}-{container_id}-{if_name}")))
+    }
+
+    /// Reads one entry. A missing entry is `None`; so is a corrupt, empty or unreadable one, with a
+    /// warning naming the file (libcni ignores those too, and DEL must still be able to proceed).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRuntimeConf`] for names that break the rules (see [`Self::entry_path`]).
+    pub fn get(
+        &self,
+        network: &str,
+        container_id: &str,
+        if_name: &str,
+    ) -> Result<Option<CachedAttachment>> {
+        let path = self.entry_path(network, container_id, if_name)?;
+        Ok(read_entry(&path))
+    }
+
+    /// Writes an entry atomically: a temporary file in the same directory (mode 0600) is written,
+    /// synced and renamed over the entry, then the directory is synced. The directory is created
+    /// with mode 0700 when missing.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRuntimeConf`] for names that break the rules, [`Error::Cache`] when the file
+    /// system refuses.
+    pub fn put(&self, attachment: &CachedAttachment) -> Result<()> {
+        let path = self.entry_path(
+            &attachment.network,
+            &attachment.container_id,
+            &attachment.if_name,
+        )?;
+        let bytes = encode(attachment, &path)?;
+        let dir = self.results_dir();
+        DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|source| Error::Cache {
+                path: dir.clone(),
+                op: "create directory",
+                source,
+            })?;
+        write_atomic(&dir, &path, &bytes)
+    }
+
+    /// Removes an entry; `Ok(false)` when there was none.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidRuntimeConf`] for names that break the rules, [`Error::Cache`] when the file
+    /// cannot be removed.
+    pub fn remove(&self, network: &str, container_id: &str, if_name: &str) -> Result<bool> {
+        let path = self.entry_path(network, container_id, if_name)?;
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(source) => Err(Error::Cache {
+                path,
+                op: "remove",
+                source,
+            }),
+        }
+    }
+
+    /// Every usable entry, sorted by file name, optionally only those of one container.
+    ///
+    /// Like libcni's `GetCachedAttachments`, entries that do not decode, are of another kind, or
+    /// lack an interface or network name are skipped (with a warning); so are entries whose names
+    /// break the rules. A missing results directory means no entries.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Cache`] when the results directory exists but cannot be listed.
+    pub fn list(&self, container_id: Option<&str>) -> Result<Vec<CachedAttachment>> {
+        let dir = self.results_dir();
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(Error::Cache {
+                    path: dir,
+                    op: "list",
+                    source,
+                });
+            }
+        };
+        let mut names: Vec<String> = entries
+            .filter_map(std::result::Result::ok)
+            .filter_map(|e| e.file_name().into_string().ok())
+            // Temporary files of an unfinished write start with a dot.
+            .filter(|name| !name.starts_with('.'))
+            .collect();
+        names.sort();
+        let needle = container_id.map(|id| format!("-{id}-"));
+        let mut out = Vec::new();
+        for name in names {
+            if needle.as_ref().is_some_and(|n| !name.contains(n.as_str())) {
+                continue;
+            }
+            let path = dir.join(&name);
+            let Some(entry) = read_entry(&path) else {
+                continue;
+            };
+            if container_id.is_some_and(|id| entry.container_id != id) {
+                continue;
+            }
+            let valid = validate_network_name(&entry.network)
+                .and_then(|()| validate_container_id(&entry.container_id))
+                .and_then(|()| validate_if_name(&entry.if_name));
+            if let Err(e) = valid {
+                tracing::warn!(file = %path.display(), error = %e, "skipping cache entry");
+                continue;
+            }
+            out.push(entry);
+        }
+        Ok(out)
+    }
+}
+
+fn read_entry(path: &Path) -> Option<CachedAttachment> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+        Err(e) => {
+            tracing::warn!(file = %path.display(), error = %e, "cannot read cache entry; treating it as absent");
+            return None;
+        }
+    };
+    match decode(&bytes) {
+        Ok(entry) => Some(entry),
+        Err(reason) => {
+            tracing::warn!(file = %path.display(), %reason, "corrupt cache entry; treating it as absent");
+            None
+        }
+    }
+}
+
+fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let tmp = dir.join(format!(
+        ".{file_name}.tmp-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let fail = |op, source| Error::Cache {
+        path: path.to_owned(),
+        op,
+        source,
+    };
+    let written = (|| -> io::Result<()> {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    })();
+    if let Err(source) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(fail("write", source));
+    }
+    if let Err(source) = fs::rename(&tmp, path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(fail("rename into place", source));
+    }
+    // The rename is durable only once the directory is synced.
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|source| fail("sync directory", source))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn attachment() -> CachedAttachment {
+        CachedAttachment {
+            container_id: "c1".into(),
+            network: "net".into(),
+            if_name: "eth0".into(),
+            netns: "/run/netns/p".into(),
+            config: br#"{"name":"net"}"#.to_vec(),
+            cni_args: vec![("K".into(), "V".into())],
+            capability_args: json!({"z": 1, "a": {"y": 2, "b": 3}})
+                .as_object()
+                .cloned()
+                .unwrap(),
+            result: Some(json!({"cniVersion": "1.0.0", "ips": []})),
+        }
+    }
+
+    #[test]
+    fn encodes_like_libcni() {
+        let bytes = encode(&attachment(), Path::new("x")).unwrap();
+        assert_eq!(
+            String::from_utf8(bytes).unwrap(),
+            r#"{"kind":"cniCacheV1","containerId":"c1","config":"eyJuYW1lIjoibmV0In0=","ifName":"eth0","networkName":"net","netns":"/run/netns/p","cniArgs":[["K","V"]],"capabilityArgs":{"a":{"b":3,"y":2},"z":1},"result":{"cniVersion":"1.0.0","ips":[]}}"#
+        );
+    }
+
+    #[test]
+    fn decodes_what_it_encodes() {
+        let a = attachment();
+        let mut back = decode(&encode(&a, Path::new("x")).unwrap()).unwrap();
+        back.capability_args = a.capability_args.clone();
+        assert_eq!(back, a);
+    }
+
+    #[test]
+    fn rejects_other_kinds_and_empty_files() {
+        assert!(decode(b"").is_err());
+        assert!(decode(b"  \n").is_err());
+        assert!(decode(br#"{"kind":"other"}"#).is_err());
+        assert!(decode(br#"{"kind":"cniCacheV1","config":"%%%"}"#).is_err());
+        assert!(decode(br#"{"kind":"cniCacheV1","cniArgs":null,"config":null}"#).is_ok());
+    }
+
+    #[test]
+    fn entry_names_cannot_escape() {
+        let cache = ResultCache::new("/var/lib/cni");
+        assert_eq!(
+            cache.entry_path("net", "c1", "eth0").unwrap(),
+            Path::new("/var/lib/cni/results/net-c1-eth0")
+        );
+        assert!(cache.entry_path("../x", "c1", "eth0").is_err());
+        assert!(cache.entry_path("net", "../../etc", "eth0").is_err());
+        assert!(cache.entry_path("net", "c1", "a/b").is_err());
+    }
+}
