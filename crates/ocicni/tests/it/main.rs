@@ -1,0 +1,3 @@
+//! Public-API tests for ocicni, one module per area.
+
+mod netns;

@@ -1,0 +1,395 @@
+//! Pinned network namespaces, for real: create, enter, configure, inspect, remove.
+//!
+//! Every test pins its namespaces under a temporary directory of its own; the guard removes them (and
+//! the directory's self-bind) on drop, also when the test fails. Only the tests themselves run `ip` and
+//! `nsenter`, to build fixtures and to look from a child process; the library runs nothing.
+
+use std::collections::HashSet;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use ipnet::IpNet;
+use ocicni::netns::{self, Error, InterfaceInfo};
+
+/// A temporary directory for pins; everything pinned in it is removed on drop.
+struct PinDir {
+    dir: tempfile::TempDir,
+}
+
+impl PinDir {
+    fn new() -> Self {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let prefix = format!(
+            "ocicni-netns-{}-{}-",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let dir = tempfile::Builder::new()
+            .prefix(&prefix)
+            .tempdir()
+            .expect("temp dir");
+        Self { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A new namespace pinned at `<dir>/<name>`; fails the test when it cannot be created.
+    fn pin(&self, name: &str) -> PathBuf {
+        let path = self.path().join(name);
+        netns::create_pinned(&path).expect("create a pinned network namespace");
+        path
+    }
+
+    /// How many mounts sit at or under the directory.
+    fn mounts(&self) -> usize {
+        mountinfo_under(self.path()).len()
+    }
+}
+
+impl Drop for PinDir {
+    fn drop(&mut self) {
+        if let Ok(entries) = std::fs::read_dir(self.path()) {
+            for entry in entries.flatten() {
+                let _ = netns::remove_pinned(&entry.path());
+            }
+        }
+        let _ = netns::release_dir(self.path());
+    }
+}
+
+/// The mountinfo lines whose mount point is `dir` or below it.
+fn mountinfo_under(dir: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").expect("read mountinfo");
+    let dir = dir.to_string_lossy().into_owned();
+    text.lines()
+        .filter(|line| {
+            line.split(' ')
+                .nth(4)
+                .is_some_and(|mp| mp == dir || mp.starts_with(&format!("{dir}/")))
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
+fn inode(path: &Path) -> u64 {
+    std::fs::metadata(path).expect("stat").ino()
+}
+
+/// Runs a command inside the namespace through nsenter (test fixtures only) and returns its stdout.
+fn in_ns(path: &Path, args: &[&str]) -> String {
+    let out = Command::new("nsenter")
+        .arg(format!("--net={}", path.display()))
+        .args(args)
+        .output()
+        .expect("run nsenter");
+    assert!(
+        out.status.success(),
+        "nsenter {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn own_thread_netns() -> PathBuf {
+    std::fs::read_link("/proc/thread-self/ns/net").expect("readlink own netns")
+}
+
+fn find<'a>(list: &'a [InterfaceInfo], name: &str) -> &'a InterfaceInfo {
+    list.iter()
+        .find(|i| i.name == name)
+        .unwrap_or_else(|| panic!("no {name} in {list:?}"))
+}
+
+fn net(s: &str) -> IpNet {
+    s.parse().expect("network literal")
+}
+
+#[test]
+#[ignore = "needs root + netns: cargo xtask test"]
+fn a_new_pin_is_a_fresh_namespace_with_only_lo_down() {
+    let dir = PinDir::new();
+    let path = dir.pin("fresh");
+
+    assert!(netns::exists(&path));
+    assert!(netns::is_netns(&path).expect("inspect pin"));
+    assert_ne!(inode(&path), inode(Path::new("/proc/self/ns/net")));
+
+    let before = own_thread_netns();
+    let (seen, thread) =
+        netns::with_netns(&path, || (own_thread_netns(), std::thread::current().id()))
+            .expect("enter pin");
+    assert_eq!(seen, PathBuf::from(format!("net:[{}]", inode(&path))));
+    assert_ne!(thread, std::thread::current().id());
+    assert_eq!(
+        own_thread_netns(),
+        before,
+        "the calling thread must not move"
+    );
+
+    let list = netns::interfaces(&path).expect("interfaces");
+    assert_eq!(list.len(), 1, "{list:?}");
+    let lo = find(&list, "lo");
+    assert!(lo.loopback && !lo.up, "{lo:?}");
+    assert!(lo.addresses.is_empty(), "{lo:?}");
+    assert_eq!(lo.index, 1);
+}
+
+#[test]
+#[ignore = "needs root + netns: cargo xtask test"]
+fn loopback_comes_up_with_its_address_and_a_second_call_is_fine() {
+    let dir = PinDir::new();
+    let path = dir.pin("lo");
+
+    netns::bring_up_loopback(&path).expect("bring lo up");
+    netns::bring_up_loopback(&path).expect("bring lo up again");
+
+    let list = netns::interfaces(&path).expect("interfaces");
+    let lo = find(&list, "lo");
+    assert!(lo.up, "{lo:?}");
+    assert!(lo.addresses.contains(&net("127.0.0.1/8")), "{lo:?}");
+    assert_eq!(lo.mac.as_deref(), Some("00:00:00:00:00:00"));
+    // and the kernel agrees, seen from a separate process
+    let out = in_ns(&path, &["ip", "-o", "-4", "addr", "show", "dev", "lo"]);
+    assert!(out.contains("127.0.0.1/8"), "{out}");
+}
+
+#[test]
+#[ignore = "needs root + netns: cargo xtask test"]
+fn interfaces_report_links_with_mac_mtu_state_and_addresses() {
+    let dir = PinDir::new();
+    let path = dir.pin("links");
+    // Both ends of the veth stay inside the test's namespace.
+    in_ns(
+        &path,
+        &[
+            "ip",
+            "link",
+            "add",
+            "eth0",
+            "address",
+            "02:00:00:aa:bb:cc",
+            "mtu",
+            "1400",
+            "type",
+            "veth",
+            "peer",
+            "name",
+            "peer0",
+        ],
+    );
+    in_ns(&path, &["ip", "addr", "add", "10.99.0.2/24", "dev", "eth0"]);
+    in_ns(
+        &path,
+        &["ip", "addr", "add", "fd00:99::2/64", "dev", "eth0", "nodad"],
+    );
+    in_ns(&path, &["ip", "link", "set", "eth0", "up"]);
+    let ip_line = in_ns(&path, &["ip", "-o", "link", "show", "eth0"]);
+    let want_index: u32 = ip_line
+        .split(':')
+        .next()
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("index in {ip_line:?}"));
+
+    let list = netns::interfaces(&path).expect("interfaces");
+    let eth0 = find(&list, "eth0");
+    assert_eq!(eth0.index, want_index);
+    assert_eq!(eth0.mac.as_deref(), Some("02:00:00:aa:bb:cc"));
+    assert_eq!(eth0.mtu, Some(1400));
+    assert!(eth0.up && !eth0.loopback, "{eth0:?}");
+    assert!(eth0.addresses.contains(&net("10.99.0.2/24")), "{eth0:?}");
+    assert!(eth0.addresses.contains(&net("fd00:99::2/64")), "{eth0:?}");
+    let peer = find(&list, "peer0");
+    assert!(!peer.up && peer.addresses.is_empty(), "{peer:?}");
+    let indexes: Vec<u32> = list.iter().map(|i| i.index).collect();
+    assert!(indexes.is_sorted(), "{indexes:?}");
+}
+
+#[test]
+#[ignore = "needs root + netns: cargo xtask test"]
+fn removing_a_pin_makes_it_gone_and_twice_is_fine() {
+    let dir = PinDir::new();
+    let path = dir.pin("gone");
+
+    netns::remove_pinned(&path).expect("remove");
+    assert!(!netns::exists(&path));
+    assert!(mountinfo_under(&path).is_empty());
+    netns::remove_pinned(&path).expect("remove again");
+
+    let err = netns::with_netns(&path, || ()).expect_err("entering a removed pin");
+    assert!(err.is_not_found(), "{err}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "cannot enter network namespace {}: No such file or directory (os error 2)",
+            path.display()
+        )
+    );
+    let err = netns::is_netns(&path).expect_err("inspecting a removed pin");
+    assert!(err.is_not_found(), "{err}");
+}
+
+#[test]
+#[ignore = "needs root + netns: cargo xtask test"]
+fn an_unmounted_pin_is_not_a_namespace_and_can_be_removed() {
+    let dir = PinDir::new();
+    let path = dir.pin("after-reboot");
+    // What a reboot leaves behind: the file without the mount.
+    nix_umount(&path);
+    assert!(netns::exists(&path));
+    assert!(!netns::is_netns(&path).expect("inspect bare file"));
+    let err = netns::interfaces(&path).expect_err("enter a bare file");
+    assert!(matches!(err, Error::NotNetns { .. }), "{err}");
+    assert!(!err.is_not_found());
+    netns::remove_pinned(&path).expect("remove the bare file");
+    assert!(!netns::exists(&path));
+}
+
+/// Test-only: unmount a pin behind the library's back.
+fn nix_umount(path: &Path) {
+    let status = Command::new("umount")
+        .arg(path)
+        .status()
+        .expect("run umount");
+    assert!(status.success(), "umount {}", path.display());
+}
+
+#[test]
+#[ignore = "needs root + netns: cargo xtask test"]
+fn pinning_over_an_existing_path_fails_and_keeps_the_first() {
+    let dir = PinDir::new();
+    let path = dir.pin("taken");
+    let first = inode(&path);
+
+    let err = netns::create_pinned(&path).expect_err("second pin at one path");
+    match &err {
+        Error::Create { source, .. } => {
+            assert_eq!(source.kind(), std::io::ErrorKind::AlreadyExists, "{err}");
+        }
+        other => panic!("unexpected error {other}"),
+    }
+    assert!(
+        err.to_string().contains(&path.display().to_string()),
+        "{err}"
+    );
+    assert_eq!(inode(&path), first);
+    assert_eq!(
+        mountinfo_under(&path).len(),
+        1,
+        "no mount stacked on the pin"
+    );
+}
+
+#[test]
+#[ignore = "needs root + netns: cargo xtask test"]
+fn child_processes_see_the_pinned_namespace() {
+    let dir = PinDir::new();
+    let path = dir.pin("shared");
+    let want = inode(&path);
+
+    // A child resolves the path to the namespace, not to the empty file under the mount...
+    let out = Command::new("stat")
+        .args(["-L", "-c", "%i"])
+        .arg(&path)
+        .output()
+        .expect("run stat");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        want.to_string()
+    );
+    // ...and can join it.
+    let seen = in_ns(&path, &["readlink", "/proc/self/ns/net"]);
+    assert_eq!(seen.trim(), format!("net:[{want}]"));
+}
+
+#[test]
+#[ignore = "needs root + netns: cargo xtask test"]
+fn the_directory_becomes_a_shared_mount_point_and_is_released() {
+    let dir = PinDir::new();
+    let _path = dir.pin("one");
+    let lines = mountinfo_under(dir.path());
+    let own = lines
+        .iter()
+        .find(|l| l.split(' ').nth(4) == Some(&*dir.path().to_string_lossy()))
+        .unwrap_or_else(|| panic!("the directory is not a mount point: {lines:?}"));
+    assert!(own.contains(" shared:"), "{own}");
+
+    netns::prepare_dir(dir.path()).expect("prepare again");
+    assert_eq!(
+        dir.mounts(),
+        2,
+        "directory + pin, nothing stacked: {lines:?}"
+    );
+
+    netns::release_dir(dir.path()).expect("release");
+    assert_eq!(dir.mounts(), 0);
+    netns::release_dir(dir.path()).expect("release again");
+}
+
+#[test]
+#[ignore = "needs root + netns: cargo xtask test"]
+fn concurrent_create_remove_cycles_leak_no_mounts() {
+    let dir = PinDir::new();
+    netns::prepare_dir(dir.path()).expect("prepare");
+    let before = dir.mounts();
+    assert_eq!(before, 1);
+
+    let inodes = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..4)
+            .map(|worker| {
+                let dir = &dir;
+                scope.spawn(move || {
+                    let mut seen = Vec::new();
+                    for cycle in 0..5 {
+                        let path = dir.path().join(format!("w{worker}-c{cycle}"));
+                        netns::create_pinned(&path).expect("create");
+                        assert!(netns::is_netns(&path).expect("inspect"));
+                        netns::bring_up_loopback(&path).expect("lo up");
+                        seen.push(inode(&path));
+                        netns::remove_pinned(&path).expect("remove");
+                        assert!(!netns::exists(&path));
+                    }
+                    seen
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("worker"))
+            .collect::<Vec<_>>()
+    });
+
+    assert_eq!(inodes.len(), 20);
+    assert_eq!(dir.mounts(), before, "{:?}", mountinfo_under(dir.path()));
+    assert_eq!(std::fs::read_dir(dir.path()).expect("read dir").count(), 0);
+    // Namespaces alive at the same time are distinct; the kernel may reuse an inode once freed.
+    assert!(inodes.iter().collect::<HashSet<_>>().len() > 1);
+}
+
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "needs root + netns: cargo xtask test"]
+async fn async_variants_work_without_moving_the_runtime_thread() {
+    let dir = PinDir::new();
+    let path = dir.path().join("async");
+    let before = own_thread_netns();
+
+    netns::create_pinned_async(&path).await.expect("create");
+    netns::bring_up_loopback_async(&path).await.expect("lo up");
+    let list = netns::interfaces_async(&path).await.expect("interfaces");
+    assert!(find(&list, "lo").up);
+    let seen = netns::with_netns_async(&path, own_thread_netns)
+        .await
+        .expect("enter");
+    assert_eq!(seen, PathBuf::from(format!("net:[{}]", inode(&path))));
+    assert_eq!(own_thread_netns(), before);
+
+    netns::remove_pinned_async(&path).await.expect("remove");
+    assert!(!netns::exists(&path));
+    let err = netns::with_netns_async(&path, || ())
+        .await
+        .expect_err("removed");
+    assert!(err.is_not_found(), "{err}");
+}
