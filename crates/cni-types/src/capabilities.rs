@@ -231,13 +231,11 @@ impl CapabilityArgs {
             keys::MAC => text(self.mac.as_ref()),
             keys::INFINIBAND_GUID => text(self.infiniband_guid.as_ref()),
             keys::DEVICE_ID => text(self.device_id.as_ref()),
-            keys::ALIASES if !self.aliases.is_empty() => json(&self.aliases),
-            keys::ALIASES => None,
+            keys::ALIASES => Some(&self.aliases).filter(|a| !a.is_empty()).and_then(json),
             keys::CGROUP_PATH => text(self.cgroup_path.as_ref()),
-            keys::POD_ANNOTATIONS if !self.pod_annotations.is_empty() => {
-                json(&self.pod_annotations)
-            }
-            keys::POD_ANNOTATIONS => None,
+            keys::POD_ANNOTATIONS => Some(&self.pod_annotations)
+                .filter(|a| !a.is_empty())
+                .and_then(json),
             other => self.other.get(other).filter(|v| !v.is_null()).cloned(),
         }
     }

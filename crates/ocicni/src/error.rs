@@ -44,7 +44,7 @@ pub enum Error {
         ifname: String,
         /// What the plugins said.
         #[source]
-        source: cni_exec::Error,
+        source: Box<cni_exec::Error>,
     },
     /// Several attachments failed; each error is kept.
     #[error("{}", join(errors))]
@@ -52,12 +52,57 @@ pub enum Error {
         /// One error per failed attachment.
         errors: Vec<Error>,
     },
+    /// The configuration directory could not be read.
+    #[error("cannot read CNI configuration directory {}: {reason}", dir.display())]
+    ConfDir {
+        /// The directory.
+        dir: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The pod's network namespace could not be used.
+    #[error("pod {pod}: {source}")]
+    Netns {
+        /// The pod's sandbox ID.
+        pod: String,
+        /// What went wrong entering or changing it.
+        #[source]
+        source: crate::netns::Error,
+    },
+    /// The result cache could not be read.
+    #[error("result cache: {source}")]
+    Cache {
+        /// The cache error, naming the file.
+        #[source]
+        source: Box<cni_exec::Error>,
+    },
+    /// The GC verb failed for a network.
+    #[error("gc of network {network}: {source}")]
+    Gc {
+        /// The network.
+        network: String,
+        /// What the plugins said.
+        #[source]
+        source: Box<cni_exec::Error>,
+    },
+    /// A network event could not be applied.
+    #[error("network event {event}: {reason}")]
+    InvalidEvent {
+        /// The event's name.
+        event: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The configuration watcher could not start.
+    #[error("cannot watch the CNI configuration: {source}")]
+    Watch {
+        /// The watcher's error.
+        #[source]
+        source: cni_watch::Error,
+    },
     /// A lock could not be taken.
     #[error(transparent)]
     Lock(#[from] cni_lock::Error),
-    /// The configuration directory could not be read.
-    #[error(transparent)]
-    Config(#[from] cni_config::Error),
 }
 
 fn join(errors: &[Error]) -> String {

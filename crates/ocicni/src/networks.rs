@@ -1,0 +1,164 @@
+//! The loaded configuration: which networks are usable and which one is the default.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cni_config::{NetworkList, Verdict};
+use cni_exec::Cni;
+use serde::Serialize;
+
+use crate::builtin::BuiltinNetwork;
+
+/// What became of one configuration file (or of the built-in network) at the last load.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NetworkReport {
+    /// The file, or `None` for the built-in default network.
+    pub file: Option<PathBuf>,
+    /// The network's name, when the file got far enough to have one.
+    pub network: Option<String>,
+    /// The plugin types of the list, in order.
+    pub plugins: Vec<String>,
+    /// `loaded`, `shadowed`, `rejected`, `unusable` (valid, but a plugin is missing or too old)
+    /// or `builtin`.
+    pub verdict: &'static str,
+    /// Why it is not loaded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Whether pods without a network choice get this one.
+    pub default: bool,
+}
+
+/// One load of the configuration directory, validated against the installed plugins.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Networks {
+    /// Why the directory could not be read at all.
+    pub(crate) dir_error: Option<String>,
+    /// Usable networks, in file order.
+    pub(crate) usable: Vec<Arc<NetworkList>>,
+    /// The verdict on every file.
+    pub(crate) reports: Vec<NetworkReport>,
+    /// The network pods get when they ask for none.
+    pub(crate) default: Option<Arc<NetworkList>>,
+    /// Capabilities declared by the usable networks' plugins.
+    pub(crate) capabilities: BTreeSet<String>,
+}
+
+impl Networks {
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<NetworkList>> {
+        self.usable
+            .iter()
+            .find(|n| n.name() == name)
+            .or_else(|| self.default.as_ref().filter(|d| d.name() == name))
+    }
+}
+
+/// Loads `dir` and checks every network against the plugins it needs.
+///
+/// VERSION answers are cached per plugin binary by `cni-exec`, so a reload after a config change
+/// runs no plugin unless a binary changed.
+pub(crate) async fn load(
+    dir: &Path,
+    cni: &Cni,
+    default_name: Option<&str>,
+    builtin: Option<&BuiltinNetwork>,
+) -> Networks {
+    let mut out = Networks::default();
+    let load = match cni_config::load_dir(dir) {
+        Ok(load) => Some(load),
+        Err(err) => {
+            out.dir_error = Some(err.to_string());
+            None
+        }
+    };
+    let mut loaded = Vec::new();
+    for file in load.iter().flat_map(|l| l.files.iter()) {
+        let mut report = NetworkReport {
+            file: Some(file.path.clone()),
+            network: file.network.clone(),
+            plugins: file.plugin_types.clone(),
+            verdict: file.verdict.as_str(),
+            reason: file.reason(),
+            default: false,
+        };
+        if matches!(file.verdict, Verdict::Loaded)
+            && let Some(net) = file
+                .network
+                .as_deref()
+                .and_then(|n| load.as_ref().and_then(|l| l.get(n)))
+        {
+            loaded.push((out.reports.len(), Arc::new(net.clone())));
+        } else if matches!(file.verdict, Verdict::Loaded) {
+            report.verdict = "rejected";
+        }
+        out.reports.push(report);
+    }
+    let checks = loaded.iter().map(|(_, net)| cni.validate_network_list(net));
+    let verdicts = futures_util::future::join_all(checks).await;
+    for ((index, net), verdict) in loaded.into_iter().zip(verdicts) {
+        match verdict {
+            Ok(caps) => {
+                out.capabilities.extend(caps);
+                out.usable.push(net);
+            }
+            Err(err) => {
+                tracing::warn!(network = net.name(), error = %err, "network is not usable");
+                out.reports[index].verdict = "unusable";
+                out.reports[index].reason = Some(err.to_string());
+            }
+        }
+    }
+    out.default = match default_name {
+        Some(name) => out.usable.iter().find(|n| n.name() == name).cloned(),
+        None => out.usable.first().cloned(),
+    };
+    if out.default.is_none()
+        && out.usable.is_empty()
+        && let Some(builtin) = builtin
+    {
+        install_builtin(&mut out, cni, builtin, dir).await;
+    }
+    if let Some(default) = &out.default {
+        let name = default.name().to_owned();
+        for report in &mut out.reports {
+            report.default =
+                report.verdict != "shadowed" && report.network.as_deref() == Some(&name);
+        }
+    }
+    out
+}
+
+async fn install_builtin(out: &mut Networks, cni: &Cni, builtin: &BuiltinNetwork, dir: &Path) {
+    let bytes = builtin.conflist();
+    let mut report = NetworkReport {
+        file: None,
+        network: Some(builtin.name.clone()),
+        plugins: vec!["bridge".into(), "host-local".into(), "portmap".into()],
+        verdict: "builtin",
+        reason: None,
+        default: true,
+    };
+    match cni_config::parse_conflist(&bytes) {
+        Ok(net) => match cni.validate_network_list(&net).await {
+            Ok(caps) => {
+                tracing::info!(
+                    network = builtin.name, bridge = builtin.bridge, subnet = %builtin.subnet,
+                    "no network configured in {}: using the built-in default network", dir.display()
+                );
+                out.capabilities.extend(caps);
+                out.default = Some(Arc::new(net));
+            }
+            Err(err) => {
+                report.verdict = "unusable";
+                report.default = false;
+                report.reason = Some(err.to_string());
+            }
+        },
+        Err(err) => {
+            report.verdict = "rejected";
+            report.default = false;
+            report.reason = Some(err.to_string());
+        }
+    }
+    out.reports.push(report);
+}

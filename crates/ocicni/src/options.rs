@@ -1,0 +1,94 @@
+//! How an [`Ocicni`](crate::Ocicni) is configured.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cni_exec::Exec;
+
+use crate::args::CniArgsPolicy;
+use crate::builtin::BuiltinNetwork;
+
+/// The configuration directory Go ocicni and CRI-O read.
+pub const DEFAULT_CONF_DIR: &str = "/etc/cni/net.d";
+
+/// How the configuration and plugin directories are followed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum WatchPolicy {
+    /// inotify, with a periodic rescan as a safety net (falls back to polling if inotify is
+    /// unavailable).
+    #[default]
+    Inotify,
+    /// Compare the directories every interval, for hosts that limit inotify instances.
+    Poll(Duration),
+    /// Reload only when asked ([`crate::CniPlugin::reload`]) or when a pod names a network that
+    /// is not loaded.
+    Off,
+}
+
+/// When pod status runs the CHECK verb.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum CheckPolicy {
+    /// Status comes from the cached result alone. CHECK raced with veth MAC changes and failed
+    /// healthy pods for CRI-O users, so it is opt-in.
+    #[default]
+    Never,
+    /// Status runs CHECK on networks whose version supports it (0.4.0 and later).
+    Always,
+}
+
+/// Everything [`crate::OcicniBuilder`] collects.
+#[derive(Clone)]
+pub(crate) struct Options {
+    pub(crate) conf_dir: PathBuf,
+    pub(crate) plugin_dirs: Vec<PathBuf>,
+    pub(crate) cache_dir: PathBuf,
+    pub(crate) default_network: Option<String>,
+    pub(crate) watch: WatchPolicy,
+    pub(crate) plugin_timeout: Duration,
+    pub(crate) lock_timeout: Duration,
+    pub(crate) cni_args: CniArgsPolicy,
+    pub(crate) check: CheckPolicy,
+    pub(crate) parallel_attach: bool,
+    pub(crate) builtin: Option<BuiltinNetwork>,
+    pub(crate) exec: Option<Arc<dyn Exec>>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            conf_dir: PathBuf::from(DEFAULT_CONF_DIR),
+            plugin_dirs: cni_exec::default_plugin_dirs(),
+            cache_dir: PathBuf::from(cni_exec::DEFAULT_CACHE_DIR),
+            default_network: None,
+            watch: WatchPolicy::default(),
+            plugin_timeout: cni_exec::DEFAULT_TIMEOUT,
+            lock_timeout: Duration::from_secs(300),
+            cni_args: CniArgsPolicy::default(),
+            check: CheckPolicy::default(),
+            parallel_attach: false,
+            builtin: None,
+            exec: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("conf_dir", &self.conf_dir)
+            .field("plugin_dirs", &self.plugin_dirs)
+            .field("cache_dir", &self.cache_dir)
+            .field("default_network", &self.default_network)
+            .field("watch", &self.watch)
+            .field("plugin_timeout", &self.plugin_timeout)
+            .field("cni_args", &self.cni_args)
+            .field("check", &self.check)
+            .field("parallel_attach", &self.parallel_attach)
+            .field("builtin", &self.builtin)
+            .field("custom_exec", &self.exec.is_some())
+            .finish_non_exhaustive()
+    }
+}
