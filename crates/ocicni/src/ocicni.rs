@@ -123,6 +123,14 @@ impl OcicniBuilder {
         self
     }
 
+    /// Bring `lo` up inside the pod's namespace before attaching (default on). Turn it off when
+    /// the runtime attaches a loopback network itself, as containerd's go-cni does.
+    #[must_use]
+    pub fn loopback(mut self, on: bool) -> Self {
+        self.opts.loopback = on;
+        self
+    }
+
     /// Use this network when the configuration directory holds none (off by default).
     #[must_use]
     pub fn builtin_default(mut self, network: Option<BuiltinNetwork>) -> Self {
@@ -596,18 +604,20 @@ impl CniPlugin for Ocicni {
         }
         let targets = self.targets(pod).await?;
         let _locks = self.lock_pod(&pod.id).await?;
-        let path = PathBuf::from(&pod.netns);
-        tokio::task::spawn_blocking(move || netns::bring_up_loopback(&path))
-            .await
-            .map_err(|err| Error::InvalidPod {
-                pod: pod.id.clone(),
-                field: "netns".into(),
-                reason: err.to_string(),
-            })?
-            .map_err(|source| Error::Netns {
-                pod: pod.id.clone(),
-                source,
-            })?;
+        if self.inner.opts.loopback {
+            let path = PathBuf::from(&pod.netns);
+            tokio::task::spawn_blocking(move || netns::bring_up_loopback(&path))
+                .await
+                .map_err(|err| Error::InvalidPod {
+                    pod: pod.id.clone(),
+                    field: "netns".into(),
+                    reason: err.to_string(),
+                })?
+                .map_err(|source| Error::Netns {
+                    pod: pod.id.clone(),
+                    source,
+                })?;
+        }
 
         let outcomes: Vec<Result<AttachmentResult>> = if self.inner.opts.parallel_attach {
             futures_util::future::join_all(targets.iter().map(|t| self.add_one(pod, t))).await

@@ -52,6 +52,7 @@ pub(crate) struct Options {
     pub(crate) cni_args: CniArgsPolicy,
     pub(crate) check: CheckPolicy,
     pub(crate) parallel_attach: bool,
+    pub(crate) loopback: bool,
     pub(crate) builtin: Option<BuiltinNetwork>,
     pub(crate) exec: Option<Arc<dyn Exec>>,
 }
@@ -69,6 +70,7 @@ impl Default for Options {
             cni_args: CniArgsPolicy::default(),
             check: CheckPolicy::default(),
             parallel_attach: false,
+            loopback: true,
             builtin: None,
             exec: None,
         }
@@ -87,6 +89,7 @@ impl std::fmt::Debug for Options {
             .field("cni_args", &self.cni_args)
             .field("check", &self.check)
             .field("parallel_attach", &self.parallel_attach)
+            .field("loopback", &self.loopback)
             .field("builtin", &self.builtin)
             .field("custom_exec", &self.exec.is_some())
             .finish_non_exhaustive()
