@@ -22,6 +22,9 @@ static PREPARE_LOCK: Mutex<()> = Mutex::new(());
 
 const NONE: Option<&str> = None;
 
+/// How many mounts stacked on one pin [`remove_pinned`] peels off before giving up.
+const MAX_STACKED_MOUNTS: usize = 16;
+
 pub(super) fn create_pinned(path: &Path) -> Result<()> {
     let create_err = |source: io::Error| Error::Create {
         path: path.to_owned(),
@@ -123,13 +126,18 @@ pub(super) fn remove_pinned(path: &Path) -> Result<()> {
         path: path.to_owned(),
         source,
     };
-    match umount2(path, MntFlags::MNT_DETACH) {
-        // EINVAL: nothing mounted there any more (unmounted before, or a reboot left the bare file).
-        Ok(()) | Err(Errno::EINVAL | Errno::ENOENT) => {}
-        // Without CAP_SYS_ADMIN the kernel says EPERM even when nothing is mounted; a bare file can
-        // still be unlinked then.
-        Err(Errno::EPERM) if !is_nsfs(path) => {}
-        Err(errno) => return Err(err(errno.into())),
+    // Unmount until nothing is left: someone else (`mount --bind`, an older pin) may have stacked a
+    // second mount on the file, and unlink fails with EBUSY while any remains.
+    for _ in 0..MAX_STACKED_MOUNTS {
+        match umount2(path, MntFlags::MNT_DETACH) {
+            Ok(()) => {}
+            // EINVAL: nothing mounted there (any more, or a reboot left the bare file).
+            Err(Errno::EINVAL | Errno::ENOENT) => break,
+            // Without CAP_SYS_ADMIN the kernel says EPERM even when nothing is mounted; a bare file
+            // can still be unlinked then.
+            Err(Errno::EPERM) if !is_nsfs(path) => break,
+            Err(errno) => return Err(err(errno.into())),
+        }
     }
     match fs::remove_file(path) {
         Ok(()) => {

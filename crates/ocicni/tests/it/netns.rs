@@ -393,3 +393,24 @@ async fn async_variants_work_without_moving_the_runtime_thread() {
         .expect_err("removed");
     assert!(err.is_not_found(), "{err}");
 }
+
+#[test]
+#[ignore = "needs root + netns: cargo xtask test"]
+fn removing_a_pin_with_a_mount_stacked_on_it_peels_both() {
+    let dir = PinDir::new();
+    let path = dir.pin("stacked");
+    let other = dir.pin("other");
+    let status = Command::new("mount")
+        .arg("--bind")
+        .arg(&other)
+        .arg(&path)
+        .status()
+        .expect("run mount");
+    assert!(status.success(), "mount --bind");
+    assert_eq!(mountinfo_under(&path).len(), 2);
+
+    netns::remove_pinned(&path).expect("remove");
+    assert!(!netns::exists(&path));
+    assert!(mountinfo_under(&path).is_empty());
+    assert!(netns::is_netns(&other).expect("the other pin is untouched"));
+}
