@@ -1,8 +1,8 @@
 //! `cni-fake-plugin`: a configurable CNI plugin for tests.
 //!
-//! It behaves as told by the `"fake"` object of the network configuration on its stdin, with keys
-//! overridden by the `CNI_FAKE` environment variable (a JSON object); the `cni_exec` crate docs list
-//! the keys. It never panics: bad input gets a spec error on stdout and exit code 1.
+//! It behaves as told by the `"fake"` object of the network configuration on its stdin, on top of
+//! the object in `<argv0>.fake.json` and overridden by the `CNI_FAKE` environment variable (a JSON
+//! object); the `cni_exec` crate docs list the keys. It never panics: bad input gets a spec error on stdout and exit code 1.
 
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
@@ -46,11 +46,12 @@ fn run() -> i32 {
         .unwrap_or("1.0.0")
         .to_owned();
 
-    let mut fake = config
-        .get("fake")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
+    // Keys from `<argv0>.fake.json` come first: they reach commands whose stdin carries no
+    // configuration of ours (VERSION), for one plugin name at a time.
+    let mut fake = sidecar();
+    if let Some(own) = config.get("fake").and_then(Value::as_object) {
+        fake.extend(own.clone());
+    }
     let mut bad_override = false;
     if let Some(text) = std::env::var_os("CNI_FAKE") {
         match serde_json::from_slice::<Value>(text.as_encoded_bytes()) {
@@ -167,6 +168,20 @@ fn add_result(fake: &Map<String, Value>, config: &Map<String, Value>, version: &
         return prev.clone();
     }
     canned_result(version)
+}
+
+/// The object in `<argv0>.fake.json`, if there is one.
+fn sidecar() -> Map<String, Value> {
+    let Some(argv0) = std::env::args_os().next() else {
+        return Map::new();
+    };
+    let mut path = argv0;
+    path.push(".fake.json");
+    std::fs::read(&path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<Value>(&bytes).ok())
+        .and_then(|v| v.as_object().cloned())
+        .unwrap_or_default()
 }
 
 /// A result of `version`'s shape whose address is derived from `CNI_CONTAINERID`, so each container

@@ -1,7 +1,10 @@
-//! Public-API tests of the process layer, driving the `cni-fake-plugin` binary through `ProcessExec`.
+//! Public-API tests: the process layer and the fake plugin, the CNI operations and the result cache
+//! (with fakes), and real plugins inside network namespaces (ignored unless run as root).
 
+mod cache;
 mod discovery;
 mod fake_plugin;
 mod netns;
+mod ops;
 mod process;
 mod support;

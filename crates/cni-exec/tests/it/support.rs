@@ -135,3 +135,58 @@ pub(crate) async fn wait_child_record(dir: &PluginDir) -> (u64, u64) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A `Cni` over a temporary plugin directory of fake plugins and a temporary cache directory.
+pub(crate) struct Fixture {
+    pub(crate) plugins: PluginDir,
+    pub(crate) cache_dir: TempDir,
+    pub(crate) cni: cni_exec::Cni,
+}
+
+impl Fixture {
+    /// Links the fake plugin under each of `names`.
+    pub(crate) fn new(names: &[&str]) -> Self {
+        let plugins = PluginDir::new();
+        for name in names {
+            plugins.install_fake(name);
+        }
+        let cache_dir = tempfile::tempdir().expect("create cache dir");
+        let cni = cni_exec::Cni::new(
+            std::sync::Arc::new(cni_exec::ProcessExec::new()),
+            vec![plugins.path().to_owned()],
+            cache_dir.path().to_owned(),
+        );
+        Self {
+            plugins,
+            cache_dir,
+            cni,
+        }
+    }
+
+    /// A plugin object of `type` whose `fake` object is `fake` plus the record file.
+    pub(crate) fn plugin(&self, plugin_type: &str, mut fake: Value) -> Value {
+        fake["record"] = json!(self.plugins.record_path());
+        json!({"type": plugin_type, "fake": fake})
+    }
+
+    /// The records of one command, as (plugin type, record).
+    pub(crate) fn records_of(&self, command: &str) -> Vec<(String, Value)> {
+        self.plugins
+            .records()
+            .into_iter()
+            .filter(|r| r["command"] == command)
+            .map(|r| (r["stdin"]["type"].as_str().unwrap_or("").to_owned(), r))
+            .collect()
+    }
+}
+
+/// A validated network list of `version` named `name` with these plugin objects.
+pub(crate) fn network(name: &str, version: &str, plugins: Vec<Value>) -> cni_config::NetworkList {
+    let bytes = serde_json::to_vec(&json!({
+        "cniVersion": version,
+        "name": name,
+        "plugins": plugins,
+    }))
+    .expect("serialize list");
+    cni_config::parse_conflist(&bytes).expect("valid list")
+}

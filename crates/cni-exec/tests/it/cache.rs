@@ -1,0 +1,226 @@
+//! The result cache: libcni's layout and JSON in both directions, corrupt entries, atomic writes.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use cni_exec::{CachedAttachment, ResultCache, RuntimeConf};
+use cni_types::Version;
+use serde_json::{Value, json};
+
+use crate::support::{Fixture, network};
+
+fn testdata(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/cache")
+        .join(name)
+}
+
+/// A cache dir whose results directory holds `fixture` under the entry name libcni would use.
+fn cache_with(fixture: &str, entry_name: &str) -> (tempfile::TempDir, ResultCache) {
+    let dir = tempfile::tempdir().unwrap();
+    let results = dir.path().join("results");
+    std::fs::create_dir_all(&results).unwrap();
+    std::fs::copy(testdata(fixture), results.join(entry_name)).unwrap();
+    let cache = ResultCache::new(dir.path());
+    (dir, cache)
+}
+
+#[tokio::test]
+async fn entries_have_exactly_the_shape_libcni_writes() {
+    let fx = Fixture::new(&["first"]);
+    let net = network("shapenet", "1.0.0", vec![fx.plugin("first", json!({}))]);
+    let caps = serde_json::from_value(json!({
+        "portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]
+    }))
+    .unwrap();
+    let rt = RuntimeConf::new("c1", "/run/netns/p1", "eth0")
+        .with_arg("K8S_POD_NAME", "web")
+        .with_capability_args(caps);
+    let result = fx.cni.add_network_list(&net, &rt).await.unwrap();
+
+    let results = fx.cache_dir.path().join("results");
+    let path = results.join("shapenet-c1-eth0");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let entry: Value = serde_json::from_str(&text).unwrap();
+    let keys: Vec<&str> = entry
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "kind",
+            "containerId",
+            "config",
+            "ifName",
+            "networkName",
+            "netns",
+            "cniArgs",
+            "capabilityArgs",
+            "result"
+        ]
+    );
+    assert_eq!(entry["kind"], "cniCacheV1");
+    assert_eq!(entry["containerId"], "c1");
+    assert_eq!(entry["ifName"], "eth0");
+    assert_eq!(entry["networkName"], "shapenet");
+    assert_eq!(entry["netns"], "/run/netns/p1");
+    assert_eq!(entry["cniArgs"], json!([["K8S_POD_NAME", "web"]]));
+    assert_eq!(
+        entry["capabilityArgs"],
+        json!({"portMappings": [{"containerPort": 80, "hostPort": 8080, "protocol": "tcp"}]})
+    );
+    let config = base64::engine::general_purpose::STANDARD
+        .decode(entry["config"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(config, &*net.bytes, "the exact bytes, base64 std encoded");
+    assert_eq!(entry["result"], result.to_json_value().unwrap());
+    // Go marshals the result map with sorted keys.
+    let result_keys: Vec<&str> = entry["result"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    let mut sorted = result_keys.clone();
+    sorted.sort_unstable();
+    assert_eq!(result_keys, sorted);
+
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&path), 0o600);
+    assert_eq!(mode(&results), 0o700);
+    let names: Vec<String> = std::fs::read_dir(&results)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["shapenet-c1-eth0"], "no temporary files left");
+}
+
+#[test]
+fn reads_entries_libcni_wrote() {
+    for fixture in ["libcni-entry.json", "containerID-spelling.json"] {
+        let (_dir, cache) = cache_with(fixture, "crio-7f3b0c2a9e-eth0");
+        let entry = cache
+            .get("crio", "7f3b0c2a9e", "eth0")
+            .unwrap()
+            .unwrap_or_else(|| panic!("{fixture} reads"));
+        assert_eq!(entry.container_id, "7f3b0c2a9e", "{fixture}");
+        assert_eq!(entry.network, "crio");
+        assert_eq!(entry.netns, "/var/run/netns/7f3b0c2a9e");
+        assert_eq!(
+            entry.config,
+            std::fs::read(testdata("libcni-config.conflist")).unwrap()
+        );
+        assert_eq!(
+            entry.cni_args,
+            [
+                ("IgnoreUnknown".to_owned(), "1".to_owned()),
+                ("K8S_POD_NAMESPACE".to_owned(), "default".to_owned()),
+                ("K8S_POD_NAME".to_owned(), "web-0".to_owned()),
+            ]
+        );
+        let rt = entry.runtime_conf().unwrap();
+        assert_eq!(rt.capability_args.port_mappings[0].host_port, 8080);
+        let list = entry.network_list().unwrap();
+        assert_eq!(list.plugin_types(), ["bridge", "portmap"]);
+        assert_eq!(list.version, Version::V0_4_0);
+        let result = entry.cni_result().unwrap().unwrap();
+        assert_eq!(result.cni_version(), Version::V0_4_0);
+        assert_eq!(
+            result.first_ipv4().unwrap().address.to_string(),
+            "10.88.0.5/16"
+        );
+        let listed = cache.list(Some("7f3b0c2a9e")).unwrap();
+        assert_eq!(listed, [entry]);
+    }
+}
+
+#[tokio::test]
+async fn cached_result_of_an_older_libcni_entry_converts_to_the_list_version() {
+    let (dir, _) = cache_with("libcni-1.1-no-netns.json", "crio-abc-eth0");
+    let fx = Fixture::new(&[]);
+    let cni = cni_exec::Cni::new(fx.cni.exec().clone(), vec![], dir.path().to_owned());
+    let net = network("crio", "1.0.0", vec![json!({"type": "bridge"})]);
+    let rt = RuntimeConf::new("abc", "/n", "eth0");
+    let result = cni.cached_result(&net, &rt).await.unwrap().unwrap();
+    assert_eq!(result.cni_version(), Version::V1_0_0);
+    assert_eq!(result.ips[0].address.to_string(), "10.88.0.9/16");
+    let all = cni.cached_attachments(None).await.unwrap();
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].netns, "");
+    assert!(all[0].cni_args.is_empty());
+}
+
+#[test]
+fn corrupt_and_empty_entries_read_as_absent() {
+    for fixture in ["truncated.json", "empty.json", "wrong-kind.json"] {
+        let (_dir, cache) = cache_with(fixture, "crio-abc-eth0");
+        assert_eq!(cache.get("crio", "abc", "eth0").unwrap(), None, "{fixture}");
+        assert!(cache.list(None).unwrap().is_empty(), "{fixture}");
+    }
+    let missing = ResultCache::new("/nonexistent/cni-cache");
+    assert_eq!(missing.get("crio", "abc", "eth0").unwrap(), None);
+    assert!(missing.list(None).unwrap().is_empty());
+}
+
+#[test]
+fn writes_replace_atomically_and_leave_no_temp_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ResultCache::new(dir.path());
+    let mut entry = CachedAttachment {
+        container_id: "c1".into(),
+        network: "net".into(),
+        if_name: "eth0".into(),
+        netns: String::new(),
+        config: b"{}".to_vec(),
+        cni_args: Vec::new(),
+        capability_args: serde_json::Map::new(),
+        result: None,
+    };
+    for i in 0..50 {
+        entry.netns = format!("/run/netns/p{i}");
+        cache.put(&entry).unwrap();
+        assert_eq!(
+            cache.get("net", "c1", "eth0").unwrap().as_ref(),
+            Some(&entry)
+        );
+    }
+    let names: Vec<String> = std::fs::read_dir(cache.results_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["net-c1-eth0"]);
+    // Without netns, cniArgs, capabilityArgs and result, libcni omits those keys.
+    let text = std::fs::read_to_string(cache.results_dir().join("net-c1-eth0")).unwrap();
+    assert!(text.contains(r#""netns":"/run/netns/p49""#));
+    entry.netns.clear();
+    cache.put(&entry).unwrap();
+    let text = std::fs::read_to_string(cache.results_dir().join("net-c1-eth0")).unwrap();
+    assert_eq!(
+        text,
+        r#"{"kind":"cniCacheV1","containerId":"c1","config":"e30=","ifName":"eth0","networkName":"net"}"#
+    );
+    assert!(cache.remove("net", "c1", "eth0").unwrap());
+    assert!(!cache.remove("net", "c1", "eth0").unwrap());
+}
+
+#[test]
+fn names_that_would_escape_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ResultCache::new(dir.path());
+    for (net, id, ifname) in [
+        ("../net", "c1", "eth0"),
+        ("net", "../../c1", "eth0"),
+        ("net", "c1", "../x"),
+        ("net", "c1", ".."),
+    ] {
+        let err = cache.get(net, id, ifname).unwrap_err();
+        assert!(
+            matches!(err, cni_exec::Error::InvalidRuntimeConf { .. }),
+            "{err}"
+        );
+    }
+}
