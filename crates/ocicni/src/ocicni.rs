@@ -565,16 +565,12 @@ fn shaped_builtin(base: &BuiltinNetwork, settings: &RwLock<InitSettings>) -> Bui
 
 /// The path to hand plugins at teardown: empty when the namespace is already gone, which the
 /// spec allows for DEL and plugins handle.
-async fn teardown_netns(path: &str) -> String {
+fn teardown_netns(path: &str) -> String {
     if path.is_empty() {
         return String::new();
     }
-    let owned = path.to_owned();
-    let present =
-        tokio::task::spawn_blocking(move || netns::is_netns(Path::new(&owned)).unwrap_or(false))
-            .await
-            .unwrap_or(false);
-    if present {
+    // A few syscalls on the path, no namespace switch: fine on the executor.
+    if netns::is_netns(Path::new(path)).unwrap_or(false) {
         path.to_owned()
     } else {
         String::new()
@@ -605,14 +601,8 @@ impl CniPlugin for Ocicni {
         let targets = self.targets(pod).await?;
         let _locks = self.lock_pod(&pod.id).await?;
         if self.inner.opts.loopback {
-            let path = PathBuf::from(&pod.netns);
-            tokio::task::spawn_blocking(move || netns::bring_up_loopback(&path))
+            netns::bring_up_loopback_async(&pod.netns)
                 .await
-                .map_err(|err| Error::InvalidPod {
-                    pod: pod.id.clone(),
-                    field: "netns".into(),
-                    reason: err.to_string(),
-                })?
                 .map_err(|source| Error::Netns {
                     pod: pod.id.clone(),
                     source,
@@ -658,7 +648,7 @@ impl CniPlugin for Ocicni {
 
     async fn teardown_pod(&self, pod: &PodNetwork) -> Result<()> {
         let _locks = self.lock_pod(&pod.id).await?;
-        let netns = teardown_netns(&pod.netns).await;
+        let netns = teardown_netns(&pod.netns);
         let targets = self.existing_targets(pod).await?;
         let mut errors = Vec::new();
         for target in targets.iter().rev() {
@@ -712,7 +702,7 @@ impl CniPlugin for Ocicni {
                     .push(GcAttachment::new(&att.container_id, &att.if_name));
                 continue;
             }
-            att.netns = teardown_netns(&att.netns).await;
+            att.netns = teardown_netns(&att.netns);
             tracing::info!(
                 container = att.container_id,
                 network = att.network,

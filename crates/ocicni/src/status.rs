@@ -1,7 +1,5 @@
 //! Pod network status: from the cache, by CHECK when asked, or from the namespace itself.
 
-use std::path::PathBuf;
-
 use cni_config::NetworkList;
 use cni_types::result::{Interface, IpConfig};
 use cni_types::{CniResult, Version};
@@ -66,14 +64,8 @@ pub(crate) async fn attachment_status(
 
 /// Builds a result from what the kernel says about `ifname` inside the pod's namespace.
 async fn from_namespace(pod: &PodNetwork, ifname: &str, version: Version) -> Result<CniResult> {
-    let path = PathBuf::from(&pod.netns);
-    let interfaces = tokio::task::spawn_blocking(move || crate::netns::interfaces(&path))
+    let interfaces = crate::netns::interfaces_async(&pod.netns)
         .await
-        .map_err(|err| Error::InvalidPod {
-            pod: pod.id.clone(),
-            field: "netns".into(),
-            reason: err.to_string(),
-        })?
         .map_err(|source| Error::Netns {
             pod: pod.id.clone(),
             source,
