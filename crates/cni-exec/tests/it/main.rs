@@ -7,4 +7,6 @@ mod fake_plugin;
 mod netns;
 mod ops;
 mod process;
+mod real_plugins;
+mod realnet;
 mod support;
