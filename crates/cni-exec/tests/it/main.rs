@@ -4,6 +4,7 @@
 mod cache;
 mod discovery;
 mod fake_plugin;
+mod matrix;
 mod netns;
 mod ops;
 mod process;
