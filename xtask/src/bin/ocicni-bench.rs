@@ -1,0 +1,561 @@
+//! The ocicni peer of `shared/bench/gocni-peer`: same flags, same scenario, same JSON line.
+//!
+//! Run inside the "node" network namespace it is started in (`ip netns exec NODE ocicni-bench ...`).
+//! It loads the first configuration file of `--conf-dir` as the default network, brings `lo` up
+//! in-process (where go-cni runs its loopback plugin as a second network), sets up `--pods` pods
+//! with `--concurrency` in flight, tears them down, checks what is left, and prints one JSON line.
+//! Extra keys beyond the peer's: `overhead` (time per pod not spent in plugin processes).
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use ocicni::cni_exec::{self, Exec, ProcessExec};
+use ocicni::cni_types::capabilities::PortMapping;
+use ocicni::{CniArgsPolicy, CniPlugin, Ocicni, PodNetwork, RuntimeConfig, WatchPolicy, netns};
+use serde_json::{Value, json};
+
+struct Opts {
+    conf_dir: PathBuf,
+    plugin_dirs: Vec<PathBuf>,
+    netns_dir: PathBuf,
+    ipam_dir: Option<PathBuf>,
+    mode: String,
+    pods: usize,
+    concurrency: usize,
+    warmup: usize,
+    portmap: bool,
+    host_port_base: u16,
+    id_prefix: String,
+    exec_floor_runs: usize,
+}
+
+fn parse_args() -> Result<Opts, String> {
+    let mut o = Opts {
+        conf_dir: PathBuf::new(),
+        plugin_dirs: vec![PathBuf::from("/usr/lib/cni")],
+        netns_dir: PathBuf::from("/run/cnibench/netns"),
+        ipam_dir: None,
+        mode: "real".into(),
+        pods: 50,
+        concurrency: 1,
+        warmup: 2,
+        portmap: true,
+        host_port_base: 20000,
+        id_prefix: "cnibench".into(),
+        exec_floor_runs: 30,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let flag = arg.trim_start_matches('-');
+        let (name, inline) = match flag.split_once('=') {
+            Some((n, v)) => (n.to_owned(), Some(v.to_owned())),
+            None => (flag.to_owned(), None),
+        };
+        let mut value = || {
+            inline
+                .clone()
+                .or_else(|| args.next())
+                .ok_or(format!("--{name} needs a value"))
+        };
+        let number = |v: String| {
+            v.parse::<usize>()
+                .map_err(|e| format!("--{name} {v:?}: {e}"))
+        };
+        match name.as_str() {
+            "conf-dir" => o.conf_dir = value()?.into(),
+            "plugin-dir" => o.plugin_dirs = value()?.split(',').map(PathBuf::from).collect(),
+            "netns-dir" => o.netns_dir = value()?.into(),
+            "ipam-dir" => {
+                o.ipam_dir = Some(value()?.into()).filter(|p: &PathBuf| !p.as_os_str().is_empty())
+            }
+            "mode" => o.mode = value()?,
+            "pods" => o.pods = number(value()?)?,
+            "concurrency" => o.concurrency = number(value()?)?,
+            "warmup" => o.warmup = number(value()?)?,
+            "portmap" => o.portmap = inline.as_deref().unwrap_or("true") == "true",
+            "host-port-base" => {
+                o.host_port_base = value()?
+                    .parse()
+                    .map_err(|e| format!("--host-port-base: {e}"))?;
+            }
+            "id-prefix" => o.id_prefix = value()?,
+            "exec-floor-runs" => o.exec_floor_runs = number(value()?)?,
+            other => return Err(format!("unknown flag --{other}")),
+        }
+    }
+    if o.conf_dir.as_os_str().is_empty() || o.pods == 0 || o.concurrency == 0 {
+        return Err("usage: ocicni-bench --conf-dir DIR [--plugin-dir D1,D2] [--netns-dir DIR] [--ipam-dir DIR] \
+                    [--mode real|noop] [--pods N] [--concurrency C] [--warmup W] [--portmap=true|false]"
+            .into());
+    }
+    Ok(o)
+}
+
+/// Wraps the real executor and adds up, per container, the time spent in plugin processes.
+struct TimingExec {
+    inner: ProcessExec,
+    per_container: Mutex<HashMap<String, Duration>>,
+}
+
+#[async_trait]
+impl Exec for TimingExec {
+    async fn find_plugin(&self, name: &str, dirs: &[PathBuf]) -> cni_exec::Result<PathBuf> {
+        self.inner.find_plugin(name, dirs).await
+    }
+
+    async fn exec_plugin(
+        &self,
+        plugin: &Path,
+        env: &[(String, String)],
+        stdin: &[u8],
+    ) -> cni_exec::Result<Vec<u8>> {
+        let started = Instant::now();
+        let out = self.inner.exec_plugin(plugin, env, stdin).await;
+        if let Some((_, id)) = env.iter().find(|(k, _)| k == "CNI_CONTAINERID")
+            && let Ok(mut map) = self.per_container.lock()
+        {
+            *map.entry(id.clone()).or_default() += started.elapsed();
+        }
+        out
+    }
+}
+
+impl TimingExec {
+    fn take(&self, id: &str) -> Duration {
+        self.per_container
+            .lock()
+            .ok()
+            .and_then(|mut m| m.remove(id))
+            .unwrap_or_default()
+    }
+}
+
+struct Pod {
+    id: String,
+    netns: PathBuf,
+    host_port: u16,
+}
+
+impl Pod {
+    fn network(&self, portmap: bool) -> PodNetwork {
+        let mut pod = PodNetwork {
+            name: self.id.clone(),
+            namespace: "bench".into(),
+            id: self.id.clone(),
+            uid: format!("00000000-0000-0000-0000-{:012}", self.host_port),
+            netns: self.netns.display().to_string(),
+            ..PodNetwork::default()
+        };
+        if portmap {
+            let rt = RuntimeConfig {
+                port_mappings: vec![PortMapping {
+                    host_port: self.host_port,
+                    container_port: 80,
+                    protocol: "tcp".into(),
+                    host_ip: None,
+                }],
+                ..RuntimeConfig::default()
+            };
+            // The default network is the only one; its name is filled in by the caller.
+            pod.runtime_config.insert(String::new(), rt);
+        }
+        pod
+    }
+}
+
+#[derive(Default)]
+struct Phase {
+    latencies: Vec<Duration>,
+    plugin_time: Vec<Duration>,
+    wall: Duration,
+    errors: usize,
+}
+
+fn stats(phase: &Phase, ops: usize) -> Value {
+    let mut lat = phase.latencies.clone();
+    lat.sort();
+    let ms = |d: Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
+    let pct = |p: f64| -> f64 {
+        if lat.is_empty() {
+            return 0.0;
+        }
+        let rank = ((p / 100.0) * lat.len() as f64).ceil().max(1.0) as usize;
+        ms(lat[rank.min(lat.len()) - 1])
+    };
+    let mean = if lat.is_empty() {
+        0.0
+    } else {
+        ms(lat.iter().sum::<Duration>() / lat.len() as u32)
+    };
+    json!({
+        "ops": ops, "errors": phase.errors, "wall_s": (phase.wall.as_secs_f64() * 1e3).round() / 1e3,
+        "pods_per_s": if phase.wall.is_zero() { 0.0 } else { ((ops - phase.errors) as f64 / phase.wall.as_secs_f64() * 1e3).round() / 1e3 },
+        "mean_ms": mean, "min_ms": lat.first().map_or(0.0, |d| ms(*d)),
+        "p50_ms": pct(50.0), "p90_ms": pct(90.0), "p99_ms": pct(99.0), "max_ms": lat.last().map_or(0.0, |d| ms(*d)),
+    })
+}
+
+fn overhead(phase: &Phase) -> Value {
+    let total: Duration = phase.latencies.iter().sum();
+    let plugins: Duration = phase.plugin_time.iter().sum();
+    let n = phase.latencies.len().max(1) as f64;
+    let own = total.saturating_sub(plugins);
+    json!({
+        "plugin_ms_mean": (plugins.as_secs_f64() * 1e3 / n * 1e3).round() / 1e3,
+        "own_ms_mean": (own.as_secs_f64() * 1e3 / n * 1e3).round() / 1e3,
+        "own_pct_of_plugin_time": if plugins.is_zero() { 0.0 } else { (own.as_secs_f64() / plugins.as_secs_f64() * 1e4).round() / 1e2 },
+    })
+}
+
+async fn run_phase<F, Fut>(
+    pods: &[Pod],
+    concurrency: usize,
+    timing: &TimingExec,
+    f: F,
+    first_error: &Mutex<Option<String>>,
+) -> Phase
+where
+    F: Fn(usize) -> Fut + Sync,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let next = AtomicUsize::new(0);
+    let results = Mutex::new(Phase::default());
+    let started = Instant::now();
+    let worker = || async {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= pods.len() {
+                break;
+            }
+            let t0 = Instant::now();
+            let outcome = f(i).await;
+            let took = t0.elapsed();
+            let plugin = timing.take(&pods[i].id);
+            let mut r = results
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match outcome {
+                Ok(()) => {
+                    r.latencies.push(took);
+                    r.plugin_time.push(plugin);
+                }
+                Err(err) => {
+                    r.errors += 1;
+                    let mut first = first_error
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    first.get_or_insert(err);
+                }
+            }
+        }
+    };
+    futures_util::future::join_all((0..concurrency).map(|_| worker())).await;
+    let mut phase = results
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    phase.wall = started.elapsed();
+    phase
+}
+
+fn count_veths() -> i64 {
+    std::fs::read_dir("/sys/class/net").map_or(-1, |rd| {
+        rd.flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("veth"))
+            .count() as i64
+    })
+}
+
+fn count_rules(prefix: &str) -> i64 {
+    let Ok(out) = std::process::Command::new("iptables-save").output() else {
+        return -1;
+    };
+    let needle = format!("id: \\\"{prefix}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("-A ") && l.contains(&needle))
+        .count() as i64
+}
+
+fn count_leases(dir: Option<&Path>) -> i64 {
+    fn walk(dir: &Path, n: &mut i64) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, n);
+            } else if entry
+                .file_name()
+                .to_string_lossy()
+                .parse::<std::net::IpAddr>()
+                .is_ok()
+            {
+                *n += 1;
+            }
+        }
+    }
+    let mut n = 0;
+    if let Some(dir) = dir {
+        walk(dir, &mut n);
+    }
+    n
+}
+
+fn exec_floor(bin: &Path, runs: usize) -> Value {
+    let mut lat = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t0 = Instant::now();
+        let child = std::process::Command::new(bin)
+            .env_clear()
+            .env("CNI_COMMAND", "VERSION")
+            .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .spawn();
+        let Ok(mut child) = child else {
+            return json!({"binary": format!("{} (cannot run)", bin.display())});
+        };
+        if let Some(mut stdin) = child.stdin.take() {
+            use std::io::Write as _;
+            let _ = stdin.write_all(br#"{"cniVersion":"1.0.0"}"#);
+        }
+        let _ = child.wait();
+        lat.push(t0.elapsed());
+    }
+    let phase = Phase {
+        latencies: lat,
+        ..Phase::default()
+    };
+    let s = stats(&phase, runs);
+    json!({"binary": bin.display().to_string(), "runs": runs, "p50_ms": s["p50_ms"], "mean_ms": s["mean_ms"]})
+}
+
+fn text(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let opts = match parse_args() {
+        Ok(o) => o,
+        Err(msg) => {
+            eprintln!("ocicni-bench: {msg}");
+            std::process::exit(2);
+        }
+    };
+    let (report, ok) = run(&opts).await;
+    println!("{report}");
+    if !ok {
+        std::process::exit(1);
+    }
+}
+
+async fn run(o: &Opts) -> (Value, bool) {
+    let loadavg = || {
+        text("/proc/loadavg")
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let mut rep = json!({
+        "bench": "ocicni-rs-bench", "library": "ocicni (Rust)",
+        "deps": {"ocicni": env!("CARGO_PKG_VERSION")}, "rust": option_env!("RUSTC_VERSION").unwrap_or("stable"),
+        "mode": o.mode, "pods": o.pods, "concurrency": o.concurrency, "warmup": o.warmup,
+        "loopback_network": true, "loopback": "in-process (no plugin exec)", "port_mappings": o.portmap,
+        "conf_dir": o.conf_dir, "plugin_dirs": o.plugin_dirs,
+        "num_cpu": std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+        "kernel": text("/proc/sys/kernel/osrelease").trim(), "loadavg_start": loadavg(),
+    });
+    let outcome = bench(o, &mut rep).await;
+    rep["loadavg_end"] = json!(loadavg());
+    let ok = match outcome {
+        Ok(()) => {
+            rep["setup"]["errors"] == 0
+                && rep["remove"]["errors"] == 0
+                && rep.get("first_error").is_none()
+        }
+        Err(err) => {
+            rep["first_error"] = json!(err);
+            false
+        }
+    };
+    rep["ok"] = json!(ok);
+    (rep, ok)
+}
+
+async fn bench(o: &Opts, rep: &mut Value) -> Result<(), String> {
+    let cache = PathBuf::from(format!("/var/lib/ocicni-bench.{}", std::process::id()));
+    let timing = Arc::new(TimingExec {
+        inner: ProcessExec::new(),
+        per_container: Mutex::new(HashMap::new()),
+    });
+    let plugin = Ocicni::builder()
+        .conf_dir(&o.conf_dir)
+        .plugin_dirs(o.plugin_dirs.clone())
+        .cache_dir(&cache)
+        .cni_args(CniArgsPolicy::Kubernetes)
+        .watch(WatchPolicy::Inotify)
+        .exec(timing.clone())
+        .build()
+        .await
+        .map_err(|e| format!("ocicni: {e}"))?;
+    let result = pods_run(o, rep, &plugin, &timing).await;
+    plugin.shutdown().await;
+    let _ = std::fs::remove_dir_all(&cache);
+    result
+}
+
+async fn pods_run(
+    o: &Opts,
+    rep: &mut Value,
+    plugin: &Ocicni,
+    timing: &TimingExec,
+) -> Result<(), String> {
+    let network = plugin
+        .default_network_name()
+        .ok_or("no default network loaded")?;
+    rep["networks"] = json!(["lo (in-process)", format!("{network}(eth0)")]);
+    if o.exec_floor_runs > 0
+        && let Some(first) = plugin
+            .networks()
+            .iter()
+            .find(|n| n.default)
+            .and_then(|n| n.plugins.first().cloned())
+        && let Ok(bin) = cni_exec::find_plugin_in(&first, &o.plugin_dirs)
+    {
+        rep["plugin_exec_floor"] = exec_floor(&bin, o.exec_floor_runs);
+    }
+    std::fs::create_dir_all(&o.netns_dir).map_err(|e| format!("{}: {e}", o.netns_dir.display()))?;
+    let make = |id: String, port: u16| Pod {
+        netns: o.netns_dir.join(&id),
+        id,
+        host_port: port,
+    };
+    let with_net = |p: &Pod| {
+        let mut pod = p.network(o.portmap);
+        if let Some(rt) = pod.runtime_config.remove("") {
+            pod.runtime_config.insert(network.clone(), rt);
+        }
+        pod
+    };
+
+    for i in 0..o.warmup {
+        let p = make(
+            format!("{}-warm-{i}", o.id_prefix),
+            o.host_port_base + (o.pods + i) as u16,
+        );
+        netns::create_pinned_async(&p.netns)
+            .await
+            .map_err(|e| format!("warm-up netns: {e}"))?;
+        let pod = with_net(&p);
+        let outcome = match plugin.setup_pod(&pod).await {
+            Ok(_) => plugin.teardown_pod(&pod).await,
+            Err(e) => Err(e),
+        };
+        let _ = netns::remove_pinned_async(&p.netns).await;
+        timing.take(&p.id);
+        outcome.map_err(|e| format!("warm-up pod {i}: {e}"))?;
+    }
+
+    let pods: Vec<Pod> = (0..o.pods)
+        .map(|i| make(format!("{}-{i}", o.id_prefix), o.host_port_base + i as u16))
+        .collect();
+    let t0 = Instant::now();
+    let mut made: u32 = 0;
+    let mut create_err = None;
+    for p in &pods {
+        match netns::create_pinned_async(&p.netns).await {
+            Ok(()) => made += 1,
+            Err(e) => {
+                create_err = Some(format!("netns for {}: {e}", p.id));
+                break;
+            }
+        }
+    }
+    rep["netns_create_mean_ms"] =
+        json!((t0.elapsed().as_secs_f64() * 1e3 / f64::from(made.max(1)) * 1e3).round() / 1e3);
+    let result = match create_err {
+        Some(err) => Err(err),
+        None => timed_phases(o, rep, plugin, timing, &pods, &with_net).await,
+    };
+    for p in &pods {
+        let _ = netns::remove_pinned_async(&p.netns).await;
+    }
+    result
+}
+
+async fn timed_phases(
+    o: &Opts,
+    rep: &mut Value,
+    plugin: &Ocicni,
+    timing: &TimingExec,
+    pods: &[Pod],
+    with_net: &(dyn Fn(&Pod) -> PodNetwork + Sync),
+) -> Result<(), String> {
+    let first_error = Mutex::new(None);
+    let ips = Mutex::new(BTreeSet::new());
+    let setup = run_phase(
+        pods,
+        o.concurrency,
+        timing,
+        |i| {
+            let pod = with_net(&pods[i]);
+            let ips = &ips;
+            async move {
+                let results = plugin
+                    .setup_pod(&pod)
+                    .await
+                    .map_err(|e| format!("setup {}: {e}", pod.id))?;
+                let ip = results
+                    .first()
+                    .and_then(|r| r.result.first_ipv4().map(|ip| ip.address.addr()));
+                let ip = ip.ok_or(format!("setup {}: no IPv4 address in the result", pod.id))?;
+                ips.lock().map_err(|_| "poisoned")?.insert(ip);
+                Ok(())
+            }
+        },
+        &first_error,
+    )
+    .await;
+    rep["setup"] = stats(&setup, pods.len());
+    rep["unique_pod_ips"] = json!(ips.lock().map_or(0, |s| s.len()));
+    rep["node_veths_after_setup"] = json!(count_veths());
+    rep["node_iptables_rules_after_setup"] = json!(count_rules(&format!("{}-", o.id_prefix)));
+
+    let remove = run_phase(
+        pods,
+        o.concurrency,
+        timing,
+        |i| {
+            let pod = with_net(&pods[i]);
+            async move {
+                plugin
+                    .teardown_pod(&pod)
+                    .await
+                    .map_err(|e| format!("teardown {}: {e}", pod.id))
+            }
+        },
+        &first_error,
+    )
+    .await;
+    rep["remove"] = stats(&remove, pods.len());
+    let total = setup.wall + remove.wall;
+    rep["cycle_pods_per_s"] = json!(if total.is_zero() {
+        0.0
+    } else {
+        (pods.len() as f64 / total.as_secs_f64() * 1e3).round() / 1e3
+    });
+    rep["overhead"] = json!({"setup": overhead(&setup), "remove": overhead(&remove)});
+    rep["leftover_after_remove"] = json!({
+        "veths": count_veths(),
+        "iptables_rules_with_pod_ids": count_rules(&format!("{}-", o.id_prefix)),
+        "ipam_leases": count_leases(o.ipam_dir.as_deref()),
+    });
+    if let Some(err) = first_error.into_inner().ok().flatten() {
+        rep["first_error"] = json!(err);
+    }
+    Ok(())
+}
