@@ -467,6 +467,17 @@ impl Ocicni {
             .get(&target.name, &pod.id, &target.ifname)
             .map_err(wrap)?;
         match (&target.network, cached) {
+            // DEL by the network list would put the cached namespace path back when `netns` is
+            // empty; a namespace that is gone must stay unnamed (its path may be reused by now).
+            // The cached entry holds the configuration and arguments ADD used anyway.
+            (_, Some(mut att)) if att.network_list().is_ok() => {
+                att.netns = netns.to_owned();
+                self.inner
+                    .cni
+                    .del_cached_attachment(&att)
+                    .await
+                    .map_err(wrap)
+            }
             (Some(net), _) => {
                 let rt = self.runtime_conf(pod, &target.name, &target.ifname, netns)?;
                 self.inner
