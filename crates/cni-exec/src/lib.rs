@@ -2,6 +2,55 @@
 //!
 //! You probably want the `ocicni` crate, which builds on this one.
 //!
+//! The crate has two layers: a process layer that runs a program with bytes in and bytes out, and
+//! the CNI operations on top of it, which speak the spec (libcni's `CNIConfig` in Go).
+//!
+//! # The CNI operations
+//!
+//! [`Cni`] runs the spec's commands on a network configuration list ([`cni_config::NetworkList`])
+//! for one attachment ([`RuntimeConf`]):
+//!
+//! - [`Cni::add_network_list`]: ADD runs the plugins in order, each getting the previous result as
+//!   `prevResult`, and caches the last result. Results are read in the version they declare (the
+//!   list's when they declare none) and returned in the list's version; [`CniResult::to_version`](cni_types::CniResult::to_version)
+//!   converts them further.
+//! - [`Cni::check_network_list`]: CHECK with the cached result as `prevResult`; an error for lists
+//!   below 0.4.0, nothing at all with `disableCheck`.
+//! - [`Cni::del_network_list`]: DEL in reverse order, with the *cached* configuration, arguments
+//!   and (from 0.4.0) result when the cache has them; the entry is removed only after every plugin
+//!   succeeded. A DEL for something never added runs the plugins without `prevResult`.
+//!   [`Cni::del_cached_attachment`] tears down from the cache alone.
+//! - [`Cni::status_network_list`] and [`Cni::gc_network_list`] (spec 1.1): nothing runs for older
+//!   lists; GC honours `disableGC`, first DELs the network's cached attachments that are not in the
+//!   valid set, then passes the valid set under both [`GC_ATTACHMENT_KEYS`].
+//! - [`Cni::plugin_version`] and [`Cni::validate_network_list`] (every plugin and IPAM plugin found,
+//!   every plugin supports the list's version; returns the declared capabilities). VERSION answers
+//!   are cached per binary (path, device, inode, size, mtime), so validating hundreds of networks on
+//!   every configuration reload runs each plugin binary once.
+//!
+//! What plugins get follows the spec and libcni: on stdin the plugin's own object, keys in their
+//! order, with the list's `name` and `cniVersion`, `runtimeConfig` holding only the capability
+//! arguments the plugin declares (`capabilities` itself stays), and `prevResult` when chaining. ADD,
+//! CHECK and DEL get `CNI_COMMAND`, `CNI_CONTAINERID`, `CNI_NETNS`, `CNI_IFNAME`, `CNI_ARGS`
+//! (`k=v;k=v`) and `CNI_PATH` (the plugin directories joined with `:`); VERSION gets `CNI_COMMAND`
+//! only; STATUS and GC get `CNI_COMMAND` and `CNI_PATH`.
+//!
+//! Errors say who failed: [`Error::Plugin`] carries the plugin, command, network, container and the
+//! plugin's own error object (code, msg, details); [`Error::PluginExec`] a plugin that died, timed
+//! out or failed without one; [`Error::InvalidResult`] output that is not a result, with the tail of
+//! the plugin's stderr. [`RuntimeConf`] fields are checked with libcni's rules before anything runs
+//! ([`Error::InvalidRuntimeConf`] names the field).
+//!
+//! # The result cache
+//!
+//! [`ResultCache`] keeps libcni's layout and JSON, so CRI-O, Podman or containerd and this crate
+//! read each other's entries: `<cache dir>/results/<network>-<container id>-<ifname>` holding
+//! `kind: "cniCacheV1"`, `containerId` (`containerID` is accepted when reading), `config` (base64 of
+//! the exact bytes used), `ifName`, `networkName`, `netns`, `cniArgs` (`[[k, v], ...]`),
+//! `capabilityArgs` and `result`. Writes are atomic (temporary file, fsync, rename, fsync of the
+//! directory; directory 0700, file 0600). A corrupt or empty entry reads as absent, with a warning
+//! naming the file. Names are validated so nothing escapes the results directory.
+//!
 //! # The process layer
 //!
 //! At the bottom of the crate, plugins are just programs: bytes in on stdin, variables in the
@@ -23,7 +72,9 @@
 //! The crate ships a binary, `cni-fake-plugin`: a configurable test double for runtime authors. It
 //! records every invocation (command, environment, parsed stdin, pid) as one JSON line in a file and
 //! behaves as told by a `"fake"` object in its network configuration, so each plugin of a conflist can
-//! behave differently. The `CNI_FAKE` environment variable (a JSON object) overrides keys of that object.
+//! behave differently. Keys in `<argv0>.fake.json` next to the binary (or link) apply first, which
+//! reaches commands whose stdin has no configuration of ours (VERSION); the `CNI_FAKE` environment
+//! variable (a JSON object) overrides keys of both.
 //!
 //! | key | effect |
 //! |-----|--------|
@@ -48,16 +99,34 @@
 //! # Example
 //!
 //! ```no_run
+//! use std::path::Path;
 //! use std::sync::Arc;
-//! use cni_exec::{DEFAULT_PLUGIN_DIRS, Exec, ProcessExec};
 //!
-//! # async fn run() -> cni_exec::Result<()> {
-//! let exec: Arc<dyn Exec> = Arc::new(ProcessExec::new());
-//! let dirs: Vec<_> = DEFAULT_PLUGIN_DIRS.iter().map(Into::into).collect();
-//! let bridge = exec.find_plugin("bridge", &dirs).await?;
-//! let env = [("CNI_COMMAND".to_owned(), "VERSION".to_owned())];
-//! let stdout = exec.exec_plugin(&bridge, &env, br#"{"cniVersion":"1.0.0"}"#).await?;
-//! println!("{}", String::from_utf8_lossy(&stdout));
+//! use cni_exec::{Cni, DEFAULT_CACHE_DIR, ProcessExec, RuntimeConf, default_plugin_dirs};
+//! use cni_types::Version;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let cni = Cni::new(
+//!     Arc::new(ProcessExec::new()),
+//!     default_plugin_dirs(),
+//!     DEFAULT_CACHE_DIR.into(),
+//! );
+//! let net = cni_config::load_file(Path::new("/etc/cni/net.d/10-crio.conflist"))?;
+//! let capabilities = cni.validate_network_list(&net).await?;
+//! println!("{} supports {capabilities:?}", net.name());
+//!
+//! let rt = RuntimeConf::new("4f6a0b1c2d", "/run/netns/pod1", "eth0")
+//!     .with_arg("IgnoreUnknown", "1")
+//!     .with_arg("K8S_POD_NAME", "web-0");
+//! let result = cni.add_network_list(&net, &rt).await?;
+//! if let Some(ip) = result.ips_on_sandbox_interface("eth0").next() {
+//!     println!("pod address {}", ip.address);
+//! }
+//! // An older consumer wants 0.4.0.
+//! let old = result.to_version(Version::V0_4_0)?;
+//! println!("{}", old.to_json_value()?);
+//!
+//! cni.del_network_list(&net, &RuntimeConf::new("4f6a0b1c2d", "", "eth0")).await?;
 //! # Ok(())
 //! # }
 //! ```
