@@ -703,6 +703,7 @@ impl CniPlugin for Ocicni {
             .map_err(|source| Error::Cache {
                 source: Box::new(source),
             })?;
+        let nets = self.snapshot();
         let mut errors = Vec::new();
         let mut still_valid: BTreeMap<String, Vec<GcAttachment>> = BTreeMap::new();
         for mut att in cached {
@@ -711,6 +712,15 @@ impl CniPlugin for Ocicni {
                     .entry(att.network.clone())
                     .or_default()
                     .push(GcAttachment::new(&att.container_id, &att.if_name));
+                continue;
+            }
+            // A network that sets disableGC opts out of GC altogether, stale DELs included (as
+            // libcni's GCNetworkList); the cached configuration decides for networks gone from disk.
+            let gc_disabled = match nets.get(&att.network) {
+                Some(net) => net.list.disable_gc,
+                None => att.network_list().is_ok_and(|n| n.list.disable_gc),
+            };
+            if gc_disabled {
                 continue;
             }
             att.netns = teardown_netns(&att.netns);
@@ -728,7 +738,6 @@ impl CniPlugin for Ocicni {
                 });
             }
         }
-        let nets = self.snapshot();
         let builtin = nets
             .default
             .iter()
