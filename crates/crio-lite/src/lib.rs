@@ -1,3 +1,63 @@
-//! crio-lite: a thin CRI runtime daemon for pod sandboxes and their networks.
+//! crio-lite: a thin CRI runtime daemon for pod sandboxes and their networks, built on ocicni.
 //!
-//! Not built yet: the daemon binary arrives with its own issue.
+//! It serves the Kubernetes CRI `runtime.v1` API on a unix socket and does for a pod sandbox what
+//! CRI-O does minus the containers: it pins a network namespace for the pod, asks ocicni to attach
+//! it to its networks (with its port mappings, cgroup and annotations), reports its IPs, tears the
+//! network down on stop and unpins the namespace on removal. Container, exec and image RPCs answer
+//! `Unimplemented`. CRI-O's HTTP status API (`/info`, `/config`, `/containers/ID`, `/metrics`) is
+//! served on the same socket.
+//!
+//! What it does not do: networking. Everything about CNI lives behind [`ocicni::CniPlugin`], and
+//! namespaces behind [`NetnsOps`]; both are handed to [`Daemon::start`], so tests run the daemon
+//! with fakes and the binary runs it with ocicni.
+//!
+//! # State
+//!
+//! Every sandbox is a JSON file under `<state_dir>/sandboxes`, replaced atomically at each state
+//! change (see [`sandbox`] for the state machine). A daemon killed at any moment finds on its next
+//! start every sandbox that may own a namespace or an attachment: half-made ones are rolled back,
+//! ready ones come back with their IPs, and ocicni collects whatever no ready sandbox owns.
+//!
+//! # Duplicate requests
+//!
+//! A RunPodSandbox whose metadata (name, namespace, uid, attempt) matches a ready sandbox returns
+//! that sandbox's ID (kubelet retrying a request that timed out gets the pod it asked for); one that
+//! matches a sandbox being created or stopped gets `AlreadyExists`.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use crio_lite::{Config, Daemon, HostNetns};
+//!
+//! # async fn example() -> anyhow::Result<()> {
+//! let config = Config::default();
+//! let cni = crio_lite::wiring::build_cni(&config)?;
+//! let daemon = Daemon::start(config, cni, Arc::new(HostNetns)).await?;
+//! println!("serving on {}", daemon.socket_path().display());
+//! daemon.shutdown().await?;
+//! # Ok(())
+//! # }
+//! ```
+
+pub mod cli;
+pub mod config;
+mod cri_image;
+mod cri_runtime;
+mod error;
+pub mod http_api;
+mod manager;
+pub mod metrics;
+pub mod netns;
+pub mod sandbox;
+mod server;
+pub mod status_cmd;
+mod store;
+pub mod wiring;
+
+pub use config::{CniArgsPolicy, Config, DaemonConfig, NetworkConfig, Overrides};
+pub use cri_runtime::{CRI_API_VERSION, RUNTIME_NAME};
+pub use error::{Error, Result};
+pub use metrics::Metrics;
+pub use netns::{HostNetns, NetnsOps};
+pub use server::Daemon;

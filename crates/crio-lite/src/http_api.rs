@@ -1,0 +1,222 @@
+//! CRI-O's HTTP status API, served on the CRI socket next to gRPC.
+//!
+//! | request | answer |
+//! |---|---|
+//! | `GET /info` | [`Info`] as JSON |
+//! | `GET /config` | the effective configuration as commented TOML |
+//! | `GET /containers/{id}` | [`ContainerInfo`] as JSON (a sandbox; ID or unique prefix), 404 if unknown |
+//! | `GET /metrics` | Prometheus text format |
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use serde::{Deserialize, Serialize};
+
+use crate::config::Config;
+use crate::cri_runtime::{CRI_API_VERSION, RUNTIME_NAME};
+use crate::manager::Manager;
+use crate::metrics::Metrics;
+
+/// The answer to `GET /info`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Info {
+    /// `crio-lite`.
+    pub runtime_name: String,
+    /// The daemon's version.
+    pub version: String,
+    /// The CRI version served.
+    pub cri_api_version: String,
+    /// The CNI side's name (`cni` for ocicni).
+    pub cni_plugin: String,
+    /// The CNI configuration directory.
+    pub network_dir: PathBuf,
+    /// The plugin directories.
+    pub plugin_dirs: Vec<PathBuf>,
+    /// The CNI cache directory.
+    pub cache_dir: PathBuf,
+    /// The default network in use, if one is loaded.
+    pub default_network: Option<String>,
+    /// The sandbox state directory.
+    pub state_dir: PathBuf,
+    /// The run directory.
+    pub run_dir: PathBuf,
+    /// Where network namespaces are pinned.
+    pub netns_dir: PathBuf,
+    /// The socket this answer came through.
+    pub socket: PathBuf,
+}
+
+/// One network attachment in [`ContainerInfo`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NetworkInfo {
+    /// The network.
+    pub network: String,
+    /// The interface inside the pod.
+    pub ifname: String,
+    /// The pod's addresses on it.
+    pub ips: Vec<IpAddr>,
+}
+
+/// The answer to `GET /containers/{id}`: a sandbox.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerInfo {
+    /// The sandbox ID.
+    pub id: String,
+    /// The pod's name.
+    pub name: String,
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's UID.
+    pub uid: String,
+    /// The attempt number.
+    pub attempt: u32,
+    /// `creating`, `ready` or `not_ready`.
+    pub state: String,
+    /// Creation time, nanoseconds since the epoch.
+    pub created_at: i64,
+    /// Every address, primary first.
+    pub ips: Vec<IpAddr>,
+    /// The pinned network namespace; `None` for host-network pods.
+    pub netns_path: Option<PathBuf>,
+    /// Whether the pod uses the node's network.
+    pub host_network: bool,
+    /// The attachments.
+    pub networks: Vec<NetworkInfo>,
+    /// CRI labels.
+    pub labels: BTreeMap<String, String>,
+    /// CRI annotations.
+    pub annotations: BTreeMap<String, String>,
+}
+
+#[derive(Clone)]
+struct ApiState {
+    manager: Arc<Manager>,
+    config: Arc<Config>,
+    metrics: Metrics,
+}
+
+/// The HTTP routes, plus a fallback that answers gRPC requests for unknown services the gRPC way.
+pub(crate) fn router(manager: Arc<Manager>, config: Arc<Config>, metrics: Metrics) -> axum::Router {
+    axum::Router::new()
+        .route("/info", get(info))
+        .route("/config", get(config_toml))
+        .route("/containers/{id}", get(container))
+        .route("/metrics", get(metrics_text))
+        .with_state(ApiState {
+            manager,
+            config,
+            metrics,
+        })
+}
+
+/// Unknown paths: gRPC `Unimplemented` for gRPC clients, 404 for everyone else.
+pub(crate) async fn fallback(request: Request) -> Response {
+    let is_grpc = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/grpc"));
+    if is_grpc {
+        let mut response = StatusCode::OK.into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/grpc"),
+        );
+        headers.insert("grpc-status", HeaderValue::from_static("12"));
+        headers.insert(
+            "grpc-message",
+            HeaderValue::from_static(
+                "crio-lite serves runtime.v1 RuntimeService and ImageService only",
+            ),
+        );
+        return response;
+    }
+    (
+        StatusCode::NOT_FOUND,
+        format!(
+            "no such endpoint {}: try /info, /config, /containers/ID or /metrics\n",
+            request.uri().path()
+        ),
+    )
+        .into_response()
+}
+
+async fn info(State(state): State<ApiState>) -> Json<Info> {
+    let cni = state.manager.cni();
+    let network = &state.config.network;
+    Json(Info {
+        runtime_name: RUNTIME_NAME.to_owned(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        cri_api_version: CRI_API_VERSION.to_owned(),
+        cni_plugin: cni.name().to_owned(),
+        network_dir: network.network_dir.clone(),
+        plugin_dirs: network.plugin_dirs.clone(),
+        cache_dir: network.cache_dir.clone(),
+        default_network: cni.default_network_name(),
+        state_dir: state.config.daemon.state_dir.clone(),
+        run_dir: state.config.daemon.run_dir.clone(),
+        netns_dir: state.manager.netns_dir().to_owned(),
+        socket: state.config.daemon.socket.clone(),
+    })
+}
+
+async fn config_toml(State(state): State<ApiState>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/toml; charset=utf-8")],
+        state.config.to_commented_toml(),
+    )
+}
+
+async fn container(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+    match state.manager.get(&id) {
+        Ok(sandbox) => Json(ContainerInfo {
+            ips: sandbox.ips(),
+            id: sandbox.id,
+            name: sandbox.name.name,
+            namespace: sandbox.name.namespace,
+            uid: sandbox.name.uid,
+            attempt: sandbox.name.attempt,
+            state: sandbox.state.as_str().to_owned(),
+            created_at: sandbox.created_at,
+            netns_path: sandbox.netns_path,
+            host_network: sandbox.host_network,
+            networks: sandbox
+                .attachments
+                .into_iter()
+                .map(|a| NetworkInfo {
+                    network: a.network,
+                    ifname: a.ifname,
+                    ips: a.ips,
+                })
+                .collect(),
+            labels: sandbox.labels,
+            annotations: sandbox.annotations,
+        })
+        .into_response(),
+        Err(status) => {
+            let code = match status.code() {
+                tonic::Code::NotFound => StatusCode::NOT_FOUND,
+                _ => StatusCode::BAD_REQUEST,
+            };
+            (code, format!("{}\n", status.message())).into_response()
+        }
+    }
+}
+
+async fn metrics_text(State(state): State<ApiState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        state.metrics.encode(),
+    )
+}

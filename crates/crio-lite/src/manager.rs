@@ -1,0 +1,583 @@
+//! The sandbox manager: the state machine of [`crate::sandbox`], run against a `CniPlugin`, a
+//! `NetnsOps` and the state store.
+//!
+//! Operations on one sandbox are serialized by a per-sandbox async mutex; different sandboxes run in
+//! parallel. Readers (list, status) see a snapshot that is replaced at each state change and never
+//! wait for a running operation.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use ocicni::{CniPlugin, NetworkSelection, PodNetwork, RuntimeConfig};
+use tonic::Status;
+
+use crate::error::Result;
+use crate::metrics::Metrics;
+use crate::netns::NetnsOps;
+use crate::sandbox::{Attachment, Sandbox, SandboxName, SandboxState};
+use crate::store::{Loaded, Store, is_sandbox_id, new_sandbox_id};
+
+/// One sandbox: the lock that serializes its operations, and its latest state (`None` once removed).
+#[derive(Debug)]
+struct Entry {
+    op: Arc<tokio::sync::Mutex<()>>,
+    snapshot: Mutex<Option<Sandbox>>,
+}
+
+impl Entry {
+    fn new(sandbox: Sandbox) -> Arc<Entry> {
+        Arc::new(Entry {
+            op: Arc::default(),
+            snapshot: Mutex::new(Some(sandbox)),
+        })
+    }
+
+    fn get(&self) -> Option<Sandbox> {
+        self.snapshot
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn set(&self, sandbox: Option<Sandbox>) {
+        *self.snapshot.lock().unwrap_or_else(PoisonError::into_inner) = sandbox;
+    }
+}
+
+#[derive(Debug, Default)]
+struct Index {
+    by_id: HashMap<String, Arc<Entry>>,
+    by_name: HashMap<SandboxName, String>,
+}
+
+/// Runs, stops, removes and recovers sandboxes.
+pub(crate) struct Manager {
+    cni: Arc<dyn CniPlugin>,
+    netns: Arc<dyn NetnsOps>,
+    store: Store,
+    netns_dir: PathBuf,
+    metrics: Metrics,
+    index: Mutex<Index>,
+}
+
+impl Manager {
+    pub(crate) fn new(
+        cni: Arc<dyn CniPlugin>,
+        netns: Arc<dyn NetnsOps>,
+        store: Store,
+        netns_dir: PathBuf,
+        metrics: Metrics,
+    ) -> Manager {
+        Manager {
+            cni,
+            netns,
+            store,
+            netns_dir,
+            metrics,
+            index: Mutex::default(),
+        }
+    }
+
+    pub(crate) fn cni(&self) -> &Arc<dyn CniPlugin> {
+        &self.cni
+    }
+
+    fn index(&self) -> MutexGuard<'_, Index> {
+        self.index.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn update_ready_gauge(&self) {
+        let ready = self
+            .index()
+            .by_id
+            .values()
+            .filter(|e| e.get().is_some_and(|s| s.state == SandboxState::Ready))
+            .count();
+        self.metrics.set_sandboxes_ready(ready);
+    }
+
+    /// Creates a sandbox from a validated request (see [`Sandbox::from_request`]) and returns its ID.
+    ///
+    /// A sandbox with the same metadata that is ready already is returned as it is (a retried
+    /// request); one being created or stopped gives `AlreadyExists`.
+    pub(crate) async fn run(self: Arc<Self>, mut sandbox: Sandbox) -> Result<String, Status> {
+        let id = new_sandbox_id().map_err(|e| {
+            Status::internal(format!("cannot read /dev/urandom for a sandbox ID: {e}"))
+        })?;
+        let (entry, _op) = {
+            let mut index = self.index();
+            if let Some(existing) = index.by_name.get(&sandbox.name) {
+                let state = index
+                    .by_id
+                    .get(existing)
+                    .and_then(|e| e.get())
+                    .map(|s| s.state);
+                let n = &sandbox.name;
+                let who = format!(
+                    "pod {}/{} (uid {:?}, attempt {}) exists as sandbox {existing}",
+                    n.namespace, n.name, n.uid, n.attempt
+                );
+                return match state {
+                    Some(SandboxState::Ready) => {
+                        tracing::info!(sandbox = %existing, "RunPodSandbox repeated: returning the ready sandbox");
+                        Ok(existing.clone())
+                    }
+                    Some(SandboxState::Creating) => Err(Status::already_exists(format!(
+                        "{who} and is being created"
+                    ))),
+                    _ => Err(Status::already_exists(format!(
+                        "{who} and is stopped: remove it, or run the pod with a new attempt number"
+                    ))),
+                };
+            }
+            if index.by_id.contains_key(&id) {
+                return Err(Status::internal(format!(
+                    "sandbox ID {id} drawn twice; retry"
+                )));
+            }
+            sandbox.id.clone_from(&id);
+            sandbox.state = SandboxState::Creating;
+            sandbox.created_at = now_nanos();
+            sandbox.netns_path = (!sandbox.host_network).then(|| self.netns_dir.join(&id));
+            let entry = Entry::new(sandbox.clone());
+            let Ok(op) = Arc::clone(&entry.op).try_lock_owned() else {
+                return Err(Status::internal("a new sandbox's lock is taken"));
+            };
+            index.by_id.insert(id.clone(), Arc::clone(&entry));
+            index.by_name.insert(sandbox.name.clone(), id.clone());
+            (entry, op)
+        };
+        tracing::info!(sandbox = %id, pod = %sandbox.name.name, namespace = %sandbox.name.namespace, "creating sandbox");
+        match self.create(&mut sandbox).await {
+            Ok(()) => {
+                entry.set(Some(sandbox));
+                self.metrics.sandbox_operation("run", true);
+                self.update_ready_gauge();
+                tracing::info!(sandbox = %id, "sandbox ready");
+                Ok(id)
+            }
+            Err(status) => {
+                tracing::warn!(sandbox = %id, error = %status.message(), "RunPodSandbox failed; rolling back");
+                self.roll_back(&sandbox).await;
+                self.forget(&sandbox);
+                entry.set(None);
+                self.metrics.sandbox_operation("run", false);
+                Err(status)
+            }
+        }
+    }
+
+    async fn create(&self, sandbox: &mut Sandbox) -> Result<(), Status> {
+        self.save(sandbox).await?;
+        if let Some(path) = &sandbox.netns_path {
+            self.netns.create_pinned(path).await.map_err(|e| {
+                Status::internal(format!(
+                    "sandbox {}: cannot create network namespace {}: {e}",
+                    sandbox.id,
+                    path.display()
+                ))
+            })?;
+        }
+        if !sandbox.host_network {
+            let pod = self.pod_network(sandbox);
+            let results = self
+                .cni
+                .setup_pod(&pod)
+                .await
+                .map_err(|e| cni_status(&sandbox.id, "network setup", &e))?;
+            sandbox.attachments = results
+                .into_iter()
+                .map(|r| {
+                    let mut ips: Vec<_> = r
+                        .result
+                        .ips_on_sandbox_interface(&r.ifname)
+                        .map(cni_types::IpConfig::ip)
+                        .collect();
+                    if ips.is_empty() {
+                        ips = r.result.ips.iter().map(cni_types::IpConfig::ip).collect();
+                    }
+                    let result = r
+                        .result
+                        .to_json_value()
+                        .unwrap_or_else(|e| serde_json::json!({ "error": e.to_string() }));
+                    Attachment {
+                        network: r.network,
+                        ifname: r.ifname,
+                        ips,
+                        result,
+                    }
+                })
+                .collect();
+        }
+        sandbox.state = SandboxState::Ready;
+        self.save(sandbox).await
+    }
+
+    /// Undoes whatever a half-made sandbox may own. The state file goes only when everything else
+    /// went, so a failure here is retried at the next start.
+    async fn roll_back(&self, sandbox: &Sandbox) {
+        let mut clean = true;
+        if !sandbox.host_network
+            && let Err(e) = self.cni.teardown_pod(&self.pod_network(sandbox)).await
+        {
+            tracing::warn!(sandbox = %sandbox.id, error = %e, "rollback: network teardown failed");
+            clean = false;
+        }
+        if let Some(path) = &sandbox.netns_path
+            && let Err(e) = self.netns.remove_pinned(path).await
+        {
+            tracing::warn!(sandbox = %sandbox.id, path = %path.display(), error = %e, "rollback: cannot remove network namespace");
+            clean = false;
+        }
+        if clean {
+            if let Err(e) = self.delete_state(&sandbox.id).await {
+                tracing::warn!(sandbox = %sandbox.id, error = %e, "rollback: cannot delete state file");
+            }
+        } else {
+            tracing::warn!(sandbox = %sandbox.id, "rollback incomplete: the state file stays, the next start retries");
+        }
+    }
+
+    fn forget(&self, sandbox: &Sandbox) {
+        let mut index = self.index();
+        index.by_id.remove(&sandbox.id);
+        if index.by_name.get(&sandbox.name) == Some(&sandbox.id) {
+            index.by_name.remove(&sandbox.name);
+        }
+    }
+
+    /// Stops a sandbox: tears its network down. Unknown IDs and stopped sandboxes succeed, as the
+    /// CRI asks ("idempotent").
+    pub(crate) async fn stop(self: Arc<Self>, id: String) -> Result<(), Status> {
+        let Some(entry) = self.resolve(&id)? else {
+            tracing::info!(sandbox = %id, "StopPodSandbox: no such sandbox, nothing to do");
+            return Ok(());
+        };
+        let _op = entry.op.lock().await;
+        let Some(mut sandbox) = entry.get() else {
+            return Ok(());
+        };
+        let outcome = self.stop_locked(&mut sandbox).await;
+        entry.set(Some(sandbox));
+        self.metrics.sandbox_operation("stop", outcome.is_ok());
+        self.update_ready_gauge();
+        outcome
+    }
+
+    async fn stop_locked(&self, sandbox: &mut Sandbox) -> Result<(), Status> {
+        if sandbox.state == SandboxState::NotReady {
+            return Ok(());
+        }
+        if !sandbox.host_network {
+            self.cni
+                .teardown_pod(&self.pod_network(sandbox))
+                .await
+                .map_err(|e| cni_status(&sandbox.id, "network teardown", &e))?;
+        }
+        sandbox.state = SandboxState::NotReady;
+        self.save(sandbox).await?;
+        tracing::info!(sandbox = %sandbox.id, "sandbox stopped");
+        Ok(())
+    }
+
+    /// Removes a sandbox: stops it if needed, unpins its namespace and deletes its state. Unknown
+    /// IDs succeed.
+    pub(crate) async fn remove(self: Arc<Self>, id: String) -> Result<(), Status> {
+        let Some(entry) = self.resolve(&id)? else {
+            tracing::info!(sandbox = %id, "RemovePodSandbox: no such sandbox, nothing to do");
+            return Ok(());
+        };
+        let _op = entry.op.lock().await;
+        let Some(mut sandbox) = entry.get() else {
+            return Ok(());
+        };
+        let outcome = self.remove_locked(&mut sandbox).await;
+        if outcome.is_ok() {
+            self.forget(&sandbox);
+            entry.set(None);
+        } else {
+            entry.set(Some(sandbox));
+        }
+        self.metrics.sandbox_operation("remove", outcome.is_ok());
+        self.update_ready_gauge();
+        outcome
+    }
+
+    async fn remove_locked(&self, sandbox: &mut Sandbox) -> Result<(), Status> {
+        self.stop_locked(sandbox).await?;
+        if let Some(path) = &sandbox.netns_path {
+            self.netns.remove_pinned(path).await.map_err(|e| {
+                Status::internal(format!(
+                    "sandbox {}: cannot remove network namespace {}: {e}",
+                    sandbox.id,
+                    path.display()
+                ))
+            })?;
+        }
+        self.delete_state(&sandbox.id)
+            .await
+            .map_err(|e| Status::internal(format!("sandbox {}: {e}", sandbox.id)))?;
+        tracing::info!(sandbox = %sandbox.id, "sandbox removed");
+        Ok(())
+    }
+
+    /// The sandbox with this ID (or unique ID prefix).
+    pub(crate) fn get(&self, id: &str) -> Result<Sandbox, Status> {
+        self.resolve(id)?
+            .and_then(|entry| entry.get())
+            .ok_or_else(|| Status::not_found(format!("pod sandbox {id:?} not found")))
+    }
+
+    /// Every sandbox past creation, oldest first.
+    pub(crate) fn list(&self) -> Vec<Sandbox> {
+        let mut all: Vec<Sandbox> = self
+            .index()
+            .by_id
+            .values()
+            .filter_map(|e| e.get())
+            .filter(|s| s.state != SandboxState::Creating)
+            .collect();
+        all.sort_by(|a, b| {
+            a.created_at
+                .cmp(&b.created_at)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        all
+    }
+
+    fn resolve(&self, id: &str) -> Result<Option<Arc<Entry>>, Status> {
+        if id.is_empty() {
+            return Err(Status::invalid_argument(
+                "pod_sandbox_id: empty: name the sandbox",
+            ));
+        }
+        let index = self.index();
+        if let Some(entry) = index.by_id.get(id) {
+            return Ok(Some(Arc::clone(entry)));
+        }
+        let mut matches = index.by_id.iter().filter(|(k, _)| k.starts_with(id));
+        match (matches.next(), matches.next()) {
+            (Some((_, entry)), None) => Ok(Some(Arc::clone(entry))),
+            (Some(_), Some(_)) => Err(Status::invalid_argument(format!(
+                "pod_sandbox_id: {id:?} is the prefix of several sandboxes; give more of the ID"
+            ))),
+            (None, _) => Ok(None),
+        }
+    }
+
+    /// What ocicni is told about the sandbox: the networks it is attached to (the default network
+    /// before setup) and its port mappings, cgroup and annotations for each.
+    fn pod_network(&self, sandbox: &Sandbox) -> PodNetwork {
+        let networks: Vec<NetworkSelection> = sandbox
+            .attachments
+            .iter()
+            .map(|a| NetworkSelection {
+                name: a.network.clone(),
+                ifname: Some(a.ifname.clone()),
+            })
+            .collect();
+        let names: Vec<String> = if networks.is_empty() {
+            self.cni.default_network_name().into_iter().collect()
+        } else {
+            networks.iter().map(|n| n.name.clone()).collect()
+        };
+        let per_network = RuntimeConfig {
+            port_mappings: sandbox.port_mappings.clone(),
+            cgroup_path: Some(sandbox.cgroup_parent.clone()).filter(|c| !c.is_empty()),
+            pod_annotations: sandbox.annotations.clone(),
+            ..RuntimeConfig::default()
+        };
+        let runtime_config: BTreeMap<String, RuntimeConfig> = names
+            .into_iter()
+            .map(|n| (n, per_network.clone()))
+            .collect();
+        PodNetwork {
+            name: sandbox.name.name.clone(),
+            namespace: sandbox.name.namespace.clone(),
+            id: sandbox.id.clone(),
+            uid: sandbox.name.uid.clone(),
+            netns: sandbox
+                .netns_path
+                .as_ref()
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            networks,
+            runtime_config,
+            ..PodNetwork::default()
+        }
+    }
+
+    async fn save(&self, sandbox: &Sandbox) -> Result<(), Status> {
+        let store = self.store.clone();
+        let copy = sandbox.clone();
+        tokio::task::spawn_blocking(move || store.save(&copy))
+            .await
+            .map_err(|e| {
+                Status::internal(format!("sandbox {}: state writer failed: {e}", sandbox.id))
+            })?
+            .map_err(|e| Status::internal(format!("sandbox {}: {e}", sandbox.id)))
+    }
+
+    async fn delete_state(&self, id: &str) -> Result<()> {
+        let store = self.store.clone();
+        let id = id.to_owned();
+        match tokio::task::spawn_blocking(move || store.delete(&id)).await {
+            Ok(outcome) => outcome,
+            Err(e) => Err(crate::error::Error::io(
+                "cannot delete sandbox state",
+                self.store.path_of("?"),
+                std::io::Error::other(e),
+            )),
+        }
+    }
+
+    /// Brings the daemon back to a consistent state after a restart or a crash: half-made sandboxes
+    /// are rolled back, ready ones whose namespace is gone are stopped, pins without a sandbox are
+    /// removed, and ocicni collects every attachment not owned by a ready sandbox.
+    ///
+    /// Only an unreadable state directory is an error; everything else is logged and kept going.
+    pub(crate) async fn recover(&self) -> Result<()> {
+        let loaded = {
+            let store = self.store.clone();
+            tokio::task::spawn_blocking(move || store.load_all())
+                .await
+                .map_err(|e| {
+                    crate::error::Error::io(
+                        "cannot read state directory",
+                        self.store.path_of("*"),
+                        std::io::Error::other(e),
+                    )
+                })??
+        };
+        let mut keep = Vec::new();
+        for item in loaded {
+            match item {
+                Loaded::Unreadable { id, error } => {
+                    tracing::warn!(sandbox = %id, error = %error, "unreadable sandbox state: rolling the sandbox back");
+                    let orphan = self.orphan(&id);
+                    self.roll_back(&orphan).await;
+                }
+                Loaded::Sandbox(sandbox) => match sandbox.state {
+                    SandboxState::Creating => {
+                        tracing::info!(sandbox = %sandbox.id, "sandbox caught half-way through creation: rolling back");
+                        self.roll_back(&sandbox).await;
+                    }
+                    SandboxState::Ready if !self.netns_alive(&sandbox).await => {
+                        tracing::warn!(sandbox = %sandbox.id, "network namespace of a ready sandbox is gone: stopping it");
+                        let mut sandbox = *sandbox;
+                        if let Err(status) = self.stop_locked(&mut sandbox).await {
+                            tracing::warn!(sandbox = %sandbox.id, error = %status.message(), "cannot stop sandbox");
+                        }
+                        keep.push(sandbox);
+                    }
+                    _ => keep.push(*sandbox),
+                },
+            }
+        }
+        {
+            let mut index = self.index();
+            for sandbox in keep {
+                index
+                    .by_name
+                    .insert(sandbox.name.clone(), sandbox.id.clone());
+                index.by_id.insert(sandbox.id.clone(), Entry::new(sandbox));
+            }
+        }
+        self.remove_stray_pins().await;
+        let valid: Vec<PodNetwork> = self
+            .list()
+            .iter()
+            .filter(|s| s.state == SandboxState::Ready && !s.host_network)
+            .map(|s| self.pod_network(s))
+            .collect();
+        if let Err(e) = self.cni.gc(&valid).await {
+            tracing::warn!(error = %e, "CNI garbage collection failed");
+        }
+        self.update_ready_gauge();
+        tracing::info!(sandboxes = self.index().by_id.len(), "sandboxes recovered");
+        Ok(())
+    }
+
+    async fn netns_alive(&self, sandbox: &Sandbox) -> bool {
+        match &sandbox.netns_path {
+            Some(path) => self.netns.is_live(path).await,
+            None => true,
+        }
+    }
+
+    /// A sandbox known by its ID only: enough to tear down and unpin by convention.
+    fn orphan(&self, id: &str) -> Sandbox {
+        Sandbox {
+            id: id.to_owned(),
+            name: SandboxName {
+                name: String::new(),
+                namespace: String::new(),
+                uid: String::new(),
+                attempt: 0,
+            },
+            state: SandboxState::Creating,
+            created_at: 0,
+            host_network: false,
+            netns_path: Some(self.netns_dir.join(id)),
+            hostname: String::new(),
+            dns: crate::sandbox::DnsSettings::default(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            port_mappings: Vec::new(),
+            cgroup_parent: String::new(),
+            namespace_options: crate::sandbox::NamespaceModes::default(),
+            runtime_handler: String::new(),
+            log_directory: String::new(),
+            attachments: Vec::new(),
+        }
+    }
+
+    /// Removes pins under the netns directory that no sandbox owns.
+    async fn remove_stray_pins(&self) {
+        let Ok(dir) = std::fs::read_dir(&self.netns_dir) else {
+            return;
+        };
+        let stray: Vec<PathBuf> = {
+            let index = self.index();
+            dir.filter_map(std::result::Result::ok)
+                .filter(|e| {
+                    let name = e.file_name();
+                    let name = name.to_string_lossy();
+                    is_sandbox_id(&name) && !index.by_id.contains_key(name.as_ref())
+                })
+                .map(|e| e.path())
+                .collect()
+        };
+        for path in stray {
+            tracing::info!(path = %path.display(), "removing network namespace without a sandbox");
+            if let Err(e) = self.netns.remove_pinned(&path).await {
+                tracing::warn!(path = %path.display(), error = %e, "cannot remove stray network namespace");
+            }
+        }
+    }
+
+    /// The directory namespaces are pinned in.
+    pub(crate) fn netns_dir(&self) -> &Path {
+        &self.netns_dir
+    }
+}
+
+fn now_nanos() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+/// A gRPC status for an ocicni error: the pod's fault, the node's configuration, or the plugins.
+fn cni_status(id: &str, what: &str, error: &ocicni::Error) -> Status {
+    let message = format!("sandbox {id}: {what} failed: {error}");
+    match error {
+        ocicni::Error::InvalidPod { .. } => Status::invalid_argument(message),
+        ocicni::Error::NoNetwork { .. } | ocicni::Error::NetworkNotFound { .. } => {
+            Status::failed_precondition(message)
+        }
+        _ => Status::internal(message),
+    }
+}

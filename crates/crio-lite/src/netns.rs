@@ -1,0 +1,57 @@
+//! The network namespace operations the daemon needs, behind a trait so tests can run unprivileged.
+
+use std::io;
+use std::path::Path;
+
+use async_trait::async_trait;
+
+/// Pinning and removing sandbox network namespaces.
+///
+/// [`HostNetns`] does it for real through `ocicni::netns`; tests pass a fake that creates plain
+/// files, so the daemon's bookkeeping can be checked without privileges.
+#[async_trait]
+pub trait NetnsOps: Send + Sync {
+    /// Creates a new network namespace pinned at `path`; nothing is left at `path` on error.
+    ///
+    /// # Errors
+    ///
+    /// When the namespace cannot be created or mounted (no `CAP_SYS_ADMIN`, `path` exists).
+    async fn create_pinned(&self, path: &Path) -> io::Result<()>;
+
+    /// Unpins and removes the namespace at `path`; a missing path is not an error.
+    ///
+    /// # Errors
+    ///
+    /// When the unmount or the unlink fails for another reason than "not there".
+    async fn remove_pinned(&self, path: &Path) -> io::Result<()>;
+
+    /// True when `path` holds a live network namespace (false for a bare file left by a reboot).
+    async fn is_live(&self, path: &Path) -> bool;
+}
+
+/// The real thing: namespaces created in-process and bind-mounted, as CRI-O's `pinns` does.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostNetns;
+
+#[async_trait]
+impl NetnsOps for HostNetns {
+    async fn create_pinned(&self, path: &Path) -> io::Result<()> {
+        ocicni::netns::create_pinned_async(path)
+            .await
+            .map_err(io::Error::other)
+    }
+
+    async fn remove_pinned(&self, path: &Path) -> io::Result<()> {
+        ocicni::netns::remove_pinned_async(path)
+            .await
+            .map_err(io::Error::other)
+    }
+
+    async fn is_live(&self, path: &Path) -> bool {
+        let path = path.to_owned();
+        // A statfs, an open and an ioctl: cheap, but still blocking.
+        tokio::task::spawn_blocking(move || ocicni::netns::is_netns(&path).unwrap_or(false))
+            .await
+            .unwrap_or(false)
+    }
+}

@@ -1,0 +1,215 @@
+//! The daemon: recovery, the unix socket, and gRPC plus HTTP served on it.
+//!
+//! gRPC (HTTP/2 with prior knowledge, as CRI clients speak it) and the HTTP/1.1 status API share
+//! one socket: the tonic services become an axum router, merged with the HTTP routes, and
+//! `axum::serve` detects the protocol of each connection.
+
+use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_cri::v1::image_service_server::ImageServiceServer;
+use k8s_cri::v1::runtime_service_server::RuntimeServiceServer;
+use ocicni::CniPlugin;
+use tokio::net::UnixListener;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::config::Config;
+use crate::cri_image::ImageApi;
+use crate::cri_runtime::RuntimeApi;
+use crate::error::{Error, Result};
+use crate::http_api;
+use crate::manager::Manager;
+use crate::metrics::Metrics;
+use crate::netns::NetnsOps;
+use crate::store::Store;
+
+/// How long shutdown waits for open connections, then for running sandbox operations.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// A running daemon. Dropping it leaves the server running until the runtime stops; call
+/// [`Daemon::shutdown`] to stop it cleanly.
+pub struct Daemon {
+    socket: PathBuf,
+    cni: Arc<dyn CniPlugin>,
+    metrics: Metrics,
+    cancel: CancellationToken,
+    server: JoinHandle<std::io::Result<()>>,
+    tasks: TaskTracker,
+}
+
+impl std::fmt::Debug for Daemon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Daemon")
+            .field("socket", &self.socket)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Daemon {
+    /// Recovers the sandboxes of `config.daemon.state_dir`, then serves CRI and the status API on
+    /// `config.daemon.socket`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] for an unusable configuration, [`Error::Io`] when a directory cannot
+    /// be created or read, or the socket cannot be bound (another daemon answering on it included).
+    pub async fn start(
+        config: Config,
+        cni: Arc<dyn CniPlugin>,
+        netns: Arc<dyn NetnsOps>,
+    ) -> Result<Daemon> {
+        Daemon::start_with_metrics(config, cni, netns, Metrics::new()).await
+    }
+
+    /// As [`Daemon::start`], with a metrics registry made beforehand (so the CNI side could be
+    /// given its plugin-latency handle when it was built).
+    ///
+    /// # Errors
+    ///
+    /// As [`Daemon::start`].
+    pub async fn start_with_metrics(
+        config: Config,
+        cni: Arc<dyn CniPlugin>,
+        netns: Arc<dyn NetnsOps>,
+        metrics: Metrics,
+    ) -> Result<Daemon> {
+        config.validate()?;
+        let config = Arc::new(config);
+        let netns_dir = config.netns_dir();
+        for dir in [&config.daemon.state_dir, &config.daemon.run_dir, &netns_dir] {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::io("cannot create directory", dir, e))?;
+        }
+        let store = Store::open(&config.daemon.state_dir)?;
+        let manager = Arc::new(Manager::new(
+            Arc::clone(&cni),
+            netns,
+            store,
+            netns_dir,
+            metrics.clone(),
+        ));
+        manager.recover().await?;
+
+        let socket = config.daemon.socket.clone();
+        let listener = bind(&socket).await?;
+        let tasks = TaskTracker::new();
+        let runtime = RuntimeApi::new(Arc::clone(&manager), Arc::clone(&config), tasks.clone());
+        let grpc = tonic::service::Routes::new(RuntimeServiceServer::new(runtime))
+            .add_service(ImageServiceServer::new(ImageApi))
+            .into_axum_router();
+        let router = grpc
+            .merge(http_api::router(manager, config, metrics.clone()))
+            .fallback(http_api::fallback);
+        let cancel = CancellationToken::new();
+        let stop = cancel.clone().cancelled_owned();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, router)
+                .with_graceful_shutdown(stop)
+                .await
+        });
+        tracing::info!(socket = %socket.display(), "serving CRI and the status API");
+        Ok(Daemon {
+            socket,
+            cni,
+            metrics,
+            cancel,
+            server,
+            tasks,
+        })
+    }
+
+    /// The socket served.
+    pub fn socket_path(&self) -> &Path {
+        &self.socket
+    }
+
+    /// The metrics registry.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Reloads the network configuration now (what SIGHUP does).
+    ///
+    /// # Errors
+    ///
+    /// When the CNI side cannot read its configuration directory.
+    pub async fn reload(&self) -> Result<(), ocicni::Error> {
+        self.cni.reload().await
+    }
+
+    /// Stops serving: no new connections, open ones and running sandbox operations get
+    /// [`SHUTDOWN_GRACE`] each to finish. Sandboxes keep running and their state stays on disk;
+    /// the socket file is removed.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when the server failed or the socket file cannot be removed.
+    pub async fn shutdown(self) -> Result<()> {
+        self.cancel.cancel();
+        let mut server = self.server;
+        let served = match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(join)) => Err(std::io::Error::other(join)),
+            Err(_) => {
+                tracing::warn!("connections still open after the grace period: closing them");
+                server.abort();
+                Ok(())
+            }
+        };
+        self.tasks.close();
+        if tokio::time::timeout(SHUTDOWN_GRACE, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "sandbox operations still running at shutdown: the next start rolls them back"
+            );
+        }
+        self.cni.shutdown().await;
+        let removed = match std::fs::remove_file(&self.socket) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::io("cannot remove socket", &self.socket, e))
+            }
+            _ => Ok(()),
+        };
+        tracing::info!("shut down");
+        served.map_err(|e| Error::io("server failed on", &self.socket, e))?;
+        removed
+    }
+}
+
+/// Binds the socket: parent directory created, a stale socket file replaced (a live one refused),
+/// mode 0660.
+async fn bind(socket: &Path) -> Result<UnixListener> {
+    if let Some(parent) = socket.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|e| Error::io("cannot create socket directory", parent, e))?;
+    }
+    if let Ok(meta) = std::fs::symlink_metadata(socket) {
+        if !meta.file_type().is_socket() {
+            return Err(Error::io(
+                "refusing to replace non-socket",
+                socket,
+                std::io::Error::from(std::io::ErrorKind::AlreadyExists),
+            ));
+        }
+        if tokio::net::UnixStream::connect(socket).await.is_ok() {
+            return Err(Error::io(
+                "another daemon is serving on",
+                socket,
+                std::io::Error::from(std::io::ErrorKind::AddrInUse),
+            ));
+        }
+        std::fs::remove_file(socket)
+            .map_err(|e| Error::io("cannot remove stale socket", socket, e))?;
+    }
+    let listener =
+        UnixListener::bind(socket).map_err(|e| Error::io("cannot bind socket", socket, e))?;
+    std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o660))
+        .map_err(|e| Error::io("cannot set mode 0660 on socket", socket, e))?;
+    Ok(listener)
+}

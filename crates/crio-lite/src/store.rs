@@ -1,0 +1,237 @@
+//! Sandbox state files: one JSON file per sandbox, replaced atomically.
+//!
+//! A save writes `.<id>.json.tmp`, fsyncs it, renames it over `<id>.json` and fsyncs the directory,
+//! so after a crash a file holds either the old state or the new one, never half of each. Leftover
+//! temporary files are deleted when the store opens.
+
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::sandbox::Sandbox;
+
+/// What a state directory holds at start-up.
+#[derive(Debug)]
+pub(crate) enum Loaded {
+    /// A sandbox whose state could be read.
+    Sandbox(Box<Sandbox>),
+    /// A file named after a sandbox ID that cannot be decoded; the ID is all that is known.
+    Unreadable {
+        /// The sandbox ID, from the file name.
+        id: String,
+        /// Why the file cannot be used.
+        error: Error,
+    },
+}
+
+/// The directory of sandbox state files.
+#[derive(Debug, Clone)]
+pub(crate) struct Store {
+    dir: PathBuf,
+}
+
+impl Store {
+    /// Opens (creating) `<state_dir>/sandboxes` and deletes temporary files left by a crash.
+    pub(crate) fn open(state_dir: &Path) -> Result<Store> {
+        let dir = state_dir.join("sandboxes");
+        fs::create_dir_all(&dir)
+            .map_err(|e| Error::io("cannot create state directory", &dir, e))?;
+        let store = Store { dir };
+        for entry in store.entries()? {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') && name.ends_with(".json.tmp") {
+                let path = entry.path();
+                if let Err(e) = fs::remove_file(&path) {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot delete temporary state file");
+                }
+            }
+        }
+        Ok(store)
+    }
+
+    fn entries(&self) -> Result<Vec<fs::DirEntry>> {
+        let read = fs::read_dir(&self.dir)
+            .map_err(|e| Error::io("cannot read state directory", &self.dir, e))?;
+        Ok(read.filter_map(std::result::Result::ok).collect())
+    }
+
+    /// The file holding sandbox `id`.
+    pub(crate) fn path_of(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.json"))
+    }
+
+    /// Writes the sandbox's state atomically.
+    pub(crate) fn save(&self, sandbox: &Sandbox) -> Result<()> {
+        let path = self.path_of(&sandbox.id);
+        let tmp = self.dir.join(format!(".{}.json.tmp", sandbox.id));
+        let bytes = serde_json::to_vec_pretty(sandbox).map_err(|e| Error::State {
+            path: path.clone(),
+            reason: format!("cannot encode: {e}"),
+        })?;
+        let write = || -> std::io::Result<()> {
+            let mut file = fs::File::create(&tmp)?;
+            file.write_all(&bytes)?;
+            file.sync_all()
+        };
+        if let Err(e) = write() {
+            let _ = fs::remove_file(&tmp);
+            return Err(Error::io("cannot write sandbox state", &tmp, e));
+        }
+        if let Err(e) = fs::rename(&tmp, &path) {
+            let _ = fs::remove_file(&tmp);
+            return Err(Error::io("cannot replace sandbox state", &path, e));
+        }
+        self.sync_dir()
+    }
+
+    /// Deletes the sandbox's state; a missing file is fine.
+    pub(crate) fn delete(&self, id: &str) -> Result<()> {
+        let path = self.path_of(id);
+        match fs::remove_file(&path) {
+            Ok(()) => self.sync_dir(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("cannot delete sandbox state", &path, e)),
+        }
+    }
+
+    fn sync_dir(&self) -> Result<()> {
+        fs::File::open(&self.dir)
+            .and_then(|dir| dir.sync_all())
+            .map_err(|e| Error::io("cannot sync state directory", &self.dir, e))
+    }
+
+    /// Reads every state file. Files not named `<64 hex>.json` are left alone.
+    pub(crate) fn load_all(&self) -> Result<Vec<Loaded>> {
+        let mut loaded = Vec::new();
+        for entry in self.entries()? {
+            let name = entry.file_name();
+            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".json")) else {
+                continue;
+            };
+            if !is_sandbox_id(id) {
+                continue;
+            }
+            let path = entry.path();
+            let decoded = fs::read(&path)
+                .map_err(|e| Error::io("cannot read sandbox state", &path, e))
+                .and_then(|bytes| {
+                    serde_json::from_slice::<Sandbox>(&bytes).map_err(|e| Error::State {
+                        path: path.clone(),
+                        reason: e.to_string(),
+                    })
+                })
+                .and_then(|sandbox| {
+                    if sandbox.id == id {
+                        Ok(sandbox)
+                    } else {
+                        Err(Error::State {
+                            path: path.clone(),
+                            reason: format!("holds sandbox {}, not {id}", sandbox.id),
+                        })
+                    }
+                });
+            loaded.push(match decoded {
+                Ok(sandbox) => Loaded::Sandbox(Box::new(sandbox)),
+                Err(error) => Loaded::Unreadable {
+                    id: id.to_owned(),
+                    error,
+                },
+            });
+        }
+        Ok(loaded)
+    }
+}
+
+/// True for the IDs crio-lite makes: 64 lower-case hex characters.
+pub(crate) fn is_sandbox_id(id: &str) -> bool {
+    id.len() == 64
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// A new random sandbox ID, from /dev/urandom.
+pub(crate) fn new_sandbox_id() -> std::io::Result<String> {
+    use std::fmt::Write as _;
+    use std::io::Read as _;
+    let mut bytes = [0u8; 32];
+    fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+    let mut id = String::with_capacity(64);
+    for b in bytes {
+        let _ = write!(id, "{b:02x}");
+    }
+    Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sandbox::{SandboxName, SandboxState};
+
+    fn sandbox(id: &str) -> Sandbox {
+        Sandbox {
+            id: id.to_owned(),
+            name: SandboxName {
+                name: "p".into(),
+                namespace: "ns".into(),
+                uid: "u".into(),
+                attempt: 1,
+            },
+            state: SandboxState::Ready,
+            created_at: 1,
+            host_network: false,
+            netns_path: Some(PathBuf::from("/run/x")),
+            hostname: String::new(),
+            dns: crate::sandbox::DnsSettings::default(),
+            labels: std::collections::BTreeMap::new(),
+            annotations: std::collections::BTreeMap::new(),
+            port_mappings: Vec::new(),
+            cgroup_parent: String::new(),
+            namespace_options: crate::sandbox::NamespaceModes::default(),
+            runtime_handler: String::new(),
+            log_directory: String::new(),
+            attachments: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn ids_are_64_hex_and_differ() {
+        let a = new_sandbox_id().unwrap();
+        let b = new_sandbox_id().unwrap();
+        assert!(is_sandbox_id(&a), "{a}");
+        assert_ne!(a, b);
+        assert!(!is_sandbox_id("../etc/passwd"));
+    }
+
+    #[test]
+    fn save_load_delete_and_tmp_cleanup() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let id = new_sandbox_id().unwrap();
+        store.save(&sandbox(&id)).unwrap();
+        let tmp = dir.path().join("sandboxes").join(format!(".{id}.json.tmp"));
+        fs::write(&tmp, b"{half").unwrap();
+        fs::write(dir.path().join("sandboxes/notes.txt"), b"ignored").unwrap();
+        let other = new_sandbox_id().unwrap();
+        fs::write(store.path_of(&other), b"not json").unwrap();
+
+        let store = Store::open(dir.path()).unwrap();
+        assert!(!tmp.exists());
+        let loaded = store.load_all().unwrap();
+        assert_eq!(loaded.len(), 2);
+        for item in loaded {
+            match item {
+                Loaded::Sandbox(s) => assert_eq!(*s, sandbox(&id)),
+                Loaded::Unreadable { id: bad, error } => {
+                    assert_eq!(bad, other);
+                    assert!(error.to_string().contains(&other), "{error}");
+                }
+            }
+        }
+        store.delete(&id).unwrap();
+        store.delete(&id).unwrap();
+        assert!(!store.path_of(&id).exists());
+    }
+}
