@@ -600,3 +600,30 @@ fn lossy_runtime_conf(entry: &CachedAttachment) -> RuntimeConf {
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send<T: Send>(_: &T) {}
+
+    #[test]
+    fn operations_can_be_spawned() {
+        // Runtimes spawn these on a multi-threaded executor: the futures must be Send.
+        let cni = Cni::new(
+            Arc::new(crate::ProcessExec::new()),
+            Vec::new(),
+            PathBuf::from("/nonexistent"),
+        );
+        let net = cni_config::parse_conflist(br#"{"name":"n","plugins":[{"type":"x"}]}"#).unwrap();
+        let rt = RuntimeConf::default();
+        assert_send(&cni.add_network_list(&net, &rt));
+        assert_send(&cni.check_network_list(&net, &rt));
+        assert_send(&cni.del_network_list(&net, &rt));
+        assert_send(&cni.gc_network_list(&net, &[]));
+        assert_send(&cni.status_network_list(&net));
+        assert_send(&cni.validate_network_list(&net));
+        fn assert_sync<T: Send + Sync>() {}
+        assert_sync::<Cni>();
+    }
+}
