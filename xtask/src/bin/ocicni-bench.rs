@@ -70,7 +70,7 @@ fn parse_args() -> Result<Opts, String> {
             "plugin-dir" => o.plugin_dirs = value()?.split(',').map(PathBuf::from).collect(),
             "netns-dir" => o.netns_dir = value()?.into(),
             "ipam-dir" => {
-                o.ipam_dir = Some(value()?.into()).filter(|p: &PathBuf| !p.as_os_str().is_empty())
+                o.ipam_dir = Some(value()?.into()).filter(|p: &PathBuf| !p.as_os_str().is_empty());
             }
             "mode" => o.mode = value()?,
             "pods" => o.pods = number(value()?)?,
