@@ -1,7 +1,9 @@
 //! The facade's view of the configuration: which network is the default, what is usable, and how
 //! it follows files and plugins that come and go (fake executor, inotify watcher).
 
-use ocicni::{BuiltinNetwork, CniPlugin, Error, InitSettings, NOT_READY_REASON, NetworkSelection, WatchPolicy};
+use ocicni::{
+    BuiltinNetwork, CniPlugin, Error, InitSettings, NOT_READY_REASON, NetworkSelection, WatchPolicy,
+};
 
 use crate::fake_exec::{Node, conflist, plugin, plugin_with_caps, wait_for_default};
 
@@ -41,7 +43,12 @@ async fn a_fixed_default_wins_even_when_it_sorts_later() {
 async fn a_fixed_default_that_is_absent_means_no_default_and_not_ready() {
     let node = Node::with_plugins(&["fake"]);
     node.write_conf("10-a.conflist", &simple("a"));
-    let cni = node.builder().default_network("nope").build().await.unwrap();
+    let cni = node
+        .builder()
+        .default_network("nope")
+        .build()
+        .await
+        .unwrap();
     assert_eq!(cni.default_network_name(), None);
     let status = cni.status().await;
     assert!(!status.ready);
@@ -78,7 +85,9 @@ async fn configuration_written_after_start_makes_the_node_ready() {
     let dir = node.conf_dir().display().to_string();
     assert!(status.message.contains(&dir), "{}", status.message);
     assert!(
-        status.message.contains("network provider may not have started"),
+        status
+            .message
+            .contains("network provider may not have started"),
         "{}",
         status.message
     );
@@ -140,12 +149,24 @@ async fn deleting_and_rewriting_the_default_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_duplicate_names_the_first_file_wins() {
     let node = Node::with_plugins(&["fake", "other"]);
-    node.write_conf("10-dup.conflist", &conflist("dup", "1.0.0", &[plugin("fake")]));
-    node.write_conf("20-dup.conflist", &conflist("dup", "1.0.0", &[plugin("other")]));
+    node.write_conf(
+        "10-dup.conflist",
+        &conflist("dup", "1.0.0", &[plugin("fake")]),
+    );
+    node.write_conf(
+        "20-dup.conflist",
+        &conflist("dup", "1.0.0", &[plugin("other")]),
+    );
     let cni = node.start().await;
     let reports = cni.networks();
     assert_eq!(reports.len(), 2, "{reports:?}");
-    assert!(reports[0].file.as_ref().unwrap().ends_with("10-dup.conflist"));
+    assert!(
+        reports[0]
+            .file
+            .as_ref()
+            .unwrap()
+            .ends_with("10-dup.conflist")
+    );
     assert_eq!(reports[0].verdict, "loaded");
     assert!(reports[0].default);
     assert_eq!(reports[1].verdict, "shadowed");
@@ -164,7 +185,12 @@ async fn with_duplicate_names_the_first_file_wins() {
 async fn a_named_network_not_yet_loaded_triggers_one_reload() {
     let node = Node::with_plugins(&["fake"]);
     node.write_conf("10-a.conflist", &simple("a"));
-    let cni = node.builder().watch(WatchPolicy::Off).build().await.unwrap();
+    let cni = node
+        .builder()
+        .watch(WatchPolicy::Off)
+        .build()
+        .await
+        .unwrap();
     node.write_conf("20-b.conflist", &simple("b"));
     let before = cni.generation();
     let mut pod = node.pod("p1");
@@ -184,8 +210,16 @@ async fn a_named_network_not_yet_loaded_triggers_one_reload() {
         other => panic!("want NetworkNotFound, got {other}"),
     }
     let text = err.to_string();
-    assert!(text.contains("ghost") && text.contains(&node.conf_dir().display().to_string()), "{text}");
-    assert!(node.fake.calls_of("ADD").iter().all(|c| c.var("CNI_CONTAINERID") != "p2"));
+    assert!(
+        text.contains("ghost") && text.contains(&node.conf_dir().display().to_string()),
+        "{text}"
+    );
+    assert!(
+        node.fake
+            .calls_of("ADD")
+            .iter()
+            .all(|c| c.var("CNI_CONTAINERID") != "p2")
+    );
     cni.shutdown().await;
 }
 
@@ -194,14 +228,24 @@ async fn capabilities_are_the_union_of_what_plugins_declare() {
     let node = Node::with_plugins(&["fake", "portmap", "bandwidth"]);
     node.write_conf(
         "10-a.conflist",
-        &conflist("a", "1.0.0", &[plugin("fake"), plugin_with_caps("portmap", &["portMappings"])]),
+        &conflist(
+            "a",
+            "1.0.0",
+            &[
+                plugin("fake"),
+                plugin_with_caps("portmap", &["portMappings"]),
+            ],
+        ),
     );
     node.write_conf(
         "20-b.conflist",
         &conflist(
             "b",
             "1.0.0",
-            &[plugin_with_caps("fake", &["ips", "portMappings"]), plugin_with_caps("bandwidth", &["bandwidth"])],
+            &[
+                plugin_with_caps("fake", &["ips", "portMappings"]),
+                plugin_with_caps("bandwidth", &["bandwidth"]),
+            ],
         ),
     );
     let cni = node.start().await;
@@ -223,7 +267,12 @@ fn builtin() -> BuiltinNetwork {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_builtin_network_is_the_default_of_an_empty_directory() {
     let node = Node::with_plugins(&["bridge", "host-local", "portmap"]);
-    let cni = node.builder().builtin_default(Some(builtin())).build().await.unwrap();
+    let cni = node
+        .builder()
+        .builtin_default(Some(builtin()))
+        .build()
+        .await
+        .unwrap();
     assert_eq!(cni.default_network_name().as_deref(), Some("builtin-net"));
     let reports = cni.networks();
     assert_eq!(reports.len(), 1, "{reports:?}");
@@ -235,11 +284,17 @@ async fn the_builtin_network_is_the_default_of_an_empty_directory() {
     let results = cni.setup_pod(&node.pod("p1")).await.unwrap();
     assert_eq!(results[0].network, "builtin-net");
     let adds = node.fake.calls_of("ADD");
-    let bridge = adds.iter().find(|c| c.plugin == "bridge").expect("bridge ran");
+    let bridge = adds
+        .iter()
+        .find(|c| c.plugin == "bridge")
+        .expect("bridge ran");
     assert_eq!(bridge.stdin["type"], "bridge");
     assert_eq!(bridge.stdin["bridge"], "cni-test0");
     assert_eq!(bridge.stdin["ipam"]["type"], "host-local");
-    assert_eq!(bridge.stdin["ipam"]["ranges"][0][0]["subnet"], "10.123.0.0/16");
+    assert_eq!(
+        bridge.stdin["ipam"]["ranges"][0][0]["subnet"],
+        "10.123.0.0/16"
+    );
     assert!(adds.iter().any(|c| c.plugin == "portmap"));
 
     // A real configuration takes over from the built-in network.
@@ -253,7 +308,12 @@ async fn the_builtin_network_is_the_default_of_an_empty_directory() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn init_settings_shape_the_builtin_bridge() {
     let node = Node::with_plugins(&["bridge", "host-local", "portmap"]);
-    let cni = node.builder().builtin_default(Some(builtin())).build().await.unwrap();
+    let cni = node
+        .builder()
+        .builtin_default(Some(builtin()))
+        .build()
+        .await
+        .unwrap();
     cni.init(InitSettings {
         mtu: Some(1400),
         hairpin_mode: Some(false),
@@ -263,7 +323,10 @@ async fn init_settings_shape_the_builtin_bridge() {
     assert_eq!(cni.init_settings().mtu, Some(1400));
     cni.setup_pod(&node.pod("p1")).await.unwrap();
     let adds = node.fake.calls_of("ADD");
-    let bridge = adds.iter().find(|c| c.plugin == "bridge").expect("bridge ran");
+    let bridge = adds
+        .iter()
+        .find(|c| c.plugin == "bridge")
+        .expect("bridge ran");
     assert_eq!(bridge.stdin["mtu"], 1400);
     assert_eq!(bridge.stdin["hairpinMode"], false);
     cni.shutdown().await;
@@ -287,7 +350,12 @@ async fn after_shutdown_the_last_configuration_still_serves() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reload_picks_up_changes_without_a_watcher() {
     let node = Node::with_plugins(&["fake"]);
-    let cni = node.builder().watch(WatchPolicy::Off).build().await.unwrap();
+    let cni = node
+        .builder()
+        .watch(WatchPolicy::Off)
+        .build()
+        .await
+        .unwrap();
     assert_eq!(cni.default_network_name(), None);
     node.write_conf("10-net.conflist", &simple("net"));
     cni.reload().await.unwrap();

@@ -293,8 +293,10 @@ pub(crate) fn plugin(plugin_type: &str) -> Value {
 
 /// One plugin entry declaring capabilities.
 pub(crate) fn plugin_with_caps(plugin_type: &str, caps: &[&str]) -> Value {
-    let caps: serde_json::Map<String, Value> =
-        caps.iter().map(|c| ((*c).to_owned(), json!(true))).collect();
+    let caps: serde_json::Map<String, Value> = caps
+        .iter()
+        .map(|c| ((*c).to_owned(), json!(true)))
+        .collect();
     json!({"type": plugin_type, "capabilities": caps})
 }
 

@@ -1,3 +1,8 @@
 //! Public-API tests for ocicni, one module per area.
 
+mod facade;
+mod facade_args;
+mod facade_config;
+mod facade_status;
+mod fake_exec;
 mod netns;

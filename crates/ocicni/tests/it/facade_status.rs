@@ -1,0 +1,286 @@
+//! Pod status (cache, CHECK), garbage collection and the runtime's network status, with the fake
+//! executor.
+
+use ocicni::{CheckPolicy, CniPlugin, Error, NOT_READY_REASON, NetworkSelection};
+use serde_json::{Value, json};
+
+use crate::fake_exec::{Node, conflist, plugin};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_status_comes_from_the_cache_without_running_plugins() {
+    let node = Node::with_plugins(&["fake"]);
+    node.write_conf(
+        "10-net.conflist",
+        &conflist("net", "1.0.0", &[plugin("fake")]),
+    );
+    let cni = node.start().await;
+    let pod = node.pod("p1");
+    let added = cni.setup_pod(&pod).await.unwrap();
+    let before = node.fake.pod_calls().len();
+
+    let status = cni.pod_network_status(&pod).await.unwrap();
+    assert_eq!(status, added, "the cached result, as ADD returned it");
+    assert_eq!(node.fake.pod_calls().len(), before, "no plugin ran");
+    cni.shutdown().await;
+}
+
+async fn checked_status(version: &str) -> (Node, Vec<String>) {
+    let node = Node::with_plugins(&["fake"]);
+    node.write_conf(
+        "10-net.conflist",
+        &conflist("net", version, &[plugin("fake")]),
+    );
+    let cni = node
+        .builder()
+        .check(CheckPolicy::Always)
+        .build()
+        .await
+        .unwrap();
+    let pod = node.pod("p1");
+    let added = cni.setup_pod(&pod).await.unwrap();
+    let status = cni.pod_network_status(&pod).await.unwrap();
+    assert_eq!(status, added);
+    cni.shutdown().await;
+    let commands = node
+        .fake
+        .pod_calls()
+        .into_iter()
+        .map(|c| c.command)
+        .collect();
+    (node, commands)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_policy_runs_check_where_the_version_has_it() {
+    for version in ["0.4.0", "1.0.0", "1.1.0"] {
+        let (node, commands) = checked_status(version).await;
+        assert_eq!(commands, ["ADD", "CHECK"], "{version}");
+        let check = &node.fake.calls_of("CHECK")[0];
+        assert_eq!(check.var("CNI_CONTAINERID"), "p1");
+        assert_eq!(check.var("CNI_IFNAME"), "eth0");
+        assert!(
+            check.stdin.get("prevResult").is_some(),
+            "{version}: {}",
+            check.stdin
+        );
+    }
+    let (_, commands) = checked_status("0.3.1").await;
+    assert_eq!(commands, ["ADD"], "0.3.1 has no CHECK");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_check_is_an_error() {
+    let node = Node::with_plugins(&["fake"]);
+    node.write_conf(
+        "10-net.conflist",
+        &conflist("net", "1.0.0", &[plugin("fake")]),
+    );
+    let cni = node
+        .builder()
+        .check(CheckPolicy::Always)
+        .build()
+        .await
+        .unwrap();
+    let pod = node.pod("p1");
+    cni.setup_pod(&pod).await.unwrap();
+    node.fake.fail("fake", "CHECK", 102, "veth is gone");
+    let err = cni.pod_network_status(&pod).await.unwrap_err();
+    let Error::Network {
+        network, source, ..
+    } = &err
+    else {
+        panic!("want a Network error, got {err}");
+    };
+    assert_eq!(network, "net");
+    let ocicni::cni_exec::Error::Plugin { error, .. } = &**source else {
+        panic!("want the plugin's error object, got {source}");
+    };
+    assert_eq!((error.code, error.msg.as_str()), (102, "veth is gone"));
+    cni.shutdown().await;
+}
+
+/// A GC call's list of valid attachments under `key`, sorted.
+fn listed(call: &crate::fake_exec::Call, key: &str) -> Value {
+    call.stdin.get(key).cloned().unwrap_or(Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_removes_stale_attachments_and_tells_plugins_what_is_valid() {
+    let node = Node::with_plugins(&["fake"]);
+    node.write_conf(
+        "10-net.conflist",
+        &conflist("net", "1.1.0", &[plugin("fake")]),
+    );
+    let cni = node.start().await;
+    let (a, b) = (node.pod("podA"), node.pod("podB"));
+    cni.setup_pod(&a).await.unwrap();
+    cni.setup_pod(&b).await.unwrap();
+
+    cni.gc(std::slice::from_ref(&a)).await.unwrap();
+    let dels = node.fake.calls_of("DEL");
+    assert_eq!(dels.len(), 1, "{dels:?}");
+    assert_eq!(dels[0].var("CNI_CONTAINERID"), "podB");
+    assert_eq!(node.cache_entries(), ["net-podA-eth0"]);
+
+    let gcs = node.fake.calls_of("GC");
+    assert_eq!(gcs.len(), 1);
+    let want = json!([{"containerID": "podA", "ifname": "eth0"}]);
+    assert_eq!(listed(&gcs[0], "cni.dev/valid-attachments"), want);
+    assert_eq!(listed(&gcs[0], "cni.dev/attachments"), want);
+    assert_eq!(gcs[0].stdin["name"], "net");
+    assert!(gcs[0].env.contains_key("CNI_PATH"));
+    cni.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_of_a_1_0_0_network_runs_no_gc_verb() {
+    let node = Node::with_plugins(&["fake"]);
+    node.write_conf(
+        "10-net.conflist",
+        &conflist("net", "1.0.0", &[plugin("fake")]),
+    );
+    let cni = node.start().await;
+    let (a, b) = (node.pod("podA"), node.pod("podB"));
+    cni.setup_pod(&a).await.unwrap();
+    cni.setup_pod(&b).await.unwrap();
+    cni.gc(std::slice::from_ref(&a)).await.unwrap();
+    assert!(node.fake.calls_of("GC").is_empty());
+    assert_eq!(
+        node.cache_entries(),
+        ["net-podA-eth0"],
+        "stale ones still go"
+    );
+    cni.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_leaves_a_network_with_disable_gc_alone() {
+    let node = Node::with_plugins(&["fake"]);
+    let mut list = conflist("net", "1.1.0", &[plugin("fake")]);
+    list["disableGC"] = json!(true);
+    node.write_conf("10-net.conflist", &list);
+    let cni = node.start().await;
+    cni.setup_pod(&node.pod("podA")).await.unwrap();
+    cni.setup_pod(&node.pod("podB")).await.unwrap();
+    cni.gc(&[node.pod("podA")]).await.unwrap();
+    assert!(node.fake.calls_of("GC").is_empty());
+    assert!(
+        node.fake.calls_of("DEL").is_empty(),
+        "{:?}",
+        node.fake.calls_of("DEL")
+    );
+    assert_eq!(node.cache_entries(), ["net-podA-eth0", "net-podB-eth0"]);
+    cni.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_keeps_every_attachment_of_a_valid_pod() {
+    let node = Node::with_plugins(&["fake"]);
+    for name in ["a", "b"] {
+        node.write_conf(
+            &format!("10-{name}.conflist"),
+            &conflist(name, "1.1.0", &[plugin("fake")]),
+        );
+    }
+    let cni = node.start().await;
+    let mut pod = node.pod("p1");
+    pod.networks = vec![NetworkSelection::new("a"), NetworkSelection::new("b")];
+    cni.setup_pod(&pod).await.unwrap();
+    cni.gc(std::slice::from_ref(&pod)).await.unwrap();
+    assert!(node.fake.calls_of("DEL").is_empty());
+    let mut seen: Vec<(String, Value)> = node
+        .fake
+        .calls_of("GC")
+        .into_iter()
+        .map(|c| {
+            (
+                c.network().to_owned(),
+                listed(&c, "cni.dev/valid-attachments"),
+            )
+        })
+        .collect();
+    seen.sort_by(|x, y| x.0.cmp(&y.0));
+    assert_eq!(
+        seen,
+        [
+            (
+                "a".to_owned(),
+                json!([{"containerID": "p1", "ifname": "eth0"}])
+            ),
+            (
+                "b".to_owned(),
+                json!([{"containerID": "p1", "ifname": "eth1"}])
+            ),
+        ]
+    );
+    cni.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_status_verb_makes_the_node_not_ready() {
+    let node = Node::with_plugins(&["fake"]);
+    node.write_conf(
+        "10-net.conflist",
+        &conflist("net", "1.1.0", &[plugin("fake")]),
+    );
+    let cni = node.start().await;
+    let status = cni.status().await;
+    assert!(status.ready, "{status:?}");
+    assert_eq!(node.fake.calls_of("STATUS").len(), 1);
+
+    node.fake.fail("fake", "STATUS", 50, "ipam pool not ready");
+    let status = cni.status().await;
+    assert!(!status.ready);
+    assert_eq!(status.reason, NOT_READY_REASON);
+    assert!(
+        status.message.contains("ipam pool not ready"),
+        "{}",
+        status.message
+    );
+    assert!(status.message.contains("net"), "{}", status.message);
+    cni.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_1_0_0_network_runs_no_status_verb() {
+    let node = Node::with_plugins(&["fake"]);
+    node.write_conf(
+        "10-net.conflist",
+        &conflist("net", "1.0.0", &[plugin("fake")]),
+    );
+    node.fake.fail("fake", "STATUS", 50, "would fail");
+    let cni = node.start().await;
+    assert!(cni.status().await.ready);
+    assert!(node.fake.calls_of("STATUS").is_empty());
+    cni.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_tears_down_stale_attachments_of_networks_gone_from_disk() {
+    let node = Node::with_plugins(&["fake"]);
+    node.write_conf(
+        "10-x.conflist",
+        &conflist("x", "1.0.0", &[json!({"type": "fake", "marker": "from-x"})]),
+    );
+    let cni = node
+        .builder()
+        .watch(ocicni::WatchPolicy::Off)
+        .build()
+        .await
+        .unwrap();
+    cni.setup_pod(&node.pod("podA")).await.unwrap();
+    node.remove_conf("10-x.conflist");
+    cni.reload().await.unwrap();
+    assert_eq!(cni.default_network_name(), None);
+
+    cni.gc(&[]).await.unwrap();
+    let dels = node.fake.calls_of("DEL");
+    assert_eq!(dels.len(), 1, "{dels:?}");
+    assert_eq!(
+        dels[0].stdin["marker"], "from-x",
+        "the cached configuration ran"
+    );
+    assert_eq!(dels[0].var("CNI_NETNS"), "", "the namespace is gone");
+    assert!(node.cache_entries().is_empty());
+    cni.shutdown().await;
+}
