@@ -8,6 +8,7 @@
 //! Each command installs the Debian packages it needs when they are missing and it runs as root, and
 //! says so.
 
+mod bench;
 mod cmd;
 mod packages;
 mod test;
@@ -19,7 +20,9 @@ const USAGE: &str = "usage: cargo xtask <test|demo|bench> [options]
   test     rustfmt, clippy, rustdoc, every test (privileged ones too, as root)
            --no-privileged   skip the tests that need root and network namespaces
   demo     the main job end to end (not built yet)
-  bench    the benchmarks (not built yet)";
+  bench    the benchmarks beside their peers, as root
+           --quick           fewer pods and repeats
+           --only watch|peer one benchmark";
 
 fn main() {
     if let Err(err) = run() {
@@ -34,6 +37,7 @@ fn run() -> Result<()> {
     let rest: Vec<String> = args.collect();
     match command.as_str() {
         "test" => test::run(&rest),
+        "bench" => bench::run(&rest),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())

@@ -8,13 +8,28 @@ use crate::cmd::{is_root, run_step};
 
 /// Packages every privileged test, the demo and the benchmarks rely on, with why.
 pub(crate) const NETWORK_PACKAGES: &[(&str, &str)] = &[
-    ("containernetworking-plugins", "the real CNI plugins in /usr/lib/cni"),
+    (
+        "containernetworking-plugins",
+        "the real CNI plugins in /usr/lib/cni",
+    ),
     ("iptables", "used by the bridge and portmap plugins"),
     ("iproute2", "ip netns for the tests' node namespaces"),
+    ("iputils-ping", "ping between test pods"),
+];
+
+/// Packages the peer benchmark (containerd's go-cni, built from Debian's sources) needs.
+pub(crate) const PEER_PACKAGES: &[(&str, &str)] = &[
+    (
+        "golang-go",
+        "the Go compiler, for the go-cni peer benchmark",
+    ),
+    ("golang-github-containerd-go-cni-dev", "go-cni's sources"),
+    ("golang-github-appc-cni-dev", "libcni's sources"),
 ];
 
 /// Packages needed to build crio-lite (k8s-cri compiles the CRI protobufs).
-pub(crate) const BUILD_PACKAGES: &[(&str, &str)] = &[("protobuf-compiler", "protoc, for the CRI protobufs")];
+pub(crate) const BUILD_PACKAGES: &[(&str, &str)] =
+    &[("protobuf-compiler", "protoc, for the CRI protobufs")];
 
 /// Installs whichever of `wanted` are missing, when running as root; otherwise says what is missing.
 ///
@@ -32,13 +47,22 @@ pub(crate) fn ensure(wanted: &[(&str, &str)]) -> Result<()> {
     if !is_root() {
         bail!(
             "missing Debian packages: {}; run as root to let xtask install them",
-            missing.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(" ")
+            missing
+                .iter()
+                .map(|(n, _)| *n)
+                .collect::<Vec<_>>()
+                .join(" ")
         );
     }
     println!("xtask: installing them with apt-get (running as root)");
-    run_step("apt-get update", Command::new("apt-get").args(["update", "-q"]))?;
+    run_step(
+        "apt-get update",
+        Command::new("apt-get").args(["update", "-q"]),
+    )?;
     let mut install = Command::new("apt-get");
-    install.args(["install", "-y", "-q", "--no-install-recommends"]).env("DEBIAN_FRONTEND", "noninteractive");
+    install
+        .args(["install", "-y", "-q", "--no-install-recommends"])
+        .env("DEBIAN_FRONTEND", "noninteractive");
     install.args(missing.iter().map(|(n, _)| *n));
     run_step("apt-get install", &mut install)
 }

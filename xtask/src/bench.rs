@@ -1,0 +1,283 @@
+//! `cargo xtask bench`: the benchmarks, each beside its peer in the same run where one exists.
+//!
+//! - `watch`: rename-into-place to visible network, at 1, 50 and 200 networks (target < 50 ms).
+//! - `peer`: our library through the scenarios of `shared/bench/gocni-peer` beside containerd's
+//!   go-cni, in the same `run.sh` invocation (targets: noop >= 1.5x go-cni pods/s, real no slower,
+//!   own overhead < 10% of plugin time).
+//!
+//! Results go to `target/bench/` as JSON lines, and a table is printed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+use crate::cmd::{cargo, is_root, run_step, workspace_root};
+use crate::packages;
+
+struct Opts {
+    only: Option<String>,
+    quick: bool,
+}
+
+pub(crate) fn run(args: &[String]) -> Result<()> {
+    let mut opts = Opts {
+        only: None,
+        quick: false,
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--quick" => opts.quick = true,
+            "--only" => opts.only = it.next().cloned(),
+            other => bail!("bench: unknown option {other:?} (use --quick, --only watch|peer)"),
+        }
+    }
+    if !is_root() {
+        bail!("bench: needs root (it creates network namespaces)");
+    }
+    packages::ensure(packages::NETWORK_PACKAGES)?;
+    packages::ensure(packages::PEER_PACKAGES)?;
+    run_step(
+        "build benchmarks (release)",
+        cargo().args([
+            "build",
+            "--release",
+            "-p",
+            "xtask",
+            "--bin",
+            "ocicni-bench",
+            "--bin",
+            "watch-bench",
+        ]),
+    )?;
+    let out_dir = workspace_root().join("target/bench");
+    std::fs::create_dir_all(&out_dir)?;
+    let bin = workspace_root().join("target/release");
+    let wants = |name: &str| opts.only.as_deref().is_none_or(|o| o == name);
+    let mut verdicts = Vec::new();
+    if wants("watch") {
+        verdicts.extend(watch(&bin, &out_dir, &opts)?);
+    }
+    if wants("peer") {
+        verdicts.extend(peer(&bin, &out_dir, &opts)?);
+    }
+    println!("\n== targets");
+    let mut missed = 0;
+    for (target, ok, detail) in &verdicts {
+        println!(
+            "{} {target}: {detail}",
+            if *ok { "MET   " } else { "MISSED" }
+        );
+        missed += usize::from(!ok);
+    }
+    println!("\nresults in {}", out_dir.display());
+    if missed > 0 {
+        println!("{missed} target(s) missed");
+    }
+    Ok(())
+}
+
+type Verdict = (String, bool, String);
+
+fn watch(bin: &Path, out_dir: &Path, opts: &Opts) -> Result<Vec<Verdict>> {
+    println!("\n==> watch: rename into place -> network visible");
+    let rounds = if opts.quick { "10" } else { "30" };
+    let out = Command::new(bin.join("watch-bench"))
+        .args(["--sizes", "1,50,200", "--rounds", rounds])
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run watch-bench")?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    std::fs::write(out_dir.join("watch.jsonl"), &text)?;
+    println!(
+        "{:>9} {:>9} {:>9} {:>9} {:>16}",
+        "networks", "p50 ms", "p90 ms", "max ms", "reloads/rename"
+    );
+    let mut verdicts = Vec::new();
+    for line in text.lines() {
+        let v: Value =
+            serde_json::from_str(line).with_context(|| format!("watch-bench printed {line:?}"))?;
+        if let Some(err) = v.get("error") {
+            bail!("watch-bench at {} networks: {err}", v["networks"]);
+        }
+        println!(
+            "{:>9} {:>9} {:>9} {:>9} {:>16}",
+            v["networks"], v["p50_ms"], v["p90_ms"], v["max_ms"], v["reloads_per_rename"]
+        );
+        if v["networks"] == 200 {
+            let p50 = v["p50_ms"].as_f64().unwrap_or(f64::MAX);
+            verdicts.push((
+                "watch: rename to visible at 200 networks < 50 ms (p50)".into(),
+                p50 < 50.0,
+                format!("{p50} ms"),
+            ));
+        }
+    }
+    if !out.status.success() {
+        bail!("watch-bench failed ({})", out.status);
+    }
+    Ok(verdicts)
+}
+
+fn peer(bin: &Path, out_dir: &Path, opts: &Opts) -> Result<Vec<Verdict>> {
+    let run_sh = workspace_root().join("../shared/bench/gocni-peer/run.sh");
+    if !run_sh.exists() {
+        bail!(
+            "{} is missing: the peer benchmark lives in shared/",
+            run_sh.display()
+        );
+    }
+    let (pods, repeat) = if opts.quick {
+        ("30", "1")
+    } else {
+        ("100", "3")
+    };
+    println!(
+        "\n==> peer: ocicni beside go-cni, {pods} pods, {repeat} repeat(s), modes real and noop, concurrency 1 and 8"
+    );
+    let out = Command::new("bash")
+        .arg(&run_sh)
+        .env("PODS", pods)
+        .env("REPEAT", repeat)
+        .env("CONCURRENCY", "1 8")
+        .env("MODES", "real noop")
+        .env("WARMUP", "2")
+        .env("EXTRA_BENCHES", bin.join("ocicni-bench"))
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run the peer benchmark")?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    std::fs::write(out_dir.join("peer.jsonl"), &text)?;
+    let rows: Vec<Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    if !out.status.success() {
+        for row in rows.iter().filter(|r| r["ok"] != true) {
+            println!(
+                "failed scenario: {} {} c={}: {}",
+                row["bench"], row["mode"], row["concurrency"], row["first_error"]
+            );
+        }
+        bail!("the peer benchmark failed ({})", out.status);
+    }
+    Ok(summarize_peer(&rows))
+}
+
+/// Median of a numeric field over repeats.
+fn median(rows: &[&Value], path: &[&str]) -> f64 {
+    let mut xs: Vec<f64> = rows
+        .iter()
+        .filter_map(|r| {
+            path.iter()
+                .try_fold(*r, |v, k| v.get(*k))
+                .and_then(Value::as_f64)
+        })
+        .collect();
+    xs.sort_by(f64::total_cmp);
+    if xs.is_empty() {
+        f64::NAN
+    } else {
+        xs[xs.len() / 2]
+    }
+}
+
+fn summarize_peer(rows: &[Value]) -> Vec<Verdict> {
+    let mut groups: BTreeMap<(String, i64, String), Vec<&Value>> = BTreeMap::new();
+    for row in rows {
+        let key = (
+            row["mode"].as_str().unwrap_or("?").to_owned(),
+            row["concurrency"].as_i64().unwrap_or(0),
+            row["bench"].as_str().unwrap_or("?").to_owned(),
+        );
+        groups.entry(key).or_default().push(row);
+    }
+    println!(
+        "\n{:<5} {:>2} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
+        "mode",
+        "c",
+        "bench",
+        "setup/s",
+        "p50 ms",
+        "p99 ms",
+        "remove/s",
+        "p50 ms",
+        "p99 ms",
+        "own %"
+    );
+    let mut summary = BTreeMap::new();
+    for ((mode, c, bench), group) in &groups {
+        let own = median(group, &["overhead", "setup", "own_pct_of_plugin_time"]);
+        println!(
+            "{mode:<5} {c:>2} {bench:<16} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>8}",
+            median(group, &["setup", "pods_per_s"]),
+            median(group, &["setup", "p50_ms"]),
+            median(group, &["setup", "p99_ms"]),
+            median(group, &["remove", "pods_per_s"]),
+            median(group, &["remove", "p50_ms"]),
+            median(group, &["remove", "p99_ms"]),
+            if own.is_nan() {
+                "-".to_owned()
+            } else {
+                format!("{own:.1}")
+            },
+        );
+        summary.insert(
+            (mode.clone(), *c, bench.clone()),
+            (
+                median(group, &["setup", "pods_per_s"]),
+                median(group, &["cycle_pods_per_s"]),
+                own,
+            ),
+        );
+    }
+    let mut verdicts = Vec::new();
+    for mode in ["noop", "real"] {
+        for c in [1, 8] {
+            let (Some(ours), Some(go)) = (
+                summary.get(&(mode.to_owned(), c, "ocicni-rs-bench".to_owned())),
+                summary.get(&(mode.to_owned(), c, "gocni-bench".to_owned())),
+            ) else {
+                continue;
+            };
+            let ratio = ours.0 / go.0;
+            let (want, label) = if mode == "noop" {
+                (1.5, ">= 1.5x")
+            } else {
+                (1.0, "no slower than")
+            };
+            verdicts.push((
+                format!("peer {mode} c={c}: set-up pods/s {label} go-cni"),
+                ratio >= want,
+                format!(
+                    "{:.1} vs {:.1} pods/s ({ratio:.2}x); full cycle {:.2}x",
+                    ours.0,
+                    go.0,
+                    ours.1 / go.1
+                ),
+            ));
+            if mode == "real" {
+                verdicts.push((
+                    format!("peer real c={c}: own overhead < 10% of plugin time"),
+                    ours.2 < 10.0,
+                    format!("{:.1}%", ours.2),
+                ));
+            }
+        }
+    }
+    let json_summary: Vec<Value> = summary
+        .iter()
+        .map(|((mode, c, bench), (setup, cycle, own))| {
+            json!({"mode": mode, "concurrency": c, "bench": bench, "setup_pods_per_s": setup, "cycle_pods_per_s": cycle, "own_pct": own})
+        })
+        .collect();
+    let path: PathBuf = workspace_root().join("target/bench/peer-summary.json");
+    let _ = std::fs::write(
+        path,
+        serde_json::to_vec_pretty(&json_summary).unwrap_or_default(),
+    );
+    verdicts
+}
