@@ -6,3 +6,5 @@ mod facade_config;
 mod facade_status;
 mod fake_exec;
 mod netns;
+mod real_plugins;
+mod real_support;
