@@ -199,9 +199,10 @@ impl Cni {
     /// When the cache has an entry for this attachment, the configuration, `CNI_ARGS` and
     /// capability arguments used are the cached ones (the file on disk may have changed since ADD),
     /// and for versions 0.4.0 and later the cached result is passed as `prevResult`, as libcni
-    /// does. `rt.netns` may be empty (the cached one is used then). A DEL for an attachment that was
-    /// never added still runs the plugins, without `prevResult`, and succeeds if they do. The entry
-    /// is removed only after every plugin succeeded, so a failed DEL can be retried.
+    /// does. `rt.netns` is passed as given, as libcni does: empty when the namespace is gone (the
+    /// cached path may by now name another pod's namespace). A DEL for an attachment that was never
+    /// added still runs the plugins, without `prevResult`, and succeeds if they do. The entry is
+    /// removed only after every plugin succeeded, so a failed DEL can be retried.
     ///
     /// # Errors
     ///
@@ -466,9 +467,6 @@ impl Cni {
                 rt.args = cached_rt.args;
             }
             rt.capability_args = cached_rt.capability_args;
-            if rt.netns.is_empty() {
-                rt.netns = cached_rt.netns;
-            }
             if net.version >= Version::V0_4_0 {
                 prev_result = match entry
                     .cni_result()

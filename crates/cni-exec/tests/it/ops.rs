@@ -146,7 +146,10 @@ async fn del_runs_in_reverse_with_the_cached_config_and_arguments() {
         assert_eq!(stdin["cniVersion"], "1.0.0");
         let env = env_of(record);
         assert_eq!(env["CNI_ARGS"], "K8S_POD_NAME=web;IgnoreUnknown=1");
-        assert_eq!(env["CNI_NETNS"], "/run/netns/pod-x", "cached netns used");
+        assert_eq!(
+            env["CNI_NETNS"], "",
+            "the caller's (empty) netns, never the stale cached path"
+        );
     }
     assert!(dels[2].1["stdin"]["runtimeConfig"]["portMappings"].is_array());
     assert!(
