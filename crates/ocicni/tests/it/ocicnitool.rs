@@ -1,0 +1,232 @@
+//! The `ocicnitool` binary, run as a script would run it.
+
+use std::collections::BTreeSet;
+use std::net::Ipv4Addr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use ipnet::IpNet;
+use serde_json::Value;
+
+use crate::real_support::Lab;
+
+const TOOL: &str = env!("CARGO_BIN_EXE_ocicnitool");
+
+fn tool(args: &[&str]) -> Output {
+    Command::new(TOOL)
+        .args(args)
+        .output()
+        .expect("run ocicnitool")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A plugin directory with one shell-script plugin that answers VERSION, enough for `list`.
+fn version_only_plugin(dir: &Path) {
+    let path = dir.join("fakeplug");
+    std::fs::write(
+        &path,
+        "#!/bin/sh\necho '{\"cniVersion\":\"1.0.0\",\"supportedVersions\":[\"0.4.0\",\"1.0.0\"]}'\n",
+    )
+    .expect("write plugin");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+#[test]
+fn list_json_reports_the_good_file_and_why_the_bad_one_is_rejected() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let (conf, bin, cache) = (
+        tmp.path().join("conf"),
+        tmp.path().join("bin"),
+        tmp.path().join("cache"),
+    );
+    for d in [&conf, &bin] {
+        std::fs::create_dir(d).expect("dir");
+    }
+    version_only_plugin(&bin);
+    std::fs::write(
+        conf.join("10-good.conflist"),
+        r#"{"cniVersion":"1.0.0","name":"good","plugins":[{"type":"fakeplug"}]}"#,
+    )
+    .expect("good file");
+    std::fs::write(conf.join("20-bad.conflist"), "{ not json").expect("bad file");
+
+    let out = tool(&[
+        "list",
+        "--json",
+        "--conf-dir",
+        &conf.display().to_string(),
+        "--bin-dir",
+        &bin.display().to_string(),
+        "--cache-dir",
+        &cache.display().to_string(),
+    ]);
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let reports: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("JSON on stdout ({e}): {}", text(&out.stdout)));
+    let reports = reports.as_array().expect("an array");
+    assert_eq!(reports.len(), 2, "{reports:#?}");
+
+    let good = &reports[0];
+    assert!(
+        good["file"]
+            .as_str()
+            .is_some_and(|f| f.ends_with("10-good.conflist"))
+    );
+    assert_eq!(good["network"], "good");
+    assert_eq!(good["verdict"], "loaded");
+    assert_eq!(good["default"], true);
+    assert_eq!(good["plugins"], serde_json::json!(["fakeplug"]));
+
+    let bad = &reports[1];
+    assert!(
+        bad["file"]
+            .as_str()
+            .is_some_and(|f| f.ends_with("20-bad.conflist"))
+    );
+    assert_eq!(bad["verdict"], "rejected");
+    assert_eq!(bad["default"], false);
+    assert!(
+        bad["reason"].as_str().is_some_and(|r| !r.is_empty()),
+        "a reason: {bad}"
+    );
+
+    let human = tool(&[
+        "list",
+        "--conf-dir",
+        &conf.display().to_string(),
+        "--bin-dir",
+        &bin.display().to_string(),
+        "--cache-dir",
+        &cache.display().to_string(),
+    ]);
+    assert!(human.status.success());
+    let human = text(&human.stdout);
+    assert!(
+        human.contains("good\tloaded\t[fakeplug]\tdefault"),
+        "{human}"
+    );
+    assert!(human.contains("20-bad.conflist\t-\trejected"), "{human}");
+}
+
+#[test]
+fn usage_errors_exit_2_and_failures_exit_1_with_the_reason() {
+    let out = tool(&["frobnicate"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("unknown command \"frobnicate\""),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = tool(&["add", "--id", "abc"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("add needs --netns"));
+
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let conf = tmp.path().join("empty");
+    std::fs::create_dir(&conf).expect("dir");
+    let out = tool(&[
+        "add",
+        "--id",
+        "abc",
+        "--netns",
+        "/run/netns/does-not-matter",
+        "--conf-dir",
+        &conf.display().to_string(),
+        "--cache-dir",
+        &tmp.path().join("cache").display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with("ocicnitool: add: no CNI network configured in ")
+            && err.contains(&conf.display().to_string()),
+        "{err}"
+    );
+    assert!(out.stdout.is_empty());
+
+    let out = tool(&["--help"]);
+    assert!(out.status.success());
+    assert!(text(&out.stdout).starts_with("usage: ocicnitool"));
+}
+
+fn first_ipv4(attachments: &Value) -> Ipv4Addr {
+    let address = attachments[0]["result"]["ips"][0]["address"]
+        .as_str()
+        .unwrap_or_else(|| panic!("an address in {attachments:#}"));
+    match address.parse::<IpNet>().expect("an address/prefix") {
+        IpNet::V4(net) => net.addr(),
+        IpNet::V6(net) => panic!("IPv6 {net}"),
+    }
+}
+
+#[test]
+#[ignore = "needs root + netns: cargo xtask test"]
+fn real_plugins_add_status_and_del_through_the_tool() {
+    let lab = Lab::new();
+    lab.write_conflist("toolnet", true);
+    let pod = lab.pod(0, Some("toolnet"));
+    let dirs = [
+        "--conf-dir".to_owned(),
+        lab.conf_dir().display().to_string(),
+        "--bin-dir".to_owned(),
+        crate::real_support::CNI_BIN.to_owned(),
+        "--cache-dir".to_owned(),
+        lab.cache_dir().display().to_string(),
+    ];
+    let pod_flags = [
+        "--id",
+        pod.id.as_str(),
+        "--netns",
+        pod.netns.as_str(),
+        "--name",
+        "web",
+        "--namespace",
+        "cnitest",
+        "--uid",
+        "u-1",
+        "--network",
+        "toolnet",
+        "--port",
+        "20000:8080",
+        "--k8s-args",
+        "--json",
+    ];
+    let in_node = |cmd: &str| {
+        let out = Command::new("ip")
+            .args(["netns", "exec", &lab.node.name, TOOL, cmd])
+            .args(&dirs)
+            .args(pod_flags)
+            .output()
+            .expect("run ocicnitool in the node");
+        assert!(
+            out.status.success(),
+            "ocicnitool {cmd}: {}",
+            text(&out.stderr)
+        );
+        serde_json::from_slice::<Value>(&out.stdout)
+            .unwrap_or_else(|e| panic!("JSON from {cmd} ({e}): {}", text(&out.stdout)))
+    };
+
+    let added = in_node("add");
+    assert_eq!(added[0]["network"], "toolnet");
+    assert_eq!(added[0]["ifname"], "eth0");
+    let addr = first_ipv4(&added);
+    assert!(lab.subnet.contains(&addr), "{addr} in {}", lab.subnet);
+    assert_eq!(lab.node.veths().len(), 1);
+    assert!(
+        lab.node.iptables().contains("dport 20000"),
+        "the port mapping reached portmap"
+    );
+
+    let status = in_node("status");
+    assert_eq!(first_ipv4(&status), addr, "status gives the same address");
+
+    let deleted = in_node("del");
+    assert_eq!(deleted["deleted"], pod.id.as_str());
+    lab.assert_nothing_left("toolnet", &BTreeSet::from([pod.id.clone()]));
+}
