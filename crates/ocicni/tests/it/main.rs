@@ -6,5 +6,6 @@ mod facade_config;
 mod facade_status;
 mod fake_exec;
 mod netns;
+mod ocicnitool;
 mod real_plugins;
 mod real_support;
