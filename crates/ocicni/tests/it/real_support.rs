@@ -71,7 +71,12 @@ impl Node {
 
     /// The launcher that runs plugins (or anything) inside the node.
     pub(crate) fn launcher(&self) -> [String; 4] {
-        ["ip".into(), "netns".into(), "exec".into(), self.name.clone()]
+        [
+            "ip".into(),
+            "netns".into(),
+            "exec".into(),
+            self.name.clone(),
+        ]
     }
 
     /// Runs `args` inside the node and returns stdout; panics when it fails.
@@ -83,11 +88,14 @@ impl Node {
 
     /// The names of the veth links in the node (the host ends of pods' interfaces).
     pub(crate) fn veths(&self) -> Vec<String> {
-        stdout(&run("ip", &["-n", &self.name, "-o", "link", "show", "type", "veth"]))
-            .lines()
-            .filter_map(|l| l.split(": ").nth(1))
-            .map(|n| n.split('@').next().unwrap_or(n).to_owned())
-            .collect()
+        stdout(&run(
+            "ip",
+            &["-n", &self.name, "-o", "link", "show", "type", "veth"],
+        ))
+        .lines()
+        .filter_map(|l| l.split(": ").nth(1))
+        .map(|n| n.split('@').next().unwrap_or(n).to_owned())
+        .collect()
     }
 
     /// Every iptables rule and chain of the node (IPv4, all tables).
@@ -119,7 +127,7 @@ pub(crate) struct Lab {
     k: u32,
     pub(crate) node: Node,
     pub(crate) root: PathBuf,
-    _tmp: Option<tempfile::TempDir>,
+    tmp: Option<tempfile::TempDir>,
 }
 
 impl Lab {
@@ -163,7 +171,7 @@ impl Lab {
             k,
             node,
             root,
-            _tmp: tmp,
+            tmp,
         }
     }
 
@@ -293,7 +301,7 @@ impl Lab {
             return Vec::new();
         };
         entries
-            .filter_map(|e| e.ok())
+            .filter_map(Result::ok)
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|n| n != "lock" && !n.starts_with("last_reserved_ip"))
             .collect()
@@ -306,7 +314,7 @@ impl Lab {
             return Vec::new();
         };
         entries
-            .filter_map(|e| e.ok())
+            .filter_map(Result::ok)
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect()
     }
@@ -354,7 +362,7 @@ impl Lab {
 
 impl Drop for Lab {
     fn drop(&mut self) {
-        if self._tmp.is_none() {
+        if self.tmp.is_none() {
             // A worker's view of its parent's lab: the parent cleans up.
             return;
         }
@@ -374,7 +382,7 @@ pub(crate) fn processes_with_env(needle: &str) -> Vec<u32> {
         return Vec::new();
     };
     entries
-        .filter_map(|e| e.ok())
+        .filter_map(Result::ok)
         .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
         .filter(|pid| {
             std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
