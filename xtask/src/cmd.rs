@@ -7,7 +7,9 @@ use anyhow::{Context, Result, bail};
 
 /// The workspace root (the parent of this crate's directory).
 pub(crate) fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
 /// A `cargo` command rooted at the workspace, using the same cargo that runs xtask.
@@ -20,7 +22,9 @@ pub(crate) fn cargo() -> Command {
 /// Runs `cmd`, echoing it first, and fails with the step's name when it fails.
 pub(crate) fn run_step(step: &str, cmd: &mut Command) -> Result<()> {
     println!("\n==> {step}: {}", display(cmd));
-    let status = cmd.status().with_context(|| format!("{step}: cannot start {}", display(cmd)))?;
+    let status = cmd
+        .status()
+        .with_context(|| format!("{step}: cannot start {}", display(cmd)))?;
     if !status.success() {
         bail!("{step} failed ({status})");
     }

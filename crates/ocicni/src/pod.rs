@@ -44,7 +44,10 @@ pub struct NetworkSelection {
 impl NetworkSelection {
     /// Selects a network by name, with an automatic interface name.
     pub fn new(name: impl Into<String>) -> Self {
-        NetworkSelection { name: name.into(), ifname: None }
+        NetworkSelection {
+            name: name.into(),
+            ifname: None,
+        }
     }
 }
 
@@ -92,11 +95,18 @@ pub struct NetworkStatus {
 impl NetworkStatus {
     /// The ready status.
     pub fn ready() -> Self {
-        NetworkStatus { ready: true, ..NetworkStatus::default() }
+        NetworkStatus {
+            ready: true,
+            ..NetworkStatus::default()
+        }
     }
 
     /// A not-ready status with its reason and message.
     pub fn not_ready(reason: impl Into<String>, message: impl Into<String>) -> Self {
-        NetworkStatus { ready: false, reason: reason.into(), message: message.into() }
+        NetworkStatus {
+            ready: false,
+            reason: reason.into(),
+            message: message.into(),
+        }
     }
 }
