@@ -8,7 +8,8 @@
 //!
 //! The plugin histogram is fed by whoever runs plugins: the daemon registers the family, and the
 //! CNI side is handed [`Metrics::cni_plugin_latency`] (or calls [`Metrics::observe_cni_plugin`])
-//! after each execution. Until ocicni takes such a handle the family is registered but empty.
+//! after each execution. Until ocicni takes such a handle the family is registered but empty, and an
+//! empty family prints nothing: its `# TYPE` line appears with the first observation.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;

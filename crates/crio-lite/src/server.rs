@@ -142,7 +142,7 @@ impl Daemon {
     }
 
     /// Stops serving: no new connections, open ones and running sandbox operations get
-    /// [`SHUTDOWN_GRACE`] each to finish. Sandboxes keep running and their state stays on disk;
+    /// 30 seconds each to finish. Sandboxes keep running and their state stays on disk;
     /// the socket file is removed.
     ///
     /// # Errors

@@ -1,0 +1,355 @@
+//! Invalid requests, refused RPCs, runtime status and runtime config through the socket.
+
+use k8s_cri::v1 as cri;
+use ocicni::NetworkStatus;
+use tonic::Code;
+
+use crate::support::{self, Call, FakeCni, files, pod};
+
+fn with_mapping(mapping: cri::PortMapping) -> cri::RunPodSandboxRequest {
+    let mut request = pod("web");
+    request.config.as_mut().unwrap().port_mappings = vec![mapping];
+    request
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_requests_name_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let cni = FakeCni::new();
+    let daemon = support::start(dir.path(), &cni).await;
+    let mut client = support::runtime_client(daemon.socket_path()).await;
+
+    let tcp = |container_port, host_port| cri::PortMapping {
+        protocol: cri::Protocol::Tcp as i32,
+        container_port,
+        host_port,
+        host_ip: String::new(),
+    };
+    let mut no_metadata = pod("web");
+    no_metadata.config.as_mut().unwrap().metadata = None;
+    let mut no_name = pod("web");
+    no_name
+        .config
+        .as_mut()
+        .unwrap()
+        .metadata
+        .as_mut()
+        .unwrap()
+        .name
+        .clear();
+    let mut no_namespace = pod("web");
+    no_namespace
+        .config
+        .as_mut()
+        .unwrap()
+        .metadata
+        .as_mut()
+        .unwrap()
+        .namespace
+        .clear();
+    let mut bad_dns = pod("web");
+    bad_dns
+        .config
+        .as_mut()
+        .unwrap()
+        .dns_config
+        .as_mut()
+        .unwrap()
+        .servers = vec!["dns.example".into()];
+    let mut handler = pod("web");
+    handler.runtime_handler = "kata".into();
+
+    let cases = [
+        (
+            cri::RunPodSandboxRequest {
+                config: None,
+                runtime_handler: String::new(),
+            },
+            "config: missing",
+        ),
+        (no_metadata, "config.metadata: missing"),
+        (no_name, "config.metadata.name: empty"),
+        (no_namespace, "config.metadata.namespace: empty"),
+        (
+            with_mapping(tcp(0, 8080)),
+            "config.port_mappings[0].container_port: 0 is not a port",
+        ),
+        (
+            with_mapping(tcp(65_536, 8080)),
+            "config.port_mappings[0].container_port: 65536 is not a port",
+        ),
+        (
+            with_mapping(tcp(80, 70_000)),
+            "config.port_mappings[0].host_port: 70000 is not a port",
+        ),
+        (
+            with_mapping(tcp(80, -1)),
+            "config.port_mappings[0].host_port: -1 is not a port",
+        ),
+        (
+            with_mapping(cri::PortMapping {
+                protocol: 7,
+                ..tcp(80, 8080)
+            }),
+            "config.port_mappings[0].protocol: unknown protocol 7",
+        ),
+        (
+            with_mapping(cri::PortMapping {
+                host_ip: "localhost".into(),
+                ..tcp(80, 8080)
+            }),
+            "config.port_mappings[0].host_ip",
+        ),
+        (bad_dns, "config.dns_config.servers[0]"),
+        (handler, "runtime_handler: unknown handler \"kata\""),
+    ];
+    for (request, expected) in cases {
+        let err = client.run_pod_sandbox(request).await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{expected}: {err:?}");
+        assert!(
+            err.message().starts_with(expected),
+            "expected {expected:?}, got {:?}",
+            err.message()
+        );
+    }
+    assert!(
+        cni.summary().iter().all(|c| !c.starts_with("setup")),
+        "{:?}",
+        cni.summary()
+    );
+    assert_eq!(
+        files(&dir.path().join("state/sandboxes")),
+        Vec::<String>::new()
+    );
+
+    let unknown = "0".repeat(64);
+    let err = client
+        .pod_sandbox_status(cri::PodSandboxStatusRequest {
+            pod_sandbox_id: unknown.clone(),
+            verbose: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound);
+    assert!(err.message().contains(&unknown), "{}", err.message());
+
+    let err = client
+        .pod_sandbox_status(cri::PodSandboxStatusRequest {
+            pod_sandbox_id: String::new(),
+            verbose: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message().starts_with("pod_sandbox_id"),
+        "{}",
+        err.message()
+    );
+    let err = client
+        .stop_pod_sandbox(cri::StopPodSandboxRequest {
+            pod_sandbox_id: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+
+    // Stop and remove of unknown IDs succeed: the CRI makes them idempotent.
+    client
+        .stop_pod_sandbox(cri::StopPodSandboxRequest {
+            pod_sandbox_id: unknown.clone(),
+        })
+        .await
+        .unwrap();
+    client
+        .remove_pod_sandbox(cri::RemovePodSandboxRequest {
+            pod_sandbox_id: unknown,
+        })
+        .await
+        .unwrap();
+
+    let err = client
+        .update_runtime_config(cri::UpdateRuntimeConfigRequest {
+            runtime_config: Some(cri::RuntimeConfig {
+                network_config: Some(cri::NetworkConfig {
+                    pod_cidr: "10.0.0.0/33".into(),
+                }),
+            }),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message()
+            .starts_with("runtime_config.network_config.pod_cidr"),
+        "{}",
+        err.message()
+    );
+    daemon.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn container_and_image_rpcs_are_refused_plainly() {
+    let dir = tempfile::tempdir().unwrap();
+    let cni = FakeCni::new();
+    let daemon = support::start(dir.path(), &cni).await;
+    let mut client = support::runtime_client(daemon.socket_path()).await;
+    let mut images = support::image_client(daemon.socket_path()).await;
+
+    let refusals = [
+        client
+            .create_container(cri::CreateContainerRequest::default())
+            .await
+            .unwrap_err(),
+        client
+            .start_container(cri::StartContainerRequest::default())
+            .await
+            .unwrap_err(),
+        client
+            .list_containers(cri::ListContainersRequest::default())
+            .await
+            .unwrap_err(),
+        client
+            .exec_sync(cri::ExecSyncRequest::default())
+            .await
+            .unwrap_err(),
+        client.exec(cri::ExecRequest::default()).await.unwrap_err(),
+        client
+            .port_forward(cri::PortForwardRequest::default())
+            .await
+            .unwrap_err(),
+        client
+            .get_container_events(cri::GetEventsRequest::default())
+            .await
+            .unwrap_err(),
+    ];
+    for err in refusals {
+        assert_eq!(err.code(), Code::Unimplemented, "{err:?}");
+        assert!(
+            err.message().contains("crio-lite runs no containers"),
+            "{}",
+            err.message()
+        );
+    }
+    let err = images
+        .pull_image(cri::PullImageRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::Unimplemented);
+    assert!(
+        err.message().contains("crio-lite has no images"),
+        "{}",
+        err.message()
+    );
+
+    assert!(
+        images
+            .list_images(cri::ListImagesRequest::default())
+            .await
+            .unwrap()
+            .into_inner()
+            .images
+            .is_empty()
+    );
+    images
+        .image_fs_info(cri::ImageFsInfoRequest::default())
+        .await
+        .unwrap();
+
+    let version = client
+        .version(cri::VersionRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(version.runtime_name, "crio-lite");
+    assert_eq!(version.runtime_api_version, "v1");
+    daemon.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_reports_network_readiness_from_ocicni() {
+    let dir = tempfile::tempdir().unwrap();
+    let cni = FakeCni::new();
+    let daemon = support::start(dir.path(), &cni).await;
+    let mut client = support::runtime_client(daemon.socket_path()).await;
+
+    let condition = |status: &cri::StatusResponse, kind: &str| {
+        status
+            .status
+            .as_ref()
+            .unwrap()
+            .conditions
+            .iter()
+            .find(|c| c.r#type == kind)
+            .cloned()
+            .unwrap()
+    };
+    let ready = client
+        .status(cri::StatusRequest { verbose: false })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(condition(&ready, "RuntimeReady").status);
+    assert!(condition(&ready, "NetworkReady").status);
+    assert!(ready.info.is_empty(), "info only when verbose");
+
+    cni.set_not_ready(NetworkStatus::not_ready(
+        "NetworkPluginNotReady",
+        "no CNI configuration file in /etc/cni/net.d",
+    ));
+    let not_ready = client
+        .status(cri::StatusRequest { verbose: true })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(condition(&not_ready, "RuntimeReady").status);
+    let network = condition(&not_ready, "NetworkReady");
+    assert!(!network.status);
+    assert_eq!(network.reason, "NetworkPluginNotReady");
+    assert_eq!(
+        network.message,
+        "no CNI configuration file in /etc/cni/net.d"
+    );
+    let info: serde_json::Value = serde_json::from_str(&not_ready.info["network"]).unwrap();
+    assert_eq!(info["ready"], false);
+    assert_eq!(info["defaultNetwork"], support::NET);
+    let config: serde_json::Value = serde_json::from_str(&not_ready.info["config"]).unwrap();
+    assert_eq!(config["network"]["cni_args_policy"], "kubernetes");
+    daemon.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_cidr_and_reload_reach_ocicni() {
+    let dir = tempfile::tempdir().unwrap();
+    let cni = FakeCni::new();
+    let daemon = support::start(dir.path(), &cni).await;
+    let mut client = support::runtime_client(daemon.socket_path()).await;
+    let update = |cidr: &str| cri::UpdateRuntimeConfigRequest {
+        runtime_config: Some(cri::RuntimeConfig {
+            network_config: Some(cri::NetworkConfig {
+                pod_cidr: cidr.to_owned(),
+            }),
+        }),
+    };
+    client
+        .update_runtime_config(update("10.244.1.0/24,fd00:1::/64"))
+        .await
+        .unwrap();
+    client.update_runtime_config(update("")).await.unwrap();
+    daemon.reload().await.unwrap();
+    daemon.shutdown().await.unwrap();
+    let calls: Vec<Call> = cni
+        .calls()
+        .into_iter()
+        .filter(|c| !matches!(c, Call::Gc(_)))
+        .collect();
+    assert_eq!(
+        calls,
+        vec![
+            Call::SetPodCidr(Some("10.244.1.0/24".parse().unwrap())),
+            Call::SetPodCidr(None),
+            Call::Reload,
+            Call::Shutdown,
+        ]
+    );
+}

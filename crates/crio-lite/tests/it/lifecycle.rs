@@ -1,0 +1,396 @@
+//! The whole sandbox lifecycle through the socket, and concurrent creation.
+
+use std::collections::HashSet;
+
+use k8s_cri::v1 as cri;
+use tonic::Code;
+
+use crate::support::{self, Call, FakeCni, NET, files, ips, labels, list, pod, run, status};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_status_list_stop_remove() {
+    let dir = tempfile::tempdir().unwrap();
+    let cni = FakeCni::new();
+    let daemon = support::start(dir.path(), &cni).await;
+    let mut client = support::runtime_client(daemon.socket_path()).await;
+
+    let id = run(&mut client, "web").await;
+    assert_eq!(id.len(), 64);
+    assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+    let netns = dir.path().join("run/netns").join(&id);
+    assert!(
+        netns.exists(),
+        "the namespace is pinned at {}",
+        netns.display()
+    );
+    assert!(
+        dir.path()
+            .join("state/sandboxes")
+            .join(format!("{id}.json"))
+            .exists()
+    );
+
+    // What ocicni was asked for: this pod, its namespace, its port mapping, cgroup and annotations.
+    let Some(Call::Setup(setup)) = cni
+        .calls()
+        .into_iter()
+        .find(|c| matches!(c, Call::Setup(_)))
+    else {
+        panic!("no setup: {:?}", cni.summary());
+    };
+    assert_eq!(
+        (
+            setup.name.as_str(),
+            setup.namespace.as_str(),
+            setup.uid.as_str()
+        ),
+        ("web", "default", "uid-web")
+    );
+    assert_eq!(setup.id, id);
+    assert_eq!(setup.netns, netns.to_string_lossy());
+    let rc = support::runtime_config_of(&setup);
+    assert_eq!(rc.port_mappings.len(), 1);
+    assert_eq!(
+        (
+            rc.port_mappings[0].host_port,
+            rc.port_mappings[0].container_port
+        ),
+        (8080, 80)
+    );
+    assert_eq!(rc.port_mappings[0].protocol, "tcp");
+    assert_eq!(rc.cgroup_path.as_deref(), Some("/kubepods/pod-web"));
+    assert_eq!(
+        rc.pod_annotations.get("team").map(String::as_str),
+        Some("net")
+    );
+
+    let st = status(&mut client, &id).await;
+    assert_eq!(st.state, cri::PodSandboxState::SandboxReady as i32);
+    assert!(st.created_at > 0);
+    assert_eq!(ips(&st), vec!["10.88.0.2".to_owned(), "fd00::2".to_owned()]);
+    assert_eq!(st.metadata.as_ref().map(|m| m.name.as_str()), Some("web"));
+    assert_eq!(st.labels, labels(&[("app", "web")]));
+    assert_eq!(st.annotations, labels(&[("team", "net")]));
+    let options = st.linux.unwrap().namespaces.unwrap().options.unwrap();
+    assert_eq!(options.network, cri::NamespaceMode::Pod as i32);
+
+    // Verbose status carries the CNI results as JSON.
+    let verbose = client
+        .pod_sandbox_status(cri::PodSandboxStatusRequest {
+            pod_sandbox_id: id.clone(),
+            verbose: true,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let info: serde_json::Value = serde_json::from_str(&verbose.info["info"]).unwrap();
+    assert_eq!(info["attachments"][0]["network"], NET);
+    assert_eq!(
+        info["attachments"][0]["result"]["ips"][0]["address"],
+        "10.88.0.2/16"
+    );
+
+    // A second pod, to see the filters pick one.
+    let other = run(&mut client, "db").await;
+    let filter = |id: &str, state: Option<cri::PodSandboxState>, sel: &[(&str, &str)]| {
+        Some(cri::PodSandboxFilter {
+            id: id.to_owned(),
+            state: state.map(|s| cri::PodSandboxStateValue { state: s as i32 }),
+            label_selector: labels(sel),
+        })
+    };
+    let ids = |items: Vec<cri::PodSandbox>| items.into_iter().map(|p| p.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(list(&mut client, None).await),
+        vec![id.clone(), other.clone()]
+    );
+    assert_eq!(
+        ids(list(&mut client, filter(&id[..8], None, &[])).await),
+        vec![id.clone()]
+    );
+    assert_eq!(
+        ids(list(&mut client, filter("", None, &[("app", "db")])).await),
+        vec![other.clone()]
+    );
+    assert_eq!(
+        ids(list(&mut client, filter("", None, &[("app", "nope")])).await),
+        Vec::<String>::new()
+    );
+    let ready = Some(cri::PodSandboxState::SandboxReady);
+    let not_ready = Some(cri::PodSandboxState::SandboxNotready);
+    assert_eq!(list(&mut client, filter("", ready, &[])).await.len(), 2);
+    assert!(
+        list(&mut client, filter("", not_ready, &[]))
+            .await
+            .is_empty()
+    );
+
+    // Stop: network gone, namespace kept, state NotReady; stopping again changes nothing.
+    client
+        .stop_pod_sandbox(cri::StopPodSandboxRequest {
+            pod_sandbox_id: id.clone(),
+        })
+        .await
+        .unwrap();
+    assert!(
+        !cni.leases().contains_key(&id),
+        "the lease is released at stop"
+    );
+    assert!(netns.exists(), "the namespace stays until removal");
+    assert_eq!(
+        status(&mut client, &id).await.state,
+        cri::PodSandboxState::SandboxNotready as i32
+    );
+    assert_eq!(
+        ids(list(&mut client, filter("", not_ready, &[])).await),
+        vec![id.clone()]
+    );
+    let teardowns = || {
+        cni.summary()
+            .iter()
+            .filter(|c| c.starts_with("teardown"))
+            .count()
+    };
+    assert_eq!(teardowns(), 1);
+    client
+        .stop_pod_sandbox(cri::StopPodSandboxRequest {
+            pod_sandbox_id: id.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(teardowns(), 1, "a second stop does not tear down again");
+
+    // Remove: namespace and state file gone; removing again is fine; then NotFound.
+    client
+        .remove_pod_sandbox(cri::RemovePodSandboxRequest {
+            pod_sandbox_id: id.clone(),
+        })
+        .await
+        .unwrap();
+    assert!(!netns.exists());
+    assert!(
+        !dir.path()
+            .join("state/sandboxes")
+            .join(format!("{id}.json"))
+            .exists()
+    );
+    client
+        .remove_pod_sandbox(cri::RemovePodSandboxRequest {
+            pod_sandbox_id: id.clone(),
+        })
+        .await
+        .unwrap();
+    let err = client
+        .pod_sandbox_status(cri::PodSandboxStatusRequest {
+            pod_sandbox_id: id.clone(),
+            verbose: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    assert!(err.message().contains(&id), "{}", err.message());
+    assert_eq!(ids(list(&mut client, None).await), vec![other.clone()]);
+
+    // Removing a ready sandbox stops it first.
+    client
+        .remove_pod_sandbox(cri::RemovePodSandboxRequest {
+            pod_sandbox_id: other.clone(),
+        })
+        .await
+        .unwrap();
+    assert!(
+        cni.leases().is_empty(),
+        "no lease outlives its sandbox: {:?}",
+        cni.leases()
+    );
+    assert_eq!(files(&dir.path().join("run/netns")), Vec::<String>::new());
+    assert_eq!(
+        files(&dir.path().join("state/sandboxes")),
+        Vec::<String>::new()
+    );
+    daemon.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_sandboxes_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let cni = FakeCni::new();
+    let daemon = support::start(dir.path(), &cni).await;
+    let client = support::runtime_client(daemon.socket_path()).await;
+
+    let mut set = tokio::task::JoinSet::new();
+    for i in 0..20 {
+        let mut client = client.clone();
+        set.spawn(async move { client.run_pod_sandbox(pod(&format!("pod-{i}"))).await });
+    }
+    let mut ids = HashSet::new();
+    while let Some(joined) = set.join_next().await {
+        let response = joined.unwrap().expect("every RunPodSandbox succeeds");
+        ids.insert(response.into_inner().pod_sandbox_id);
+    }
+    assert_eq!(ids.len(), 20, "distinct IDs");
+
+    let mut client = client;
+    let items = list(&mut client, None).await;
+    assert_eq!(items.len(), 20);
+    let mut addresses = HashSet::new();
+    for item in &items {
+        let st = status(&mut client, &item.id).await;
+        assert_eq!(st.state, cri::PodSandboxState::SandboxReady as i32);
+        addresses.insert(ips(&st)[0].clone());
+    }
+    assert_eq!(addresses.len(), 20, "distinct IPs: {addresses:?}");
+    assert_eq!(files(&dir.path().join("run/netns")).len(), 20);
+    assert_eq!(
+        daemon
+            .metrics()
+            .encode()
+            .lines()
+            .find(|l| l.starts_with("crio_lite_sandboxes_ready ")),
+        Some("crio_lite_sandboxes_ready 20")
+    );
+    daemon.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_pod_twice_returns_the_ready_sandbox_and_refuses_a_stopped_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let cni = FakeCni::new();
+    let daemon = support::start(dir.path(), &cni).await;
+    let mut client = support::runtime_client(daemon.socket_path()).await;
+
+    let id = run(&mut client, "web").await;
+    assert_eq!(
+        run(&mut client, "web").await,
+        id,
+        "a retried request gets the same sandbox"
+    );
+    assert_eq!(
+        cni.summary()
+            .iter()
+            .filter(|c| c.starts_with("setup"))
+            .count(),
+        1
+    );
+
+    client
+        .stop_pod_sandbox(cri::StopPodSandboxRequest {
+            pod_sandbox_id: id.clone(),
+        })
+        .await
+        .unwrap();
+    let err = client.run_pod_sandbox(pod("web")).await.unwrap_err();
+    assert_eq!(err.code(), Code::AlreadyExists);
+    assert!(
+        err.message().contains(&id) && err.message().contains("stopped"),
+        "{}",
+        err.message()
+    );
+
+    // A new attempt is a new sandbox.
+    let mut retry = pod("web");
+    retry
+        .config
+        .as_mut()
+        .unwrap()
+        .metadata
+        .as_mut()
+        .unwrap()
+        .attempt = 1;
+    let second = client
+        .run_pod_sandbox(retry)
+        .await
+        .unwrap()
+        .into_inner()
+        .pod_sandbox_id;
+    assert_ne!(second, id);
+    daemon.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_setup_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let cni = FakeCni::new();
+    cni.fail_setups(true);
+    let daemon = support::start(dir.path(), &cni).await;
+    let mut client = support::runtime_client(daemon.socket_path()).await;
+
+    let err = client.run_pod_sandbox(pod("web")).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(
+        err.message().contains("no CNI network configured"),
+        "{}",
+        err.message()
+    );
+    assert!(list(&mut client, None).await.is_empty());
+    assert_eq!(files(&dir.path().join("run/netns")), Vec::<String>::new());
+    assert_eq!(
+        files(&dir.path().join("state/sandboxes")),
+        Vec::<String>::new()
+    );
+    assert!(
+        cni.summary().iter().any(|c| c.starts_with("teardown")),
+        "{:?}",
+        cni.summary()
+    );
+
+    // The name is free again once the network is there.
+    cni.fail_setups(false);
+    run(&mut client, "web").await;
+    let metrics = daemon.metrics().encode();
+    assert!(
+        metrics
+            .contains(r#"crio_lite_sandbox_operations_total{operation="run",outcome="error"} 1"#),
+        "{metrics}"
+    );
+    assert!(
+        metrics
+            .contains(r#"crio_lite_sandbox_operations_total{operation="run",outcome="success"} 1"#),
+        "{metrics}"
+    );
+    daemon.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn host_network_pods_get_no_namespace_and_no_cni() {
+    let dir = tempfile::tempdir().unwrap();
+    let cni = FakeCni::new();
+    let daemon = support::start(dir.path(), &cni).await;
+    let mut client = support::runtime_client(daemon.socket_path()).await;
+
+    let mut request = pod("node-agent");
+    let linux = request.config.as_mut().unwrap().linux.as_mut().unwrap();
+    linux.security_context = Some(cri::LinuxSandboxSecurityContext {
+        namespace_options: Some(cri::NamespaceOption {
+            network: cri::NamespaceMode::Node as i32,
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let id = client
+        .run_pod_sandbox(request)
+        .await
+        .unwrap()
+        .into_inner()
+        .pod_sandbox_id;
+    let st = status(&mut client, &id).await;
+    assert_eq!(st.state, cri::PodSandboxState::SandboxReady as i32);
+    let options = st.linux.unwrap().namespaces.unwrap().options.unwrap();
+    assert_eq!(options.network, cri::NamespaceMode::Node as i32);
+    assert_eq!(files(&dir.path().join("run/netns")), Vec::<String>::new());
+    assert!(
+        cni.summary().iter().all(|c| !c.starts_with("setup")),
+        "{:?}",
+        cni.summary()
+    );
+    client
+        .remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: id })
+        .await
+        .unwrap();
+    assert!(
+        cni.summary().iter().all(|c| !c.starts_with("teardown")),
+        "{:?}",
+        cni.summary()
+    );
+    daemon.shutdown().await.unwrap();
+}

@@ -1,0 +1,9 @@
+//! Public-API tests of crio-lite: the daemon through its real socket, with a fake CNI side and
+//! fake namespaces (plain files). Tests with the real ocicni live with the coordinator's e2e suite.
+
+mod api;
+mod config;
+mod http;
+mod lifecycle;
+mod recovery;
+mod support;

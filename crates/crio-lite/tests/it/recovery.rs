@@ -1,0 +1,249 @@
+//! Restarts and crashes: sandboxes come back as they were, half-made ones are rolled back.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use crio_lite::sandbox::{DnsSettings, NamespaceModes, Sandbox, SandboxName, SandboxState};
+use k8s_cri::v1 as cri;
+
+use crate::support::{self, FakeCni, files, ips, list, run, status};
+
+const CREATING_ID: &str = "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00";
+const STRAY_ID: &str = "5555555555555555555555555555555555555555555555555555555555555555";
+const GARBLED_ID: &str = "baadf00dbaadf00dbaadf00dbaadf00dbaadf00dbaadf00dbaadf00dbaadf00d";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_brings_sandboxes_back_with_their_ips() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = FakeCni::new();
+    let daemon = support::start(dir.path(), &first).await;
+    let socket = daemon.socket_path().to_owned();
+    let mut client = support::runtime_client(&socket).await;
+    let mut before = BTreeMap::new();
+    let mut by_name = BTreeMap::new();
+    for name in ["a", "b", "c"] {
+        let id = run(&mut client, name).await;
+        before.insert(id.clone(), ips(&status(&mut client, &id).await));
+        by_name.insert(name, id);
+    }
+    let stopped = by_name["a"].clone();
+    client
+        .stop_pod_sandbox(cri::StopPodSandboxRequest {
+            pod_sandbox_id: stopped.clone(),
+        })
+        .await
+        .unwrap();
+    drop(client);
+    daemon.shutdown().await.unwrap();
+    assert!(!socket.exists(), "the socket file is removed at shutdown");
+    assert_eq!(
+        files(&dir.path().join("run/netns")).len(),
+        3,
+        "sandboxes outlive the daemon"
+    );
+
+    let second = FakeCni::new();
+    let daemon = support::start(dir.path(), &second).await;
+    let mut client = support::runtime_client(daemon.socket_path()).await;
+    let items = list(&mut client, None).await;
+    assert_eq!(items.len(), 3);
+    for item in items {
+        let st = status(&mut client, &item.id).await;
+        assert_eq!(
+            ips(&st),
+            before[&item.id],
+            "sandbox {} keeps its IPs",
+            item.id
+        );
+        let expected = if item.id == stopped {
+            cri::PodSandboxState::SandboxNotready
+        } else {
+            cri::PodSandboxState::SandboxReady
+        };
+        assert_eq!(st.state, expected as i32);
+    }
+    // Nothing was torn down; ocicni collected with the two ready sandboxes as the valid ones.
+    let mut ready: Vec<&String> = before.keys().filter(|id| **id != stopped).collect();
+    ready.sort();
+    let ready: Vec<&str> = ready.into_iter().map(String::as_str).collect();
+    assert_eq!(second.summary(), vec![format!("gc [{}]", ready.join(","))]);
+    // The name index came back too: the same pod is the same sandbox.
+    assert_eq!(run(&mut client, "b").await, by_name["b"]);
+    daemon.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ready_sandbox_whose_namespace_vanished_is_stopped() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = FakeCni::new();
+    let daemon = support::start(dir.path(), &first).await;
+    let mut client = support::runtime_client(daemon.socket_path()).await;
+    let id = run(&mut client, "web").await;
+    drop(client);
+    daemon.shutdown().await.unwrap();
+    // As after a reboot: the pin is gone.
+    std::fs::remove_file(dir.path().join("run/netns").join(&id)).unwrap();
+
+    let second = FakeCni::new();
+    let daemon = support::start(dir.path(), &second).await;
+    let mut client = support::runtime_client(daemon.socket_path()).await;
+    assert_eq!(
+        status(&mut client, &id).await.state,
+        cri::PodSandboxState::SandboxNotready as i32
+    );
+    assert_eq!(
+        second.summary(),
+        vec![format!("teardown {id}"), "gc []".to_owned()]
+    );
+    client
+        .remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: id })
+        .await
+        .unwrap();
+    assert_eq!(
+        files(&dir.path().join("state/sandboxes")),
+        Vec::<String>::new()
+    );
+    daemon.shutdown().await.unwrap();
+}
+
+fn creating(id: &str, netns: &Path) -> Sandbox {
+    Sandbox {
+        id: id.to_owned(),
+        name: SandboxName {
+            name: "half".into(),
+            namespace: "default".into(),
+            uid: "u".into(),
+            attempt: 0,
+        },
+        state: SandboxState::Creating,
+        created_at: 1,
+        host_network: false,
+        netns_path: Some(netns.to_owned()),
+        hostname: "half".into(),
+        dns: DnsSettings::default(),
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+        port_mappings: Vec::new(),
+        cgroup_parent: String::new(),
+        namespace_options: NamespaceModes::default(),
+        runtime_handler: String::new(),
+        log_directory: String::new(),
+        attachments: Vec::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_caught_half_way_is_rolled_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let sandboxes = dir.path().join("state/sandboxes");
+    let netns_dir = dir.path().join("run/netns");
+    std::fs::create_dir_all(&sandboxes).unwrap();
+    std::fs::create_dir_all(&netns_dir).unwrap();
+    // Killed after pinning the namespace, before the network was up.
+    let netns = netns_dir.join(CREATING_ID);
+    std::fs::write(&netns, b"").unwrap();
+    let state = serde_json::to_vec(&creating(CREATING_ID, &netns)).unwrap();
+    std::fs::write(sandboxes.join(format!("{CREATING_ID}.json")), state).unwrap();
+    // Killed mid-write of a state file: the temporary file is all there is.
+    std::fs::write(sandboxes.join(format!(".{STRAY_ID}.json.tmp")), b"{\"id\":").unwrap();
+    // A pin that no state file owns.
+    std::fs::write(netns_dir.join(STRAY_ID), b"").unwrap();
+    // A state file that cannot be read: rolled back by its ID.
+    std::fs::write(sandboxes.join(format!("{GARBLED_ID}.json")), b"\0\0\0").unwrap();
+    std::fs::write(netns_dir.join(GARBLED_ID), b"").unwrap();
+
+    let cni = FakeCni::new();
+    let daemon = support::start(dir.path(), &cni).await;
+    let mut client = support::runtime_client(daemon.socket_path()).await;
+    assert!(list(&mut client, None).await.is_empty());
+    let mut summary = cni.summary();
+    let gc = summary.pop();
+    summary.sort();
+    assert_eq!(
+        summary,
+        vec![
+            format!("teardown {GARBLED_ID}"),
+            format!("teardown {CREATING_ID}")
+        ]
+    );
+    assert_eq!(
+        gc.as_deref(),
+        Some("gc []"),
+        "gc runs last, with no valid pod"
+    );
+    assert_eq!(files(&sandboxes), Vec::<String>::new(), "state files gone");
+    assert_eq!(files(&netns_dir), Vec::<String>::new(), "pins gone");
+
+    // The rolled-back pod can be run again.
+    let id = run(&mut client, "half").await;
+    assert_ne!(id, CREATING_ID);
+    daemon.shutdown().await.unwrap();
+}
+
+/// A daemon killed while a plugin runs: the runtime (and with it every task) vanishes at once, as
+/// with SIGKILL. The next daemon finds the `Creating` state, tears down and unpins.
+#[test]
+fn killed_during_setup_then_restarted() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = FakeCni::new();
+    first.hang_setups();
+    let killed = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    killed.block_on(async {
+        let daemon = support::start(dir.path(), &first).await;
+        let mut client = support::runtime_client(daemon.socket_path()).await;
+        tokio::spawn(async move { client.run_pod_sandbox(support::pod("doomed")).await });
+        while first.leases().is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        std::mem::forget(daemon);
+    });
+    killed.shutdown_background();
+    let Some(support::Call::Setup(pod)) = first
+        .calls()
+        .into_iter()
+        .find(|c| matches!(c, support::Call::Setup(_)))
+    else {
+        panic!("no setup: {:?}", first.summary());
+    };
+    assert!(
+        first.leases().contains_key(&pod.id),
+        "the kill left an attachment behind"
+    );
+    assert!(
+        Path::new(&pod.netns).exists(),
+        "the kill left a pinned namespace behind"
+    );
+
+    let second = FakeCni::new();
+    let restarted = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    restarted.block_on(async {
+        let daemon = support::start(dir.path(), &second).await;
+        let mut client = support::runtime_client(daemon.socket_path()).await;
+        assert!(list(&mut client, None).await.is_empty());
+        assert_eq!(
+            second.summary(),
+            vec![format!("teardown {}", pod.id), "gc []".to_owned()]
+        );
+        let Some(support::Call::Teardown(teardown)) = second.calls().into_iter().next() else {
+            panic!("no teardown");
+        };
+        assert_eq!(
+            teardown.netns, pod.netns,
+            "the teardown names the namespace"
+        );
+        assert!(!Path::new(&pod.netns).exists(), "the namespace is unpinned");
+        assert_eq!(
+            files(&dir.path().join("state/sandboxes")),
+            Vec::<String>::new()
+        );
+        daemon.shutdown().await.unwrap();
+    });
+}
