@@ -130,7 +130,11 @@ async fn fifty_pods_get_unique_addresses_reach_each_other_and_leave_nothing() {
     );
 
     // The node reaches pod 7's server through its host port on the gateway address.
-    let server = serve_once_in(Path::new(&pods[7].netns), CONTAINER_PORT, "hello from pod 7");
+    let server = serve_once_in(
+        Path::new(&pods[7].netns),
+        CONTAINER_PORT,
+        "hello from pod 7",
+    );
     let to = SocketAddr::from((lab.gateway(), 20007));
     assert_eq!(fetch_from(&lab.node.path(), to), "hello from pod 7");
     server.join().expect("server thread");
@@ -159,7 +163,10 @@ async fn status_comes_from_the_cache_and_else_from_the_namespace() {
 
     let cached = cni.pod_network_status(&pod).await.expect("status");
     assert_eq!(cached.len(), 1);
-    assert_eq!(cached[0].result, added[0].result, "status is the cached result");
+    assert_eq!(
+        cached[0].result, added[0].result,
+        "status is the cached result"
+    );
 
     assert!(
         cni.cni()
@@ -178,7 +185,9 @@ async fn status_comes_from_the_cache_and_else_from_the_namespace() {
     assert_eq!(read[0].result.interfaces[0].name, "eth0");
     assert_eq!(read[0].result.interfaces[0].mac, eth0_mac);
 
-    cni.teardown_pod(&pod).await.expect("teardown without cache");
+    cni.teardown_pod(&pod)
+        .await
+        .expect("teardown without cache");
     lab.assert_nothing_left(NET, &ids(std::slice::from_ref(&pod)));
 }
 
@@ -244,7 +253,10 @@ async fn builtin_default_network_works_with_the_real_plugins() {
     assert!(cni.status().await.ready, "ready with the built-in network");
 
     let pod = lab.pod(0, None);
-    let added = cni.setup_pod(&pod).await.expect("set-up on the built-in network");
+    let added = cni
+        .setup_pod(&pod)
+        .await
+        .expect("set-up on the built-in network");
     assert_eq!(added.len(), 1);
     assert_eq!(added[0].network, name);
     let addr = ipv4_of(&added[0]);
@@ -327,8 +339,7 @@ async fn a_runtime_killed_mid_set_up_leaves_nothing_after_gc() {
     let deadline = Instant::now() + Duration::from_secs(40);
     loop {
         let (started, added) = progress(&lab);
-        if added.len() >= 3 && started.len() > added.len() && lab.node.veths().len() > added.len()
-        {
+        if added.len() >= 3 && started.len() > added.len() && lab.node.veths().len() > added.len() {
             break;
         }
         let exited = worker.try_wait().expect("worker status");
