@@ -180,6 +180,17 @@ fn set<T: Clone>(slot: &mut T, value: Option<&T>) {
 impl Config {
     /// Parses a configuration; `origin` names it in errors (a path, or `<string>`).
     ///
+    /// ```
+    /// use crio_lite::Config;
+    ///
+    /// let config = Config::from_toml("[network]\nplugin_timeout = \"5s\"\n", "<string>")?;
+    /// assert_eq!(config.network.plugin_timeout.as_secs(), 5);
+    ///
+    /// let err = Config::from_toml("[network]\nplugin_dir = []\n", "<string>").unwrap_err();
+    /// assert!(err.to_string().contains("unknown field `plugin_dir`"));
+    /// # Ok::<(), crio_lite::Error>(())
+    /// ```
+    ///
     /// # Errors
     ///
     /// [`Error::ParseConfig`] for bad TOML, unknown keys and values of the wrong type (the message

@@ -1,6 +1,7 @@
 //! The whole sandbox lifecycle through the socket, and concurrent creation.
 
 use std::collections::HashSet;
+use std::os::unix::fs::PermissionsExt as _;
 
 use k8s_cri::v1 as cri;
 use tonic::Code;
@@ -13,6 +14,11 @@ async fn run_status_list_stop_remove() {
     let cni = FakeCni::new();
     let daemon = support::start(dir.path(), &cni).await;
     let mut client = support::runtime_client(daemon.socket_path()).await;
+    let mode = std::fs::metadata(daemon.socket_path())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o660, "socket mode {mode:o}");
 
     let id = run(&mut client, "web").await;
     assert_eq!(id.len(), 64);

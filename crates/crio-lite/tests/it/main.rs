@@ -5,5 +5,6 @@ mod api;
 mod config;
 mod http;
 mod lifecycle;
+mod privileged;
 mod recovery;
 mod support;
