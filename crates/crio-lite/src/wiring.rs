@@ -9,6 +9,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::cli::{Cli, Command};
 use crate::config::Config;
 use crate::cri_runtime::CRI_API_VERSION;
+use crate::metrics::Metrics;
 use crate::netns::{HostNetns, NetnsOps};
 use crate::server::Daemon;
 
@@ -110,11 +111,13 @@ pub fn init_logging(config: &Config) -> anyhow::Result<()> {
 ///
 /// When the CNI side cannot be built, the daemon cannot start, or it fails while running.
 pub async fn run_daemon(config: Config) -> anyhow::Result<()> {
+    // Made first so the CNI side can be handed `metrics.cni_plugin_latency()` once it takes one.
+    let metrics = Metrics::new();
     let cni = build_cni(&config)?;
     let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
     let mut hup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
-    let daemon = Daemon::start(config, cni, build_netns()).await?;
+    let daemon = Daemon::start_with_metrics(config, cni, build_netns(), metrics).await?;
     loop {
         tokio::select! {
             _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); break; }
