@@ -93,8 +93,8 @@ pub enum CniArgsPolicy {
     /// `K8S_POD_NAME`, `K8S_POD_NAMESPACE`, `K8S_POD_INFRA_CONTAINER_ID`, `K8S_POD_UID` and
     /// `IgnoreUnknown=1`, as CRI-O passes them.
     Kubernetes,
-    /// Only what the pod itself asks for.
-    None,
+    /// Only the pod's own arguments (static `IP`/`MAC`), as ocicni's `CniArgsPolicy::Plain`.
+    Plain,
 }
 
 impl CniArgsPolicy {
@@ -102,7 +102,7 @@ impl CniArgsPolicy {
     pub fn as_str(self) -> &'static str {
         match self {
             CniArgsPolicy::Kubernetes => "kubernetes",
-            CniArgsPolicy::None => "none",
+            CniArgsPolicy::Plain => "plain",
         }
     }
 }
@@ -359,7 +359,7 @@ impl Config {
         );
         key(
             &mut out,
-            "CNI_ARGS given to plugins: \"kubernetes\" (K8S_POD_* as CRI-O passes them) or \"none\".",
+            "CNI_ARGS given to plugins: \"kubernetes\" (K8S_POD_* as CRI-O passes them) or \"plain\".",
             "cni_args_policy",
             &string_value(n.cni_args_policy.as_str()),
         );

@@ -193,10 +193,15 @@ impl Manager {
                     let mut ips: Vec<_> = r
                         .result
                         .ips_on_sandbox_interface(&r.ifname)
-                        .map(cni_types::IpConfig::ip)
+                        .map(ocicni::cni_types::IpConfig::ip)
                         .collect();
                     if ips.is_empty() {
-                        ips = r.result.ips.iter().map(cni_types::IpConfig::ip).collect();
+                        ips = r
+                            .result
+                            .ips
+                            .iter()
+                            .map(ocicni::cni_types::IpConfig::ip)
+                            .collect();
                     }
                     let result = r
                         .result

@@ -18,8 +18,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use cni_types::capabilities::PortMapping;
 use k8s_cri::v1 as cri;
+use ocicni::cni_types::capabilities::PortMapping;
 use serde::{Deserialize, Serialize};
 use tonic::Status;
 

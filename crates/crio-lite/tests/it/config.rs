@@ -82,7 +82,7 @@ fn flags_override_the_file_and_keep_the_rest() {
         "--plugin-timeout".as_ref(),
         "5s".as_ref(),
         "--cni-args-policy".as_ref(),
-        "none".as_ref(),
+        "plain".as_ref(),
         "--builtin-default-network".as_ref(),
         "false".as_ref(),
         "run".as_ref(),
@@ -106,7 +106,7 @@ fn flags_override_the_file_and_keep_the_rest() {
         vec![PathBuf::from("/a"), PathBuf::from("/b")]
     );
     assert_eq!(config.network.plugin_timeout, Duration::from_secs(5));
-    assert_eq!(config.network.cni_args_policy, CniArgsPolicy::None);
+    assert_eq!(config.network.cni_args_policy, CniArgsPolicy::Plain);
     assert!(!config.network.builtin_default_network);
     assert_eq!(
         config.daemon.state_dir,
