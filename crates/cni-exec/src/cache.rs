@@ -287,6 +287,24 @@ impl ResultCache {
     /// [`Error::InvalidRuntimeConf`] for names that break the rules, [`Error::Cache`] when the file
     /// system refuses.
     pub fn put(&self, attachment: &CachedAttachment) -> Result<()> {
+        self.store(attachment, Durability::Synced)
+    }
+
+    /// Writes an entry atomically like [`ResultCache::put`], but without syncing it to disk.
+    ///
+    /// For the result-less entry ADD writes before running plugins: it lets teardown and GC find
+    /// an attachment whose runtime died while the plugins ran. A process dying does not lose page
+    /// cache, so that case needs no fsync; after a power loss the namespace and its interfaces are
+    /// gone anyway, and a torn entry reads as absent.
+    ///
+    /// # Errors
+    ///
+    /// As [`ResultCache::put`].
+    pub fn put_pending(&self, attachment: &CachedAttachment) -> Result<()> {
+        self.store(attachment, Durability::Unsynced)
+    }
+
+    fn store(&self, attachment: &CachedAttachment, durability: Durability) -> Result<()> {
         let path = self.entry_path(
             &attachment.network,
             &attachment.container_id,
@@ -303,7 +321,7 @@ impl ResultCache {
                 op: "create directory",
                 source,
             })?;
-        write_atomic(&dir, &path, &bytes)
+        write_atomic(&dir, &path, &bytes, durability)
     }
 
     /// Removes an entry; `Ok(false)` when there was none.
@@ -398,7 +416,14 @@ fn read_entry(path: &Path) -> Option<CachedAttachment> {
     }
 }
 
-fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
+/// Whether [`write_atomic`] syncs the file and the directory.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    Synced,
+    Unsynced,
+}
+
+fn write_atomic(dir: &Path, path: &Path, bytes: &[u8], durability: Durability) -> Result<()> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let file_name = path
         .file_name()
@@ -421,7 +446,10 @@ fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
             .mode(0o600)
             .open(&tmp)?;
         file.write_all(bytes)?;
-        file.sync_all()
+        if durability == Durability::Synced {
+            file.sync_all()?;
+        }
+        Ok(())
     })();
     if let Err(source) = written {
         let _ = fs::remove_file(&tmp);
@@ -430,6 +458,9 @@ fn write_atomic(dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
     if let Err(source) = fs::rename(&tmp, path) {
         let _ = fs::remove_file(&tmp);
         return Err(fail("rename into place", source));
+    }
+    if durability == Durability::Unsynced {
+        return Ok(());
     }
     // The rename is durable only once the directory is synced.
     File::open(dir)

@@ -90,8 +90,10 @@ impl Cni {
     /// caches the last result with the configuration bytes and arguments used. Returns that result,
     /// in the network's version (convert it with [`CniResult::to_version`]).
     ///
-    /// Nothing is undone when a plugin fails: call [`Cni::del_network_list`] to clean up, as the
-    /// spec advises.
+    /// Before the first plugin runs, a result-less entry is cached (see
+    /// [`ResultCache::put_pending`]), so that if this process dies mid-ADD, teardown and GC still
+    /// find the attachment. When a plugin fails, the cache is put back as it was; nothing else is
+    /// undone: call [`Cni::del_network_list`] to clean up, as the spec advises.
     ///
     /// # Errors
     ///
@@ -102,6 +104,41 @@ impl Cni {
     pub async fn add_network_list(&self, net: &NetworkList, rt: &RuntimeConf) -> Result<CniResult> {
         rt.validate(true)?;
         validate_network_name(net.name())?;
+        let pending = Self::cache_entry(net, rt, None);
+        let previous = self
+            .blocking(move |cache| {
+                let previous =
+                    cache.get(&pending.network, &pending.container_id, &pending.if_name)?;
+                cache.put_pending(&pending)?;
+                Ok(previous)
+            })
+            .await?;
+        let result = match self.run_add_chain(net, rt).await {
+            Ok(result) => result,
+            Err(err) => {
+                let pending = Self::cache_entry(net, rt, None);
+                let restored = self
+                    .blocking(move |cache| match previous {
+                        Some(entry) => cache.put(&entry),
+                        None => cache
+                            .remove(&pending.network, &pending.container_id, &pending.if_name)
+                            .map(drop),
+                    })
+                    .await;
+                if let Err(cache_err) = restored {
+                    tracing::warn!(network = net.name(), container = rt.container_id, error = %cache_err,
+                        "cannot restore the cache entry after a failed ADD");
+                }
+                return Err(err);
+            }
+        };
+        let entry = Self::cache_entry(net, rt, Some(Self::result_json(net.name(), &result)?));
+        self.blocking(move |cache| cache.put(&entry)).await?;
+        Ok(result)
+    }
+
+    /// The plugins of an ADD, in order, each getting the previous result.
+    async fn run_add_chain(&self, net: &NetworkList, rt: &RuntimeConf) -> Result<CniResult> {
         let mut result: Option<CniResult> = None;
         for plugin in &net.list.plugins {
             let prev_result = result
@@ -120,19 +157,23 @@ impl Cni {
             let (out, call) = self.run_step(&step).await?;
             result = Some(call.parse_result(&out, net.version)?);
         }
-        let result = match result {
-            Some(result) => result,
+        match result {
+            Some(result) => Ok(result),
             None => CniResult::new(net.version).map_err(|source| Error::Types {
                 network: net.name().to_owned(),
                 what: "empty result",
                 source,
-            })?,
-        };
+            }),
+        }
+    }
+
+    /// The cache entry of an attachment of `net` made with `rt`.
+    fn cache_entry(net: &NetworkList, rt: &RuntimeConf, result: Option<Value>) -> CachedAttachment {
         let capability_args = match serde_json::to_value(&rt.capability_args) {
             Ok(Value::Object(map)) => map,
             _ => Map::new(),
         };
-        let entry = CachedAttachment {
+        CachedAttachment {
             container_id: rt.container_id.clone(),
             network: net.name().to_owned(),
             if_name: rt.if_name.clone(),
@@ -140,10 +181,8 @@ impl Cni {
             config: net.cache_config.to_vec(),
             cni_args: rt.args.clone(),
             capability_args,
-            result: Some(Self::result_json(net.name(), &result)?),
-        };
-        self.blocking(move |cache| cache.put(&entry)).await?;
-        Ok(result)
+            result,
+        }
     }
 
     /// CHECK: runs the plugins in order, each with the cached ADD result as `prevResult`.

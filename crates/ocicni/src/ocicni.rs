@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use cni_config::NetworkList;
-use cni_exec::{CachedAttachment, Cni, Exec, GcAttachment, ProcessExec, ResultCache, RuntimeConf};
+use cni_exec::{Cni, Exec, GcAttachment, ProcessExec, RuntimeConf};
 use cni_lock::{LockGuard, LockKey, Locks};
 use cni_watch::{WatchMode, WatchOptions, Watcher};
 use ipnet::IpNet;
@@ -441,60 +441,19 @@ impl Ocicni {
             ifname: target.ifname.clone(),
             source: Box::new(source),
         };
-        // A result-less entry first: if this process dies while the plugins run, teardown and GC
-        // still find the attachment and DEL whatever the plugins made. Success replaces it with the
-        // result; a plain failure puts back what was there, as if nothing had been written.
-        let previous = self
-            .cache_op(
-                move |c, e| c.get(&e.network, &e.container_id, &e.if_name),
-                pending_entry(net, &rt),
-            )
+        // cni-exec caches a result-less entry before the plugins run, so GC finds this attachment
+        // even if the process dies mid-ADD.
+        let result = self
+            .inner
+            .cni
+            .add_network_list(net, &rt)
             .await
             .map_err(wrap)?;
-        self.cache_op(|c, e| c.put(&e), pending_entry(net, &rt))
-            .await
-            .map_err(wrap)?;
-        let result = match self.inner.cni.add_network_list(net, &rt).await {
-            Ok(result) => result,
-            Err(err) => {
-                let restore = match previous {
-                    Some(entry) => self.cache_op(|c, e| c.put(&e), entry).await,
-                    None => {
-                        self.cache_op(
-                            |c, e| c.remove(&e.network, &e.container_id, &e.if_name).map(drop),
-                            pending_entry(net, &rt),
-                        )
-                        .await
-                    }
-                };
-                if let Err(cache_err) = restore {
-                    tracing::warn!(pod = pod.id, network = target.name, error = %cache_err, "cannot undo the pending cache entry");
-                }
-                return Err(wrap(err));
-            }
-        };
         Ok(AttachmentResult {
             network: target.name.clone(),
             ifname: target.ifname.clone(),
             result,
         })
-    }
-
-    /// Runs a result-cache operation on `entry` off the async executor.
-    async fn cache_op<T, F>(&self, op: F, entry: CachedAttachment) -> cni_exec::Result<T>
-    where
-        T: Send + 'static,
-        F: FnOnce(&ResultCache, CachedAttachment) -> cni_exec::Result<T> + Send + 'static,
-    {
-        let cache = self.inner.cni.cache().clone();
-        let dir = cache.results_dir();
-        tokio::task::spawn_blocking(move || op(&cache, entry))
-            .await
-            .map_err(|err| cni_exec::Error::Cache {
-                path: dir,
-                op: "run cache task",
-                source: std::io::Error::other(err),
-            })?
     }
 
     async fn del_one(&self, pod: &PodNetwork, target: &Target, netns: &str) -> Result<()> {
@@ -590,23 +549,6 @@ impl Ocicni {
 }
 
 /// The cache entry of an ADD that has not finished: everything DEL needs, no result.
-fn pending_entry(net: &NetworkList, rt: &RuntimeConf) -> CachedAttachment {
-    let capability_args = match serde_json::to_value(&rt.capability_args) {
-        Ok(serde_json::Value::Object(map)) => map,
-        _ => serde_json::Map::new(),
-    };
-    CachedAttachment {
-        container_id: rt.container_id.clone(),
-        network: net.name().to_owned(),
-        if_name: rt.if_name.clone(),
-        netns: rt.netns.clone(),
-        config: net.cache_config.to_vec(),
-        cni_args: rt.args.clone(),
-        capability_args,
-        result: None,
-    }
-}
-
 /// Interface names for a pod's selections: the ones given, and the first free `ethN` for the rest.
 fn assign_ifnames(selections: &[NetworkSelection]) -> Vec<String> {
     let taken: HashSet<&str> = selections
