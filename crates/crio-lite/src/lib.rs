@@ -28,12 +28,13 @@
 //!
 //! ```no_run
 //! use std::sync::Arc;
-//! use crio_lite::{Config, Daemon, HostNetns};
+//! use crio_lite::{Config, Daemon, HostNetns, Metrics};
 //!
 //! # async fn example() -> anyhow::Result<()> {
 //! let config = Config::default();
-//! let cni = crio_lite::wiring::build_cni(&config)?;
-//! let daemon = Daemon::start(config, cni, Arc::new(HostNetns)).await?;
+//! let metrics = Metrics::new();
+//! let cni = crio_lite::wiring::build_cni(&config, &metrics).await?;
+//! let daemon = Daemon::start_with_metrics(config, cni, Arc::new(HostNetns), metrics).await?;
 //! println!("serving on {}", daemon.socket_path().display());
 //! daemon.shutdown().await?;
 //! # Ok(())
@@ -41,6 +42,7 @@
 //! ```
 
 pub mod cli;
+pub mod cni_metrics;
 pub mod config;
 mod cri_image;
 mod cri_runtime;

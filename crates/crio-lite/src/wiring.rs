@@ -3,26 +3,63 @@
 use std::sync::Arc;
 
 use anyhow::Context as _;
-use ocicni::CniPlugin;
+use ocicni::cni_exec::ProcessExec;
+use ocicni::{BuiltinNetwork, CniPlugin, Ocicni};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::{Cli, Command};
-use crate::config::Config;
+use crate::cni_metrics::MeteredExec;
+use crate::config::{CniArgsPolicy, Config};
 use crate::cri_runtime::CRI_API_VERSION;
 use crate::metrics::Metrics;
 use crate::netns::{HostNetns, NetnsOps};
 use crate::server::Daemon;
 
-/// Builds the CNI side the daemon runs with, from the `[network]` table.
+/// Builds the CNI side the daemon runs with, from the `[network]` table: an [`Ocicni`] whose
+/// plugin runs are timed into `metrics`.
+///
+/// The built-in default network (when enabled) keeps its host-local leases under
+/// `<cache dir>/networks`, which is host-local's own default for the default cache dir.
 ///
 /// # Errors
 ///
-/// When the CNI side cannot be built from the configuration.
-pub fn build_cni(config: &Config) -> anyhow::Result<Arc<dyn CniPlugin>> {
-    anyhow::bail!(
-        "ocicni facade not available in this build: cannot load networks from {}",
-        config.network.network_dir.display()
-    )
+/// When the configuration watcher cannot start.
+pub async fn build_cni(config: &Config, metrics: &Metrics) -> anyhow::Result<Arc<dyn CniPlugin>> {
+    let net = &config.network;
+    let exec = ProcessExec::new().with_timeout(net.plugin_timeout);
+    let exec = MeteredExec::new(Arc::new(exec), metrics.clone());
+    let mut builder = Ocicni::builder()
+        .conf_dir(&net.network_dir)
+        .plugin_dirs(net.plugin_dirs.clone())
+        .cache_dir(&net.cache_dir)
+        .plugin_timeout(net.plugin_timeout)
+        .cni_args(match net.cni_args_policy {
+            CniArgsPolicy::Kubernetes => ocicni::CniArgsPolicy::Kubernetes,
+            CniArgsPolicy::Plain => ocicni::CniArgsPolicy::Plain,
+        })
+        .loopback(true)
+        .exec(Arc::new(exec));
+    if let Some(name) = &net.default_network {
+        builder = builder.default_network(name);
+    }
+    if net.builtin_default_network {
+        builder = builder.builtin_default(Some(BuiltinNetwork {
+            ipam_data_dir: Some(net.cache_dir.join("networks")),
+            ..BuiltinNetwork::default()
+        }));
+    }
+    let cni = builder.build().await.with_context(|| {
+        format!(
+            "cannot load CNI networks from {}",
+            net.network_dir.display()
+        )
+    })?;
+    tracing::info!(
+        network_dir = %net.network_dir.display(),
+        default_network = ?cni.default_network_name(),
+        "CNI configuration loaded"
+    );
+    Ok(Arc::new(cni))
 }
 
 /// The namespace operations the daemon runs with.
@@ -101,6 +138,8 @@ pub fn init_logging(config: &Config) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, not in journald or a log file.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .try_init()
         .map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))
 }
@@ -111,9 +150,9 @@ pub fn init_logging(config: &Config) -> anyhow::Result<()> {
 ///
 /// When the CNI side cannot be built, the daemon cannot start, or it fails while running.
 pub async fn run_daemon(config: Config) -> anyhow::Result<()> {
-    // Made first so the CNI side can be handed `metrics.cni_plugin_latency()` once it takes one.
+    // Made first: the CNI side times every plugin run into it.
     let metrics = Metrics::new();
-    let cni = build_cni(&config)?;
+    let cni = build_cni(&config, &metrics).await?;
     let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
     let mut hup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
