@@ -136,6 +136,7 @@ mod discovery;
 mod error;
 mod exec;
 mod invoke;
+mod observe;
 mod ops;
 mod runtime;
 mod version_cache;
@@ -148,6 +149,7 @@ pub use error::{Error, OutputStream, PluginStatus, Result, STDERR_TAIL_BYTES};
 pub use exec::{
     DEFAULT_OUTPUT_LIMIT, DEFAULT_PATH, DEFAULT_TIMEOUT, Exec, PluginOutput, ProcessExec,
 };
+pub use observe::{ObservedExec, PluginRun};
 pub use ops::{Cni, GC_ATTACHMENT_KEYS};
 pub use runtime::{
     GcAttachment, MAX_IF_NAME_LEN, RuntimeConf, validate_container_id, validate_if_name,

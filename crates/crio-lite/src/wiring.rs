@@ -8,7 +8,7 @@ use ocicni::{BuiltinNetwork, CniPlugin, Ocicni};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::{Cli, Command};
-use crate::cni_metrics::MeteredExec;
+use crate::cni_metrics::metered;
 use crate::config::{CniArgsPolicy, Config};
 use crate::cri_runtime::CRI_API_VERSION;
 use crate::metrics::Metrics;
@@ -27,7 +27,7 @@ use crate::server::Daemon;
 pub async fn build_cni(config: &Config, metrics: &Metrics) -> anyhow::Result<Arc<dyn CniPlugin>> {
     let net = &config.network;
     let exec = ProcessExec::new().with_timeout(net.plugin_timeout);
-    let exec = MeteredExec::new(Arc::new(exec), metrics.clone());
+    let exec = metered(Arc::new(exec), metrics.clone());
     let mut builder = Ocicni::builder()
         .conf_dir(&net.network_dir)
         .plugin_dirs(net.plugin_dirs.clone())
@@ -38,7 +38,7 @@ pub async fn build_cni(config: &Config, metrics: &Metrics) -> anyhow::Result<Arc
             CniArgsPolicy::Plain => ocicni::CniArgsPolicy::Plain,
         })
         .loopback(true)
-        .exec(Arc::new(exec));
+        .exec(exec);
     if let Some(name) = &net.default_network {
         builder = builder.default_network(name);
     }

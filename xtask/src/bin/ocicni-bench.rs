@@ -12,8 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use ocicni::cni_exec::{self, Exec, ProcessExec};
+use ocicni::cni_exec::{self, ObservedExec, PluginRun, ProcessExec};
 use ocicni::cni_types::capabilities::PortMapping;
 use ocicni::{CniArgsPolicy, CniPlugin, Ocicni, PodNetwork, RuntimeConfig, WatchPolicy, netns};
 use serde_json::{Value, json};
@@ -95,36 +94,19 @@ fn parse_args() -> Result<Opts, String> {
     Ok(o)
 }
 
-/// Wraps the real executor and adds up, per container, the time spent in plugin processes.
-struct TimingExec {
-    inner: ProcessExec,
+/// Adds up, per container, the time spent in plugin processes (fed by an `ObservedExec`).
+#[derive(Default)]
+struct PluginTime {
     per_container: Mutex<HashMap<String, Duration>>,
 }
 
-#[async_trait]
-impl Exec for TimingExec {
-    async fn find_plugin(&self, name: &str, dirs: &[PathBuf]) -> cni_exec::Result<PathBuf> {
-        self.inner.find_plugin(name, dirs).await
-    }
-
-    async fn exec_plugin(
-        &self,
-        plugin: &Path,
-        env: &[(String, String)],
-        stdin: &[u8],
-    ) -> cni_exec::Result<Vec<u8>> {
-        let started = Instant::now();
-        let out = self.inner.exec_plugin(plugin, env, stdin).await;
-        if let Some((_, id)) = env.iter().find(|(k, _)| k == "CNI_CONTAINERID")
-            && let Ok(mut map) = self.per_container.lock()
-        {
-            *map.entry(id.clone()).or_default() += started.elapsed();
+impl PluginTime {
+    fn add(&self, run: &PluginRun<'_>) {
+        if let Ok(mut map) = self.per_container.lock() {
+            *map.entry(run.container_id().to_owned()).or_default() += run.elapsed;
         }
-        out
     }
-}
 
-impl TimingExec {
     fn take(&self, id: &str) -> Duration {
         self.per_container
             .lock()
@@ -214,7 +196,7 @@ fn overhead(phase: &Phase) -> Value {
 async fn run_phase<F, Fut>(
     pods: &[Pod],
     concurrency: usize,
-    timing: &TimingExec,
+    timing: &PluginTime,
     f: F,
     first_error: &Mutex<Option<String>>,
 ) -> Phase
@@ -388,17 +370,20 @@ async fn run(o: &Opts) -> (Value, bool) {
 
 async fn bench(o: &Opts, rep: &mut Value) -> Result<(), String> {
     let cache = PathBuf::from(format!("/var/lib/ocicni-bench.{}", std::process::id()));
-    let timing = Arc::new(TimingExec {
-        inner: ProcessExec::new(),
-        per_container: Mutex::new(HashMap::new()),
-    });
+    let timing = Arc::new(PluginTime::default());
+    let exec = {
+        let timing = Arc::clone(&timing);
+        ObservedExec::new(Arc::new(ProcessExec::new()), move |run: &PluginRun<'_>| {
+            timing.add(run);
+        })
+    };
     let plugin = Ocicni::builder()
         .conf_dir(&o.conf_dir)
         .plugin_dirs(o.plugin_dirs.clone())
         .cache_dir(&cache)
         .cni_args(CniArgsPolicy::Kubernetes)
         .watch(WatchPolicy::Inotify)
-        .exec(timing.clone())
+        .exec(Arc::new(exec))
         .build()
         .await
         .map_err(|e| format!("ocicni: {e}"))?;
@@ -412,7 +397,7 @@ async fn pods_run(
     o: &Opts,
     rep: &mut Value,
     plugin: &Ocicni,
-    timing: &TimingExec,
+    timing: &PluginTime,
 ) -> Result<(), String> {
     let network = plugin
         .default_network_name()
@@ -491,7 +476,7 @@ async fn timed_phases(
     o: &Opts,
     rep: &mut Value,
     plugin: &Ocicni,
-    timing: &TimingExec,
+    timing: &PluginTime,
     pods: &[Pod],
     with_net: &(dyn Fn(&Pod) -> PodNetwork + Sync),
 ) -> Result<(), String> {
