@@ -75,11 +75,39 @@ pub(crate) fn acquire(
     deadline: Option<Instant>,
     cancel: Option<&AtomicBool>,
 ) -> Result<Held, Failure> {
+    let mut backoff = MIN_BACKOFF;
+    loop {
+        if let Some(held) = try_acquire(dir, path, mode).map_err(Failure::Io)? {
+            return Ok(held);
+        }
+        if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+            return Err(Failure::Cancelled);
+        }
+        let mut pause = backoff;
+        if let Some(deadline) = deadline {
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Failure::Timeout);
+            }
+            pause = pause.min(deadline - now);
+        }
+        thread::sleep(pause);
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// One attempt at the file lock at `path`, without waiting: `Ok(None)` while someone else holds
+/// it. A handful of syscalls on a local file, cheap enough for an async caller's fast path.
+pub(crate) fn try_acquire(
+    dir: &Path,
+    path: &Path,
+    mode: LockMode,
+) -> Result<Option<Held>, Error> {
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| Failure::Io(Error::io(dir, e)))?;
+        .map_err(|e| Error::io(dir, e))?;
     loop {
         let file = OpenOptions::new()
             .read(true)
@@ -88,46 +116,30 @@ pub(crate) fn acquire(
             .truncate(false)
             .mode(0o600)
             .open(path)
-            .map_err(|e| Failure::Io(Error::io(path, e)))?;
-        let mut backoff = MIN_BACKOFF;
-        loop {
-            let attempt = match mode {
-                LockMode::Exclusive => file.try_lock(),
-                LockMode::Shared => file.try_lock_shared(),
-            };
-            match attempt {
-                Ok(()) => break,
-                Err(TryLockError::WouldBlock) => {}
-                Err(TryLockError::Error(e)) => return Err(Failure::Io(Error::io(path, e))),
-            }
-            if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
-                return Err(Failure::Cancelled);
-            }
-            let mut pause = backoff;
-            if let Some(deadline) = deadline {
-                let now = Instant::now();
-                if now >= deadline {
-                    return Err(Failure::Timeout);
-                }
-                pause = pause.min(deadline - now);
-            }
-            thread::sleep(pause);
-            backoff = (backoff * 2).min(MAX_BACKOFF);
+            .map_err(|e| Error::io(path, e))?;
+        let attempt = match mode {
+            LockMode::Exclusive => file.try_lock(),
+            LockMode::Shared => file.try_lock_shared(),
+        };
+        match attempt {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => return Ok(None),
+            Err(TryLockError::Error(e)) => return Err(Error::io(path, e)),
         }
         match names_inode_of(path, &file) {
             Ok(true) => {
                 tracing::trace!(path = %path.display(), ?mode, "lock file acquired");
-                return Ok(Held {
+                return Ok(Some(Held {
                     file: Some(file),
                     path: path.to_owned(),
                     mode,
-                });
+                }));
             }
             // Unlinked by the previous holder after our open: retry on the live file.
             Ok(false) => {
                 tracing::trace!(path = %path.display(), "lock file was replaced, retrying");
             }
-            Err(e) => return Err(Failure::Io(Error::io(path, e))),
+            Err(e) => return Err(Error::io(path, e)),
         }
     }
 }

@@ -209,6 +209,11 @@ impl Locks {
             None => waiting.await,
         };
 
+        // Uncontended, the lock is a few syscalls away: take it here, and poll on the blocking
+        // pool only when someone else holds it.
+        if let Some(held) = flock::try_acquire(&self.inner.dir, &path, mode)? {
+            return Ok(Self::guard(held, turn, key, path, mode));
+        }
         let cancel = Arc::new(AtomicBool::new(false));
         let _cancel_on_drop = CancelOnDrop(Arc::clone(&cancel));
         let task = tokio::task::spawn_blocking({
