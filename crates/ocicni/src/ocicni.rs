@@ -463,17 +463,25 @@ impl Ocicni {
             ifname: target.ifname.clone(),
             source: Box::new(source),
         };
+        // With its network loaded, DEL uses the cached configuration and arguments when there are
+        // some; a network whose file is gone can only be torn down from the cache.
+        if let Some(net) = &target.network {
+            let rt = self.runtime_conf(pod, &target.name, &target.ifname, netns)?;
+            return self
+                .inner
+                .cni
+                .del_network_list(net, &rt)
+                .await
+                .map_err(wrap);
+        }
         let cached = self
             .inner
             .cni
             .cache()
             .get(&target.name, &pod.id, &target.ifname)
             .map_err(wrap)?;
-        match (&target.network, cached) {
-            // DEL by the network list would put the cached namespace path back when `netns` is
-            // empty; a namespace that is gone must stay unnamed (its path may be reused by now).
-            // The cached entry holds the configuration and arguments ADD used anyway.
-            (_, Some(mut att)) if att.network_list().is_ok() => {
+        match cached {
+            Some(mut att) => {
                 att.netns = netns.to_owned();
                 self.inner
                     .cni
@@ -481,23 +489,7 @@ impl Ocicni {
                     .await
                     .map_err(wrap)
             }
-            (Some(net), _) => {
-                let rt = self.runtime_conf(pod, &target.name, &target.ifname, netns)?;
-                self.inner
-                    .cni
-                    .del_network_list(net, &rt)
-                    .await
-                    .map_err(wrap)
-            }
-            (None, Some(mut att)) => {
-                att.netns = netns.to_owned();
-                self.inner
-                    .cni
-                    .del_cached_attachment(&att)
-                    .await
-                    .map_err(wrap)
-            }
-            (None, None) => Ok(()),
+            None => Ok(()),
         }
     }
 
@@ -548,7 +540,6 @@ impl Ocicni {
     }
 }
 
-/// The cache entry of an ADD that has not finished: everything DEL needs, no result.
 /// Interface names for a pod's selections: the ones given, and the first free `ethN` for the rest.
 fn assign_ifnames(selections: &[NetworkSelection]) -> Vec<String> {
     let taken: HashSet<&str> = selections
