@@ -1,0 +1,905 @@
+//! The crio-lite benchmark: what the daemon adds to a sandbox beyond ocicni's own set-up, and how
+//! much memory it holds.
+//!
+//! Run inside the "node" network namespace it is started in (`ip netns exec NODE crio-bench ...`),
+//! one scenario (mode x concurrency) per run, printing one JSON line:
+//!
+//! 1. **ocicni alone**: an in-process `Ocicni` (the daemon's settings: loopback in-process,
+//!    Kubernetes CNI_ARGS, one port mapping per pod) sets up `--sandboxes` pods whose namespaces
+//!    were pinned beforehand (untimed), `--concurrency` in flight, then tears them down.
+//! 2. **crio-lite**: the release daemon on a socket of its own, with the same network and plugin
+//!    directories. Resident memory idle (after one `Version`), then `RunPodSandbox` for as many
+//!    sandboxes (timed, over gRPC on one connection as kubelet does), memory with them up and with
+//!    `--memory-sandboxes` up, then `StopPodSandbox` + `RemovePodSandbox` per sandbox (timed as one
+//!    operation), SIGTERM, and a count of what is left: veths, iptables rules naming the
+//!    sandboxes, host-local leases, cache entries, pins, state files.
+//!
+//! `added_per_sandbox_ms.mean` (RunPodSandbox mean - ocicni set-up mean) is what the target is
+//! judged on; the daemon's share includes pinning the namespace, which part 1 does untimed.
+//! Everything made under `--work-dir` is removed by the caller; pins and the daemon go here.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use hyper_util::rt::TokioIo;
+use k8s_cri::v1 as cri;
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use ocicni::cni_types::capabilities::PortMapping;
+use ocicni::{CniArgsPolicy, CniPlugin, Ocicni, PodNetwork, RuntimeConfig, netns};
+use serde_json::{Value, json};
+use tokio::net::UnixStream;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+const SUBNET: &str = "10.77.0.0/16";
+const NETWORK: &str = "criobench";
+const USAGE: &str = "usage: crio-bench --work-dir DIR --crio-lite BIN [--mode real|noop] \
+     [--cni-bin-dir DIR] [--noop-plugin FILE] [--sandboxes N] [--concurrency C] \
+     [--memory-sandboxes M] [--warmup W]";
+
+struct Opts {
+    work_dir: PathBuf,
+    crio_lite: PathBuf,
+    mode: String,
+    cni_bin_dir: PathBuf,
+    noop_plugin: PathBuf,
+    sandboxes: usize,
+    concurrency: usize,
+    memory_sandboxes: usize,
+    warmup: usize,
+}
+
+fn parse_args() -> Result<Opts, String> {
+    let mut o = Opts {
+        work_dir: PathBuf::new(),
+        crio_lite: PathBuf::new(),
+        mode: "real".into(),
+        cni_bin_dir: PathBuf::from("/usr/lib/cni"),
+        noop_plugin: PathBuf::new(),
+        sandboxes: 50,
+        concurrency: 1,
+        memory_sandboxes: 100,
+        warmup: 2,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        let flag = arg.trim_start_matches('-').to_owned();
+        let mut value = || args.next().ok_or(format!("--{flag} needs a value"));
+        let number = |v: String| {
+            v.parse::<usize>()
+                .map_err(|e| format!("--{flag} {v:?}: {e}"))
+        };
+        match flag.as_str() {
+            "work-dir" => o.work_dir = value()?.into(),
+            "crio-lite" => o.crio_lite = value()?.into(),
+            "mode" => o.mode = value()?,
+            "cni-bin-dir" => o.cni_bin_dir = value()?.into(),
+            "noop-plugin" => o.noop_plugin = value()?.into(),
+            "sandboxes" => o.sandboxes = number(value()?)?,
+            "concurrency" => o.concurrency = number(value()?)?,
+            "memory-sandboxes" => o.memory_sandboxes = number(value()?)?,
+            "warmup" => o.warmup = number(value()?)?,
+            other => return Err(format!("unknown flag --{other}\n{USAGE}")),
+        }
+    }
+    let missing = o.work_dir.as_os_str().is_empty() || o.crio_lite.as_os_str().is_empty();
+    if missing || o.sandboxes == 0 || o.concurrency == 0 {
+        return Err(USAGE.into());
+    }
+    if o.mode != "real" && o.mode != "noop" {
+        return Err(format!("--mode {:?}: real or noop", o.mode));
+    }
+    if o.mode == "noop" && !o.noop_plugin.is_file() {
+        return Err(format!(
+            "--mode noop needs --noop-plugin FILE ({} is not a file)",
+            o.noop_plugin.display()
+        ));
+    }
+    Ok(o)
+}
+
+/// Where everything of one scenario lives, all under the work dir.
+struct Dirs {
+    conf: PathBuf,
+    plugins: PathBuf,
+    ipam: PathBuf,
+    ocicni_cache: PathBuf,
+    ocicni_netns: PathBuf,
+    crio: PathBuf,
+}
+
+impl Dirs {
+    fn new(o: &Opts) -> Dirs {
+        let w = &o.work_dir;
+        Dirs {
+            conf: w.join("net.d"),
+            plugins: if o.mode == "noop" {
+                w.join("noop-bin")
+            } else {
+                o.cni_bin_dir.clone()
+            },
+            ipam: w.join("ipam"),
+            ocicni_cache: w.join("ocicni-cache"),
+            ocicni_netns: w.join("ocicni-netns"),
+            crio: w.join("crio"),
+        }
+    }
+    fn socket(&self) -> PathBuf {
+        self.crio.join("run/crio-lite.sock")
+    }
+    fn crio_netns(&self) -> PathBuf {
+        self.crio.join("run/netns")
+    }
+    fn crio_cache(&self) -> PathBuf {
+        self.crio.join("cache")
+    }
+    fn log(&self) -> PathBuf {
+        self.crio.join("crio-lite.log")
+    }
+
+    /// The network (bridge + host-local with its leases here, then portmap) and, for noop, the
+    /// plugin dir where every plugin name is the no-op script.
+    fn write(&self, o: &Opts) -> Result<(), String> {
+        let io = |what: &Path, e: std::io::Error| format!("{}: {e}", what.display());
+        for dir in [&self.conf, &self.ipam, &self.crio] {
+            std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
+        }
+        let conf = json!({
+            "cniVersion": "1.0.0", "name": NETWORK,
+            "plugins": [
+                {"type": "bridge", "bridge": "criobench0", "isGateway": true, "ipMasq": true,
+                 "hairpinMode": true,
+                 "ipam": {"type": "host-local", "dataDir": self.ipam, "routes": [{"dst": "0.0.0.0/0"}],
+                          "ranges": [[{"subnet": SUBNET}]]}},
+                {"type": "portmap", "capabilities": {"portMappings": true}},
+            ],
+        });
+        let file = self.conf.join("10-criobench.conflist");
+        std::fs::write(&file, conf.to_string()).map_err(|e| io(&file, e))?;
+        if o.mode == "noop" {
+            std::fs::create_dir_all(&self.plugins).map_err(|e| io(&self.plugins, e))?;
+            for name in ["bridge", "portmap", "host-local", "loopback"] {
+                let link = self.plugins.join(name);
+                std::os::unix::fs::symlink(&o.noop_plugin, &link).map_err(|e| io(&link, e))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Latencies of one timed phase.
+#[derive(Default)]
+struct Phase {
+    latencies: Vec<Duration>,
+    wall: Duration,
+    errors: usize,
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// Nearest-rank percentiles over the successful operations, as the peer bench computes them.
+fn stats(phase: &Phase) -> Value {
+    let mut lat = phase.latencies.clone();
+    lat.sort();
+    let pct = |p: f64| -> f64 {
+        if lat.is_empty() {
+            return 0.0;
+        }
+        let rank = ((p / 100.0) * lat.len() as f64).ceil().max(1.0) as usize;
+        ms(lat[rank.min(lat.len()) - 1])
+    };
+    let mean = if lat.is_empty() {
+        0.0
+    } else {
+        ms(lat.iter().sum::<Duration>() / lat.len() as u32)
+    };
+    let ok = lat.len();
+    json!({
+        "ops": ok + phase.errors, "errors": phase.errors, "wall_s": (phase.wall.as_secs_f64() * 1e3).round() / 1e3,
+        "per_s": if phase.wall.is_zero() { 0.0 } else { (ok as f64 / phase.wall.as_secs_f64() * 1e3).round() / 1e3 },
+        "mean_ms": mean, "min_ms": lat.first().map_or(0.0, |d| ms(*d)),
+        "p50_ms": pct(50.0), "p90_ms": pct(90.0), "p99_ms": pct(99.0), "max_ms": lat.last().map_or(0.0, |d| ms(*d)),
+    })
+}
+
+/// Runs `f(0..n)` with `concurrency` workers, timing each call; the first error is kept.
+async fn run_phase<F, Fut>(
+    n: usize,
+    concurrency: usize,
+    f: F,
+    first_error: &Mutex<Option<String>>,
+) -> Phase
+where
+    F: Fn(usize) -> Fut + Sync,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let next = AtomicUsize::new(0);
+    let results = Mutex::new(Phase::default());
+    let started = Instant::now();
+    let worker = || async {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= n {
+                break;
+            }
+            let t0 = Instant::now();
+            let outcome = f(i).await;
+            let took = t0.elapsed();
+            let mut r = results
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match outcome {
+                Ok(()) => r.latencies.push(took),
+                Err(err) => {
+                    r.errors += 1;
+                    first_error
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .get_or_insert(err);
+                }
+            }
+        }
+    };
+    futures_util::future::join_all((0..concurrency).map(|_| worker())).await;
+    let mut phase = results
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    phase.wall = started.elapsed();
+    phase
+}
+
+fn take_error(first_error: &Mutex<Option<String>>) -> Option<String> {
+    first_error
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take()
+}
+
+// ---- leftovers ---------------------------------------------------------------------------------
+
+fn count_veths() -> i64 {
+    std::fs::read_dir("/sys/class/net").map_or(-1, |rd| {
+        rd.flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("veth"))
+            .count() as i64
+    })
+}
+
+/// iptables rules (in this netns) whose text names one of `ids` (portmap puts the container ID
+/// in its comments).
+fn count_rules(ids: &BTreeSet<String>) -> i64 {
+    let Ok(out) = Command::new("iptables-save").output() else {
+        return -1;
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("-A ") && ids.iter().any(|id| l.contains(id.as_str())))
+        .count() as i64
+}
+
+/// Files under `dir` (recursively) whose name passes `keep`.
+fn count_files(dir: &Path, keep: &dyn Fn(&str) -> bool) -> i64 {
+    fn walk(dir: &Path, keep: &dyn Fn(&str) -> bool, n: &mut i64) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, keep, n);
+            } else if keep(&entry.file_name().to_string_lossy()) {
+                *n += 1;
+            }
+        }
+    }
+    let mut n = 0;
+    walk(dir, keep, &mut n);
+    n
+}
+
+fn count_leases(dir: &Path) -> i64 {
+    count_files(dir, &|name| name.parse::<std::net::IpAddr>().is_ok())
+}
+
+/// Mounts in this mount namespace below `dir` (pins; the directory's own self-bind not counted).
+fn count_mounts_below(dir: &Path) -> i64 {
+    let prefix = format!("{}/", dir.display());
+    std::fs::read_to_string("/proc/self/mountinfo").map_or(-1, |text| {
+        text.lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .filter(|m| m.starts_with(&prefix))
+            .count() as i64
+    })
+}
+
+/// VmRSS and VmHWM of a process, in KiB.
+fn rss_kib(pid: u32) -> (i64, i64) {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or(-1)
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+fn text(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+fn loadavg() -> String {
+    text("/proc/loadavg")
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+// ---- main --------------------------------------------------------------------------------------
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let opts = match parse_args() {
+        Ok(o) => o,
+        Err(msg) => {
+            eprintln!("crio-bench: {msg}");
+            std::process::exit(2);
+        }
+    };
+    let mut rep = json!({
+        "bench": "crio-bench", "mode": opts.mode, "sandboxes": opts.sandboxes,
+        "concurrency": opts.concurrency, "warmup": opts.warmup,
+        "memory_sandboxes": opts.memory_sandboxes, "network": NETWORK, "subnet": SUBNET,
+        "added_is": "RunPodSandbox mean - ocicni set-up mean (ms)",
+        "num_cpu": std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
+        "kernel": text("/proc/sys/kernel/osrelease").trim(), "loadavg_start": loadavg(),
+    });
+    let dirs = Dirs::new(&opts);
+    let mut outcome = dirs.write(&opts);
+    if outcome.is_ok() {
+        outcome = ocicni_alone(&opts, &dirs, &mut rep).await;
+    }
+    if outcome.is_ok() {
+        outcome = crio_part(&opts, &dirs, &mut rep).await;
+    }
+    summarize(&mut rep);
+    rep["loadavg_end"] = json!(loadavg());
+    let ok = match outcome {
+        Ok(()) => rep.get("first_error").is_none() && leftovers_clean(&rep),
+        Err(err) => {
+            rep["first_error"] = json!(err);
+            false
+        }
+    };
+    rep["ok"] = json!(ok);
+    println!("{rep}");
+    if !ok {
+        std::process::exit(1);
+    }
+}
+
+fn summarize(rep: &mut Value) {
+    let get = |part: &str, phase: &str, key: &str| rep[part][phase][key].as_f64();
+    let diff = |key: &str| match (get("crio", "run", key), get("ocicni", "setup", key)) {
+        (Some(a), Some(b)) => json!(((a - b) * 1e3).round() / 1e3),
+        _ => Value::Null,
+    };
+    let teardown = match (
+        get("crio", "stop_remove", "mean_ms"),
+        get("ocicni", "teardown", "mean_ms"),
+    ) {
+        (Some(a), Some(b)) => json!(((a - b) * 1e3).round() / 1e3),
+        _ => Value::Null,
+    };
+    rep["added_per_sandbox_ms"] = json!({"mean": diff("mean_ms"), "p50": diff("p50_ms")});
+    rep["added_per_teardown_ms"] = json!({"mean": teardown});
+}
+
+fn leftovers_clean(rep: &Value) -> bool {
+    let all_zero = |v: &Value| {
+        v.as_object()
+            .is_some_and(|m| m.values().all(|x| x.as_i64() == Some(0) || x == false))
+    };
+    all_zero(&rep["ocicni"]["leftover"]) && all_zero(&rep["crio"]["leftover"])
+}
+
+// ---- part 1: ocicni alone ----------------------------------------------------------------------
+
+fn pod_network(id: &str, netns: &Path, host_port: u16) -> PodNetwork {
+    let mut pod = PodNetwork {
+        name: id.to_owned(),
+        namespace: "bench".into(),
+        id: id.to_owned(),
+        uid: format!("00000000-0000-0000-0000-{host_port:012}"),
+        netns: netns.display().to_string(),
+        ..PodNetwork::default()
+    };
+    let rt = RuntimeConfig {
+        port_mappings: vec![PortMapping {
+            host_port,
+            container_port: 80,
+            protocol: "tcp".into(),
+            host_ip: None,
+        }],
+        ..RuntimeConfig::default()
+    };
+    pod.runtime_config.insert(NETWORK.to_owned(), rt);
+    pod
+}
+
+async fn ocicni_alone(o: &Opts, dirs: &Dirs, rep: &mut Value) -> Result<(), String> {
+    eprintln!(
+        "[crio-bench] {} c={}: ocicni alone, {} pods",
+        o.mode, o.concurrency, o.sandboxes
+    );
+    // The daemon's own settings (see crio-lite's wiring::build_cni), without its metrics.
+    let plugin = Ocicni::builder()
+        .conf_dir(&dirs.conf)
+        .plugin_dirs([dirs.plugins.clone()])
+        .cache_dir(&dirs.ocicni_cache)
+        .cni_args(CniArgsPolicy::Kubernetes)
+        .loopback(true)
+        .default_network(NETWORK)
+        .build()
+        .await
+        .map_err(|e| format!("ocicni: {e}"))?;
+    let pods: Vec<PodNetwork> = (0..o.warmup + o.sandboxes)
+        .map(|i| {
+            // Same width, so no ID is a prefix of another (rules are counted by substring).
+            let id = format!("ocb-{i:04}");
+            let netns = dirs.ocicni_netns.join(&id);
+            pod_network(&id, &netns, 20000 + i as u16)
+        })
+        .collect();
+    let outcome = ocicni_phases(o, rep, &plugin, &pods).await;
+    // Whatever happened, nothing of ours stays attached or pinned.
+    for pod in &pods {
+        if outcome.is_err() {
+            let _ = plugin.teardown_pod(pod).await;
+        }
+        let _ = netns::remove_pinned_async(&pod.netns).await;
+    }
+    plugin.shutdown().await;
+    let _ = netns::release_dir(&dirs.ocicni_netns);
+    rep["ocicni"]["leftover"] = json!({
+        "veths": count_veths(),
+        "iptables_rules": count_rules(&pods.iter().map(|p| p.id.clone()).collect()),
+        "ipam_leases": count_leases(&dirs.ipam),
+        "cache_entries": count_files(&dirs.ocicni_cache.join("results"), &|_| true),
+        "pins": count_mounts_below(&dirs.ocicni_netns),
+    });
+    outcome
+}
+
+async fn ocicni_phases(
+    o: &Opts,
+    rep: &mut Value,
+    plugin: &Ocicni,
+    all: &[PodNetwork],
+) -> Result<(), String> {
+    let (warm, pods) = all.split_at(o.warmup);
+    for pod in warm {
+        netns::create_pinned_async(&pod.netns)
+            .await
+            .map_err(|e| format!("warm-up netns: {e}"))?;
+        plugin
+            .setup_pod(pod)
+            .await
+            .map_err(|e| format!("warm-up setup {}: {e}", pod.id))?;
+        plugin
+            .teardown_pod(pod)
+            .await
+            .map_err(|e| format!("warm-up teardown {}: {e}", pod.id))?;
+    }
+    let t0 = Instant::now();
+    for pod in pods {
+        netns::create_pinned_async(&pod.netns)
+            .await
+            .map_err(|e| format!("netns for {}: {e}", pod.id))?;
+    }
+    rep["ocicni"]["netns_create_mean_ms"] = json!(ms(t0.elapsed() / pods.len().max(1) as u32));
+    let first_error = Mutex::new(None);
+    let setup = run_phase(
+        pods.len(),
+        o.concurrency,
+        |i| async move {
+            plugin
+                .setup_pod(&pods[i])
+                .await
+                .map(drop)
+                .map_err(|e| format!("setup {}: {e}", pods[i].id))
+        },
+        &first_error,
+    )
+    .await;
+    rep["ocicni"]["setup"] = stats(&setup);
+    rep["ocicni"]["veths_after_setup"] = json!(count_veths());
+    let teardown = run_phase(
+        pods.len(),
+        o.concurrency,
+        |i| async move {
+            plugin
+                .teardown_pod(&pods[i])
+                .await
+                .map_err(|e| format!("teardown {}: {e}", pods[i].id))
+        },
+        &first_error,
+    )
+    .await;
+    rep["ocicni"]["teardown"] = stats(&teardown);
+    take_error(&first_error).map_or(Ok(()), |e| Err(format!("ocicni alone: {e}")))
+}
+
+// ---- part 2: crio-lite over its socket ---------------------------------------------------------
+
+/// The daemon process; killed on drop if it is still running.
+struct Daemon {
+    child: Child,
+}
+
+impl Daemon {
+    fn start(o: &Opts, dirs: &Dirs) -> Result<Daemon, String> {
+        let log = std::fs::File::create(dirs.log())
+            .map_err(|e| format!("{}: {e}", dirs.log().display()))?;
+        let child = Command::new(&o.crio_lite)
+            .arg("--socket")
+            .arg(dirs.socket())
+            .arg("--state-dir")
+            .arg(dirs.crio.join("state"))
+            .arg("--run-dir")
+            .arg(dirs.crio.join("run"))
+            .arg("--network-dir")
+            .arg(&dirs.conf)
+            .arg("--plugin-dir")
+            .arg(&dirs.plugins)
+            .arg("--cache-dir")
+            .arg(dirs.crio_cache())
+            .args(["--default-network", NETWORK])
+            .args(["--builtin-default-network", "false"])
+            .args(["--log-level", "info", "run"])
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", o.crio_lite.display()))?;
+        Ok(Daemon { child })
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// SIGTERM, then up to 15 s for a clean exit; SIGKILL after that.
+    fn terminate(&mut self) -> Result<(), String> {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            return Err(format!("crio-lite exited early ({status})"));
+        }
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            match self.child.try_wait() {
+                Ok(Some(status)) if status.success() => return Ok(()),
+                Ok(Some(status)) => return Err(format!("crio-lite exited with {status}")),
+                _ => std::thread::sleep(Duration::from_millis(20)),
+            }
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        Err("crio-lite did not stop within 15 s of SIGTERM".into())
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+async fn connect(socket: &Path) -> Result<RuntimeServiceClient<Channel>, String> {
+    let socket = socket.to_owned();
+    let channel = Endpoint::try_from("http://[::]:50051")
+        .map_err(|e| e.to_string())?
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let socket = socket.clone();
+            async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(socket).await?)) }
+        }))
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    Ok(RuntimeServiceClient::new(channel))
+}
+
+/// Connects once the daemon answers `Version`; fails early when it exits.
+async fn wait_ready(
+    daemon: &mut Daemon,
+    dirs: &Dirs,
+) -> Result<RuntimeServiceClient<Channel>, String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        if let Ok(Some(status)) = daemon.child.try_wait() {
+            return Err(format!(
+                "crio-lite exited at start-up ({status}); log:\n{}",
+                log_tail(dirs)
+            ));
+        }
+        if dirs.socket().exists() {
+            match connect(&dirs.socket()).await {
+                Ok(mut client) => match client.version(cri::VersionRequest::default()).await {
+                    Ok(_) => return Ok(client),
+                    Err(e) => last = e.to_string(),
+                },
+                Err(e) => last = e,
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    Err(format!(
+        "crio-lite not ready within 30 s ({last}); log:\n{}",
+        log_tail(dirs)
+    ))
+}
+
+fn log_tail(dirs: &Dirs) -> String {
+    let log = text(&dirs.log().display().to_string());
+    let lines: Vec<&str> = log.lines().collect();
+    lines[lines.len().saturating_sub(20)..].join("\n")
+}
+
+fn sandbox_request(name: &str, host_port: u16) -> cri::RunPodSandboxRequest {
+    cri::RunPodSandboxRequest {
+        config: Some(cri::PodSandboxConfig {
+            metadata: Some(cri::PodSandboxMetadata {
+                name: name.to_owned(),
+                uid: format!("00000000-0000-0000-0000-{host_port:012}"),
+                namespace: "bench".to_owned(),
+                attempt: 0,
+            }),
+            hostname: name.to_owned(),
+            log_directory: format!("/var/log/pods/bench_{name}"),
+            dns_config: Some(cri::DnsConfig {
+                servers: vec!["10.96.0.10".to_owned()],
+                searches: vec!["bench.svc.cluster.local".to_owned()],
+                options: vec!["ndots:5".to_owned()],
+            }),
+            port_mappings: vec![cri::PortMapping {
+                protocol: cri::Protocol::Tcp as i32,
+                container_port: 80,
+                host_port: i32::from(host_port),
+                host_ip: String::new(),
+            }],
+            labels: [("app".to_owned(), "crio-bench".to_owned())].into(),
+            annotations: [("bench/pod".to_owned(), name.to_owned())].into(),
+            linux: Some(cri::LinuxPodSandboxConfig {
+                cgroup_parent: format!("/kubepods/besteffort/pod{name}"),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        runtime_handler: String::new(),
+    }
+}
+
+async fn run_sandbox(
+    client: &RuntimeServiceClient<Channel>,
+    name: &str,
+    host_port: u16,
+) -> Result<String, String> {
+    client
+        .clone()
+        .run_pod_sandbox(sandbox_request(name, host_port))
+        .await
+        .map(|r| r.into_inner().pod_sandbox_id)
+        .map_err(|e| format!("RunPodSandbox {name}: {}", e.message()))
+}
+
+async fn stop_remove(client: &RuntimeServiceClient<Channel>, id: &str) -> Result<(), String> {
+    let mut client = client.clone();
+    let pod_sandbox_id = id.to_owned();
+    client
+        .stop_pod_sandbox(cri::StopPodSandboxRequest {
+            pod_sandbox_id: pod_sandbox_id.clone(),
+        })
+        .await
+        .map_err(|e| format!("StopPodSandbox {id}: {}", e.message()))?;
+    client
+        .remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id })
+        .await
+        .map_err(|e| format!("RemovePodSandbox {id}: {}", e.message()))?;
+    Ok(())
+}
+
+/// Runs `names` at `concurrency`; the IDs of those that came up, in order (empty on failure).
+async fn run_all(
+    client: &RuntimeServiceClient<Channel>,
+    names: &[(String, u16)],
+    concurrency: usize,
+    ids: &Mutex<Vec<String>>,
+    first_error: &Mutex<Option<String>>,
+) -> Phase {
+    run_phase(
+        names.len(),
+        concurrency,
+        |i| async move {
+            let id = run_sandbox(client, &names[i].0, names[i].1).await?;
+            ids.lock().map_err(|_| "poisoned")?.push(id);
+            Ok(())
+        },
+        first_error,
+    )
+    .await
+}
+
+async fn stop_remove_all(
+    client: &RuntimeServiceClient<Channel>,
+    ids: &[String],
+    concurrency: usize,
+    first_error: &Mutex<Option<String>>,
+) -> Phase {
+    run_phase(
+        ids.len(),
+        concurrency,
+        |i| stop_remove(client, &ids[i]),
+        first_error,
+    )
+    .await
+}
+
+async fn crio_part(o: &Opts, dirs: &Dirs, rep: &mut Value) -> Result<(), String> {
+    eprintln!(
+        "[crio-bench] {} c={}: crio-lite, {} sandboxes ({} for memory)",
+        o.mode, o.concurrency, o.sandboxes, o.memory_sandboxes
+    );
+    let started = Instant::now();
+    let mut daemon = Daemon::start(o, dirs)?;
+    let pid = daemon.pid();
+    let ids = Mutex::new(Vec::new());
+    let outcome = match wait_ready(&mut daemon, dirs).await {
+        Ok(client) => {
+            rep["crio"]["ready_ms"] = json!(ms(started.elapsed()));
+            let outcome = crio_phases(o, rep, &client, pid, &ids).await;
+            // After a failure, whatever the daemon still holds goes (the daemon knows best).
+            if outcome.is_err() {
+                let listed = client
+                    .clone()
+                    .list_pod_sandbox(cri::ListPodSandboxRequest { filter: None })
+                    .await
+                    .map(|r| r.into_inner().items)
+                    .unwrap_or_default();
+                for sandbox in listed {
+                    let _ = stop_remove(&client, &sandbox.id).await;
+                }
+            }
+            outcome
+        }
+        Err(e) => Err(e),
+    };
+    let stopped = daemon.terminate();
+    let ids: BTreeSet<String> = ids
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .into_iter()
+        .collect();
+    rep["crio"]["leftover"] = json!({
+        "veths": count_veths(),
+        "iptables_rules": count_rules(&ids),
+        "ipam_leases": count_leases(&dirs.ipam),
+        "cache_entries": count_files(&dirs.crio_cache().join("results"), &|_| true),
+        "pins": count_mounts_below(&dirs.crio_netns()),
+        "state_files": count_files(&dirs.crio.join("state"), &|_| true),
+        "socket_left": dirs.socket().exists(),
+    });
+    // The daemon prepared its pin directory in this mount namespace; let it go.
+    let _ = netns::release_dir(&dirs.crio_netns());
+    outcome?;
+    stopped
+}
+
+async fn crio_phases(
+    o: &Opts,
+    rep: &mut Value,
+    client: &RuntimeServiceClient<Channel>,
+    pid: u32,
+    all_ids: &Mutex<Vec<String>>,
+) -> Result<(), String> {
+    let mib = |kib: i64| (kib as f64 / 1024.0 * 100.0).round() / 100.0;
+    let (idle, _) = rss_kib(pid);
+    rep["crio"]["rss_mib"]["idle"] = json!(mib(idle));
+    let first_error = Mutex::new(None);
+    let fail = |first_error: &Mutex<Option<String>>| take_error(first_error).map_or(Ok(()), Err);
+
+    for i in 0..o.warmup {
+        let id = run_sandbox(client, &format!("warm-{i}"), 29000 + i as u16).await?;
+        all_ids.lock().map_err(|_| "poisoned")?.push(id.clone());
+        stop_remove(client, &id).await?;
+    }
+
+    let names: Vec<(String, u16)> = (0..o.sandboxes)
+        .map(|i| (format!("crio-bench-{i}"), 30000 + i as u16))
+        .collect();
+    let ids = Mutex::new(Vec::new());
+    let run = run_all(client, &names, o.concurrency, &ids, &first_error).await;
+    let ids = ids.into_inner().map_err(|_| "poisoned")?;
+    all_ids
+        .lock()
+        .map_err(|_| "poisoned")?
+        .extend(ids.iter().cloned());
+    rep["crio"]["run"] = stats(&run);
+    rep["crio"]["rss_mib"]["with_sandboxes"] = json!(mib(rss_kib(pid).0));
+    rep["crio"]["veths_after_run"] = json!(count_veths());
+    fail(&first_error)?;
+    let unique = sandbox_ips(client, &ids).await?;
+    rep["crio"]["unique_sandbox_ips"] = json!(unique);
+    // The no-op plugin derives addresses from numeric IDs; sandbox IDs are hex, so only real
+    // mode hands out one address per sandbox.
+    if o.mode == "real" && unique != ids.len() {
+        return Err(format!("{} sandboxes but {unique} distinct IPs", ids.len()));
+    }
+
+    // Memory with `memory_sandboxes` up: top up untimed, measure, take the extra ones down.
+    let mut extra_ids = Vec::new();
+    if o.memory_sandboxes > o.sandboxes {
+        let extra: Vec<(String, u16)> = (o.sandboxes..o.memory_sandboxes)
+            .map(|i| (format!("crio-bench-{i}"), 30000 + i as u16))
+            .collect();
+        let extra_out = Mutex::new(Vec::new());
+        run_all(client, &extra, o.concurrency, &extra_out, &first_error).await;
+        extra_ids = extra_out.into_inner().map_err(|_| "poisoned")?;
+        all_ids
+            .lock()
+            .map_err(|_| "poisoned")?
+            .extend(extra_ids.iter().cloned());
+        fail(&first_error)?;
+    }
+    if o.memory_sandboxes >= o.sandboxes {
+        rep["crio"]["rss_mib"]["with_memory_sandboxes"] = json!(mib(rss_kib(pid).0));
+    }
+    stop_remove_all(client, &extra_ids, o.concurrency, &first_error).await;
+    fail(&first_error)?;
+
+    let teardown = stop_remove_all(client, &ids, o.concurrency, &first_error).await;
+    rep["crio"]["stop_remove"] = stats(&teardown);
+    let (after, peak) = rss_kib(pid);
+    rep["crio"]["rss_mib"]["after_remove"] = json!(mib(after));
+    rep["crio"]["rss_mib"]["peak"] = json!(mib(peak));
+    fail(&first_error)
+}
+
+/// Distinct IPs the daemon reports for `ids` (untimed); in real mode they must be distinct and
+/// in the subnet.
+async fn sandbox_ips(
+    client: &RuntimeServiceClient<Channel>,
+    ids: &[String],
+) -> Result<usize, String> {
+    let mut ips = BTreeSet::new();
+    for id in ids {
+        let status = client
+            .clone()
+            .pod_sandbox_status(cri::PodSandboxStatusRequest {
+                pod_sandbox_id: id.clone(),
+                verbose: false,
+            })
+            .await
+            .map_err(|e| format!("PodSandboxStatus {id}: {}", e.message()))?
+            .into_inner();
+        let ip = status
+            .status
+            .and_then(|s| s.network)
+            .map(|n| n.ip)
+            .unwrap_or_default();
+        if ip.is_empty() {
+            return Err(format!("sandbox {id} reports no IP"));
+        }
+        ips.insert(ip);
+    }
+    Ok(ips.len())
+}
