@@ -3,6 +3,8 @@
 
 mod api;
 mod config;
+mod e2e;
+mod e2e_support;
 mod http;
 mod lifecycle;
 mod privileged;

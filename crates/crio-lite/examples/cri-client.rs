@@ -1,0 +1,243 @@
+//! A minimal CRI client for crio-lite: what `crictl` does for pod sandboxes, in one page, printing
+//! JSON. It doubles as a worked example of driving crio-lite over its socket.
+//!
+//! ```text
+//! cri-client [--socket PATH] runp NAME [--namespace NS] [--port HOST:CONTAINER]...
+//! cri-client [--socket PATH] stopp ID
+//! cri-client [--socket PATH] rmp ID
+//! cri-client [--socket PATH] pods
+//! cri-client [--socket PATH] inspectp ID
+//! cri-client [--socket PATH] get /metrics        # the HTTP status API on the same socket
+//! ```
+//!
+//! gRPC runs over HTTP/2 on the unix socket: tonic gets a connector that opens the socket, and the
+//! URI it is given is only a placeholder. The status API (`/info`, `/config`, `/containers/ID`,
+//! `/metrics`) is HTTP/1.1 on the same socket.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context as _, bail};
+use clap::Parser as _;
+use hyper_util::rt::TokioIo;
+use k8s_cri::v1 as cri;
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use serde_json::{Value, json};
+use tokio::net::UnixStream;
+use tonic::transport::{Channel, Endpoint, Uri};
+
+/// Talks CRI to crio-lite over its unix socket and prints JSON.
+#[derive(Debug, clap::Parser)]
+#[command(name = "cri-client")]
+struct Args {
+    /// crio-lite's socket.
+    #[arg(long, default_value = "/var/run/crio-lite/crio-lite.sock")]
+    socket: PathBuf,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// RunPodSandbox: creates a pod sandbox and prints its ID.
+    Runp {
+        /// The pod's name (its UID is derived from name and namespace).
+        name: String,
+        /// The pod's Kubernetes namespace.
+        #[arg(long, default_value = "default")]
+        namespace: String,
+        /// A TCP port mapping HOST:CONTAINER; repeat for several.
+        #[arg(long = "port", value_name = "HOST:CONTAINER", value_parser = parse_port)]
+        ports: Vec<(u16, u16)>,
+    },
+    /// StopPodSandbox: tears the pod's network down.
+    Stopp {
+        /// The sandbox ID or a unique prefix.
+        id: String,
+    },
+    /// RemovePodSandbox: removes the pod and its network namespace.
+    Rmp {
+        /// The sandbox ID or a unique prefix.
+        id: String,
+    },
+    /// ListPodSandbox: every pod sandbox.
+    Pods,
+    /// PodSandboxStatus (verbose): state, IPs and the daemon's record of the pod.
+    Inspectp {
+        /// The sandbox ID or a unique prefix.
+        id: String,
+    },
+    /// An HTTP GET on the status API: /info, /config, /containers/ID or /metrics.
+    Get {
+        /// The request path.
+        path: String,
+    },
+}
+
+fn parse_port(text: &str) -> Result<(u16, u16), String> {
+    let (host, container) = text
+        .split_once(':')
+        .ok_or_else(|| format!("{text:?} is not HOST:CONTAINER"))?;
+    let port = |p: &str| {
+        p.parse::<u16>()
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| format!("{p:?} is not a port (1 to 65535)"))
+    };
+    Ok((port(host)?, port(container)?))
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    match run(args).await {
+        Ok(out) => {
+            println!("{out}");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("cri-client: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> anyhow::Result<String> {
+    let socket = args.socket;
+    let out = match args.command {
+        Command::Get { path } => {
+            let (status, body) = crio_lite::status_cmd::get(&socket, &path).await?;
+            if !status.is_success() {
+                bail!("GET {path}: {status}: {}", body.trim_end());
+            }
+            return Ok(body.trim_end().to_owned());
+        }
+        Command::Runp {
+            name,
+            namespace,
+            ports,
+        } => {
+            let response = client(&socket)
+                .await?
+                .run_pod_sandbox(pod_request(&name, &namespace, &ports))
+                .await
+                .context("RunPodSandbox")?;
+            json!({ "id": response.into_inner().pod_sandbox_id })
+        }
+        Command::Stopp { id } => {
+            let request = cri::StopPodSandboxRequest {
+                pod_sandbox_id: id.clone(),
+            };
+            client(&socket)
+                .await?
+                .stop_pod_sandbox(request)
+                .await
+                .context("StopPodSandbox")?;
+            json!({ "id": id, "stopped": true })
+        }
+        Command::Rmp { id } => {
+            let request = cri::RemovePodSandboxRequest {
+                pod_sandbox_id: id.clone(),
+            };
+            client(&socket)
+                .await?
+                .remove_pod_sandbox(request)
+                .await
+                .context("RemovePodSandbox")?;
+            json!({ "id": id, "removed": true })
+        }
+        Command::Pods => {
+            let items = client(&socket)
+                .await?
+                .list_pod_sandbox(cri::ListPodSandboxRequest { filter: None })
+                .await
+                .context("ListPodSandbox")?
+                .into_inner()
+                .items;
+            let items: Vec<Value> = items
+                .iter()
+                .map(|pod| with_state_name(serde_json::to_value(pod), pod.state))
+                .collect::<anyhow::Result<_>>()?;
+            json!({ "items": items })
+        }
+        Command::Inspectp { id } => {
+            let response = client(&socket)
+                .await?
+                .pod_sandbox_status(cri::PodSandboxStatusRequest {
+                    pod_sandbox_id: id,
+                    verbose: true,
+                })
+                .await
+                .context("PodSandboxStatus")?
+                .into_inner();
+            let status = response.status.unwrap_or_default();
+            let state = status.state;
+            // The daemon's own record (netns path, attachments) comes as a JSON string.
+            let info = response
+                .info
+                .get("info")
+                .and_then(|text| serde_json::from_str::<Value>(text).ok())
+                .unwrap_or(Value::Null);
+            json!({
+                "status": with_state_name(serde_json::to_value(status), state)?,
+                "info": info,
+            })
+        }
+    };
+    Ok(serde_json::to_string_pretty(&out)?)
+}
+
+/// A RuntimeService client on the unix socket.
+async fn client(socket: &Path) -> anyhow::Result<RuntimeServiceClient<Channel>> {
+    Ok(RuntimeServiceClient::new(connect(socket).await?))
+}
+
+/// A channel to the unix socket. The URI is required by tonic but never resolved.
+async fn connect(socket: &Path) -> anyhow::Result<Channel> {
+    let socket = socket.to_owned();
+    let shown = socket.display().to_string();
+    Endpoint::try_from("http://[::]:0")?
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let socket = socket.clone();
+            async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(socket).await?)) }
+        }))
+        .await
+        .with_context(|| format!("cannot connect to {shown} (is crio-lite running?)"))
+}
+
+/// A RunPodSandbox request as kubelet would send for a simple pod.
+fn pod_request(name: &str, namespace: &str, ports: &[(u16, u16)]) -> cri::RunPodSandboxRequest {
+    cri::RunPodSandboxRequest {
+        config: Some(cri::PodSandboxConfig {
+            metadata: Some(cri::PodSandboxMetadata {
+                name: name.to_owned(),
+                uid: format!("{namespace}-{name}"),
+                namespace: namespace.to_owned(),
+                attempt: 0,
+            }),
+            hostname: name.to_owned(),
+            port_mappings: ports
+                .iter()
+                .map(|&(host, container)| cri::PortMapping {
+                    protocol: cri::Protocol::Tcp.into(),
+                    container_port: i32::from(container),
+                    host_port: i32::from(host),
+                    host_ip: String::new(),
+                })
+                .collect(),
+            labels: [("app".to_owned(), name.to_owned())].into(),
+            ..Default::default()
+        }),
+        runtime_handler: String::new(),
+    }
+}
+
+/// Replaces the numeric `state` with its CRI name (`SANDBOX_READY`).
+fn with_state_name(value: serde_json::Result<Value>, state: i32) -> anyhow::Result<Value> {
+    let mut value = value?;
+    if let Some(obj) = value.as_object_mut() {
+        let name = cri::PodSandboxState::try_from(state)
+            .map_or_else(|_| state.to_string(), |s| s.as_str_name().to_owned());
+        obj.insert("state".to_owned(), json!(name));
+    }
+    Ok(value)
+}

@@ -1,0 +1,498 @@
+//! The end-to-end harness: a "node" network namespace per test, the real `crio-lite` binary running
+//! in it with the real plugins on temporary directories, and the checks that nothing leaked.
+//!
+//! The daemon runs under `nsenter --net=/run/netns/<node>`, not `ip netns exec`: the latter also
+//! gives the process a private mount namespace, so the pins the daemon mounts under its run
+//! directory would be invisible here (no `nsenter --net=<pin>` from the test) and would vanish with
+//! a killed daemon, which is not what a restarted daemon finds on a real node.
+
+use std::fmt::Write as _;
+use std::io::{Read as _, Write as _};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use ipnet::IpNet;
+use k8s_cri::v1 as cri;
+use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use tonic::transport::Channel;
+
+use crate::support;
+
+/// The built-in default network: its name, subnet and gateway (the bridge's address on the node).
+pub(crate) const NETWORK: &str = "ocicni-default";
+pub(crate) const GATEWAY: Ipv4Addr = Ipv4Addr::new(10, 85, 0, 1);
+
+pub(crate) fn subnet() -> IpNet {
+    IpNet::new(IpAddr::V4(Ipv4Addr::new(10, 85, 0, 0)), 16).expect("a /16 is a prefix")
+}
+
+static NEXT: AtomicU32 = AtomicU32::new(0);
+
+/// Runs a program to its end and returns its output; a program that cannot start fails the test.
+pub(crate) fn output(program: &str, args: &[&str]) -> Output {
+    Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A node: its network namespace, its directories and the daemon running in it. Dropping it kills
+/// the daemon, unmounts what is left under the run directory, deletes the namespace and the
+/// directories, whether the test passed or not.
+pub(crate) struct Node {
+    pub(crate) name: String,
+    dir: tempfile::TempDir,
+    daemon: Option<Child>,
+    starts: u32,
+    killed: Option<u32>,
+}
+
+impl Node {
+    /// Creates the node namespace (`lo` up) and the directories. Fails the test when the namespace
+    /// cannot be made: these tests never skip.
+    pub(crate) fn new(tag: &str) -> Node {
+        let name = format!(
+            "crle2e-{tag}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        );
+        let dir = tempfile::Builder::new()
+            .prefix("crio-lite-e2e-")
+            .tempdir()
+            .expect("a temporary directory");
+        let node = Node {
+            name,
+            dir,
+            daemon: None,
+            starts: 0,
+            killed: None,
+        };
+        let add = output("ip", &["netns", "add", &node.name]);
+        assert!(
+            add.status.success(),
+            "cannot create the node namespace {} (these tests need root): {}",
+            node.name,
+            String::from_utf8_lossy(&add.stderr)
+        );
+        let up = output("ip", &["-n", &node.name, "link", "set", "lo", "up"]);
+        assert!(up.status.success(), "cannot set lo up in {}", node.name);
+        for sub in ["state", "run", "net.d", "cache"] {
+            std::fs::create_dir_all(node.path(sub)).expect("create a node directory");
+        }
+        // An empty configuration file, so a /etc/crio-lite/crio-lite.conf on the machine is not read.
+        std::fs::write(node.path("crio-lite.conf"), "").expect("write the config file");
+        node
+    }
+
+    fn path(&self, sub: &str) -> PathBuf {
+        self.dir.path().join(sub)
+    }
+
+    pub(crate) fn socket(&self) -> PathBuf {
+        self.path("run/crio-lite.sock")
+    }
+
+    pub(crate) fn run_dir(&self) -> PathBuf {
+        self.path("run")
+    }
+
+    pub(crate) fn netns_dir(&self) -> PathBuf {
+        self.path("run/netns")
+    }
+
+    pub(crate) fn cache_dir(&self) -> PathBuf {
+        self.path("cache")
+    }
+
+    pub(crate) fn state_dir(&self) -> PathBuf {
+        self.path("state")
+    }
+
+    pub(crate) fn network_dir(&self) -> PathBuf {
+        self.path("net.d")
+    }
+
+    /// Where the daemon pins a sandbox's namespace.
+    pub(crate) fn pin(&self, id: &str) -> PathBuf {
+        self.netns_dir().join(id)
+    }
+
+    /// The node namespace as `ip netns add` pinned it.
+    pub(crate) fn netns_path(&self) -> PathBuf {
+        Path::new("/run/netns").join(&self.name)
+    }
+
+    /// The flags that point the binary at this node's socket and directories.
+    pub(crate) fn flags(&self) -> Vec<String> {
+        let flag = |name: &str, path: PathBuf| [format!("--{name}"), path.display().to_string()];
+        [
+            flag("config", self.path("crio-lite.conf")),
+            flag("socket", self.socket()),
+            flag("state-dir", self.state_dir()),
+            flag("run-dir", self.run_dir()),
+            flag("network-dir", self.network_dir()),
+            flag("cache-dir", self.cache_dir()),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+
+    /// Starts the daemon inside the node namespace and waits until its socket answers.
+    pub(crate) async fn start(&mut self) {
+        assert!(self.daemon.is_none(), "the daemon is already running");
+        self.starts += 1;
+        let log = self.path(&format!("daemon-{}.log", self.starts));
+        let log = std::fs::File::create(&log).expect("create the daemon log");
+        let mut child = Command::new("nsenter")
+            .arg(format!("--net={}", self.netns_path().display()))
+            .arg("--")
+            .arg(env!("CARGO_BIN_EXE_crio-lite"))
+            .args(self.flags())
+            .args(["--log-level", "info", "run"])
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("clone the log file"))
+            .stderr(log)
+            .spawn()
+            .expect("start crio-lite under nsenter");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!("crio-lite exited at start-up ({status}):\n{}", self.logs());
+            }
+            if tokio::net::UnixStream::connect(self.socket()).await.is_ok() {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "crio-lite did not serve on {} within 20 s:\n{}",
+                self.socket().display(),
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        self.daemon = Some(child);
+    }
+
+    /// SIGTERM, then waits for the daemon to exit; returns whether it exited successfully.
+    pub(crate) async fn sigterm(&mut self) -> bool {
+        let mut child = self.daemon.take().expect("the daemon is running");
+        let kill = output("kill", &["-TERM", &child.id().to_string()]);
+        assert!(kill.status.success(), "kill -TERM failed");
+        let deadline = Instant::now() + Duration::from_secs(40);
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => return status.success(),
+                Ok(None) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                _ => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    panic!("crio-lite did not exit after SIGTERM:\n{}", self.logs());
+                }
+            }
+        }
+    }
+
+    pub(crate) fn is_running(&self) -> bool {
+        self.daemon.is_some()
+    }
+
+    /// SIGKILL to the daemon, reaped at once. Plugins it was running carry on (cni-exec puts each
+    /// in a process group of its own), as after a crash.
+    pub(crate) fn sigkill(&mut self) {
+        let mut child = self.daemon.take().expect("the daemon is running");
+        child.kill().expect("SIGKILL the daemon");
+        let _ = child.wait();
+        self.killed = Some(child.id());
+    }
+
+    /// Waits until no process is left in the node namespace (plugins a killed daemon left running).
+    pub(crate) async fn wait_for_orphans(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let pids = stdout(&output("ip", &["netns", "pids", &self.name]));
+            if pids.trim().is_empty() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "processes still in {} after 30 s: {pids}",
+                self.name
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Everything the daemon logged, every start.
+    pub(crate) fn logs(&self) -> String {
+        let mut all = String::new();
+        for n in 1..=self.starts {
+            let log =
+                std::fs::read_to_string(self.path(&format!("daemon-{n}.log"))).unwrap_or_default();
+            let _ = writeln!(all, "--- daemon start {n} ---\n{log}");
+        }
+        all
+    }
+
+    pub(crate) async fn client(&self) -> RuntimeServiceClient<Channel> {
+        support::runtime_client(&self.socket()).await
+    }
+
+    /// Runs a program inside the node namespace.
+    pub(crate) fn in_node(&self, program: &str, args: &[&str]) -> Output {
+        let mut all = vec!["netns", "exec", &self.name, program];
+        all.extend_from_slice(args);
+        output("ip", &all)
+    }
+
+    /// Runs a program inside a pod's pinned namespace.
+    pub(crate) fn in_pod(&self, id: &str, program: &str, args: &[&str]) -> Output {
+        let net = format!("--net={}", self.pin(id).display());
+        let mut all = vec![net.as_str(), "--", program];
+        all.extend_from_slice(args);
+        output("nsenter", &all)
+    }
+
+    /// Whether one ping from pod `from` reaches `to`.
+    pub(crate) fn ping(&self, from: &str, to: IpAddr) -> Result<(), String> {
+        let out = self.in_pod(from, "ping", &["-c", "1", "-W", "2", &to.to_string()]);
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "ping from {from} to {to}: {}{}",
+                stdout(&out),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    }
+
+    /// The veth interfaces in the node namespace (the host ends of pod interfaces).
+    pub(crate) fn veths(&self) -> Vec<String> {
+        let out = output(
+            "ip",
+            &["-n", &self.name, "-o", "link", "show", "type", "veth"],
+        );
+        assert!(out.status.success(), "ip link show in {}", self.name);
+        stdout(&out)
+            .lines()
+            .filter_map(|l| l.split(": ").nth(1))
+            .map(|n| n.split('@').next().unwrap_or(n).to_owned())
+            .collect()
+    }
+
+    /// host-local's leases for the default network: files named after an address.
+    pub(crate) fn leases(&self) -> Vec<String> {
+        support::files(&self.cache_dir().join("networks").join(NETWORK))
+            .into_iter()
+            .filter(|f| f.parse::<IpAddr>().is_ok())
+            .collect()
+    }
+
+    /// ocicni's cached results (`<cache dir>/results/*`).
+    pub(crate) fn cache_entries(&self) -> Vec<String> {
+        support::files(&self.cache_dir().join("results"))
+    }
+
+    /// Removes and returns the temporary files of cache writes that the SIGKILLed daemon began
+    /// and never renamed into place (`.<entry>.tmp-<its pid>-<n>`).
+    pub(crate) fn remove_killed_daemons_cache_temps(&self) -> Vec<String> {
+        let Some(pid) = self.killed else {
+            return Vec::new();
+        };
+        let marker = format!(".tmp-{pid}-");
+        let results = self.cache_dir().join("results");
+        self.cache_entries()
+            .into_iter()
+            .filter(|name| name.starts_with('.') && name.contains(&marker))
+            .inspect(|name| {
+                std::fs::remove_file(results.join(name)).expect("remove a stale temp file");
+            })
+            .collect()
+    }
+
+    /// Mounts under the netns directory (pins); the directory's own self-bind is not one.
+    pub(crate) fn pin_mounts(&self) -> Vec<String> {
+        let prefix = format!("{}/", self.netns_dir().display());
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .expect("read /proc/self/mountinfo")
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .filter(|mount_point| mount_point.starts_with(&prefix))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The node's iptables rules (iptables-save), one per line.
+    pub(crate) fn iptables(&self) -> String {
+        let out = self.in_node("iptables-save", &[]);
+        assert!(out.status.success(), "iptables-save in {}", self.name);
+        stdout(&out)
+    }
+
+    /// Rules that belong to one pod: they name a sandbox ID, or carry the `id: "..."` comment the
+    /// bridge and portmap plugins put on per-pod rules.
+    pub(crate) fn pod_rules(&self, ids: &[String]) -> Vec<String> {
+        self.iptables()
+            .lines()
+            .filter(|l| l.contains("id: \\\"") || ids.iter().any(|id| l.contains(id.as_str())))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Asserts that no pod left anything behind: veths, leases, cache entries, pins, mounts,
+    /// state files, iptables rules.
+    pub(crate) fn assert_nothing_leaked(&self, ids: &[String]) {
+        let leaks = [
+            ("veths in the node namespace", self.veths()),
+            ("host-local leases", self.leases()),
+            ("cache entries", self.cache_entries()),
+            ("pins", support::files(&self.netns_dir())),
+            ("mounts under the run dir", self.pin_mounts()),
+            (
+                "sandbox state files",
+                support::files(&self.state_dir().join("sandboxes")),
+            ),
+            ("iptables rules of pods", self.pod_rules(ids)),
+        ];
+        let found: Vec<String> = leaks
+            .iter()
+            .filter(|(_, left)| !left.is_empty())
+            .map(|(what, left)| format!("{what}: {left:?}"))
+            .collect();
+        assert!(found.is_empty(), "leaked:\n{}", found.join("\n"));
+    }
+
+    /// Listens on TCP port `port` inside pod `id`; a thread answers the first connection with
+    /// `greeting`.
+    pub(crate) fn serve_in_pod(&self, id: &str, port: u16, greeting: &'static str) {
+        let listener = ocicni::netns::with_netns(&self.pin(id), move || {
+            TcpListener::bind(SocketAddr::from((Ipv4Addr::UNSPECIFIED, port)))
+        })
+        .expect("enter the pod's namespace")
+        .expect("listen inside the pod");
+        std::thread::spawn(move || {
+            if let Ok((mut conn, _)) = listener.accept() {
+                let _ = conn.write_all(greeting.as_bytes());
+            }
+        });
+    }
+
+    /// Connects from the node namespace to `addr` and reads until the peer closes.
+    pub(crate) fn fetch_from_node(&self, addr: SocketAddr) -> std::io::Result<String> {
+        ocicni::netns::with_netns(&self.netns_path(), move || {
+            let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(3))?;
+            conn.set_read_timeout(Some(Duration::from_secs(3)))?;
+            let mut text = String::new();
+            conn.read_to_string(&mut text)?;
+            Ok(text)
+        })
+        .map_err(std::io::Error::other)?
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.daemon.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            eprintln!("node {}: daemon logs\n{}", self.name, self.logs());
+        }
+        // Plugins of a killed daemon may still run in the node; their namespace goes anyway.
+        for pin in support::files(&self.netns_dir()) {
+            let path = self.netns_dir().join(&pin);
+            if let Err(e) = ocicni::netns::remove_pinned(&path) {
+                eprintln!("cannot remove pin {}: {e}", path.display());
+            }
+        }
+        if let Err(e) = ocicni::netns::release_dir(&self.netns_dir()) {
+            eprintln!("cannot release {}: {e}", self.netns_dir().display());
+        }
+        let del = output("ip", &["netns", "del", &self.name]);
+        if !del.status.success() {
+            eprintln!(
+                "cannot delete namespace {}: {}",
+                self.name,
+                String::from_utf8_lossy(&del.stderr)
+            );
+        }
+        // The TempDir removes the directories after this.
+    }
+}
+
+/// A RunPodSandbox request for pod `name`, mapping `host_port` to the pod's port 80 when given.
+pub(crate) fn pod(name: &str, host_port: Option<u16>) -> cri::RunPodSandboxRequest {
+    let mut request = support::pod(name);
+    if let Some(config) = request.config.as_mut() {
+        config.port_mappings = host_port
+            .map(|host| cri::PortMapping {
+                protocol: cri::Protocol::Tcp.into(),
+                container_port: 80,
+                host_port: i32::from(host),
+                host_ip: String::new(),
+            })
+            .into_iter()
+            .collect();
+    }
+    request
+}
+
+pub(crate) async fn run(
+    client: &mut RuntimeServiceClient<Channel>,
+    name: &str,
+    host_port: Option<u16>,
+) -> String {
+    client
+        .run_pod_sandbox(pod(name, host_port))
+        .await
+        .unwrap_or_else(|e| panic!("RunPodSandbox {name}: {e}"))
+        .into_inner()
+        .pod_sandbox_id
+}
+
+/// The pod's primary IP, checked to be a host address in the default network's subnet.
+pub(crate) async fn ready_ip(client: &mut RuntimeServiceClient<Channel>, id: &str) -> IpAddr {
+    let status = support::status(client, id).await;
+    assert_eq!(
+        status.state,
+        cri::PodSandboxState::SandboxReady as i32,
+        "sandbox {id} is ready"
+    );
+    let ip: IpAddr = support::ips(&status)[0]
+        .parse()
+        .unwrap_or_else(|_| panic!("sandbox {id} reports an IP: {status:?}"));
+    assert!(subnet().contains(&ip), "{ip} is in {}", subnet());
+    assert_ne!(ip, IpAddr::V4(GATEWAY), "{ip} is not the gateway");
+    ip
+}
+
+pub(crate) async fn stop(client: &mut RuntimeServiceClient<Channel>, id: &str) {
+    client
+        .stop_pod_sandbox(cri::StopPodSandboxRequest {
+            pod_sandbox_id: id.to_owned(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("StopPodSandbox {id}: {e}"));
+}
+
+pub(crate) async fn remove(client: &mut RuntimeServiceClient<Channel>, id: &str) {
+    client
+        .remove_pod_sandbox(cri::RemovePodSandboxRequest {
+            pod_sandbox_id: id.to_owned(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("RemovePodSandbox {id}: {e}"));
+}
