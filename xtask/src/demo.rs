@@ -1,0 +1,495 @@
+//! `cargo xtask demo`: crio-lite end to end, in a network namespace of its own.
+//!
+//! Builds crio-lite and the `cri-client` example, starts the daemon inside a fresh "node" network
+//! namespace on the built-in default network (bridge `cni0`, 10.85.0.0/16, which exists only in
+//! that namespace) with temporary directories, creates three pod sandboxes over CRI, pings between
+//! them, shows the status API and the metrics, removes everything, and checks that nothing leaked.
+//! The machine's own network namespace is never touched; a guard deletes the node namespace, the
+//! pins and the directories even when a step fails.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::cmd::{cargo, is_root, run_step, workspace_root};
+use crate::packages;
+
+const PODS: [&str; 3] = ["demo-pod-1", "demo-pod-2", "demo-pod-3"];
+/// The built-in default network's name (its leases live under `<cache>/networks/<name>`).
+const NETWORK: &str = "ocicni-default";
+
+pub(crate) fn run(args: &[String]) -> Result<()> {
+    if let Some(arg) = args.first() {
+        bail!("demo: unknown option {arg:?} (it takes none)");
+    }
+    if !is_root() {
+        bail!("the demo creates network namespaces and bridges: run it as root");
+    }
+    let mut wanted = packages::BUILD_PACKAGES.to_vec();
+    wanted.extend_from_slice(packages::NETWORK_PACKAGES);
+    step("Checking the Debian packages the demo needs (installed with apt-get when missing)");
+    packages::ensure(&wanted)?;
+    println!(
+        "    all present: {}",
+        wanted
+            .iter()
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    run_step(
+        "Building crio-lite and the CRI client (crates/crio-lite/examples/cri-client.rs)",
+        cargo().args([
+            "build",
+            "-p",
+            "crio-lite",
+            "--bin",
+            "crio-lite",
+            "--example",
+            "cri-client",
+        ]),
+    )?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
+        .join("debug");
+    let bins = Bins {
+        daemon: target.join("crio-lite"),
+        client: target.join("examples/cri-client"),
+    };
+
+    let started = Instant::now();
+    let mut demo = Demo::new()?;
+    let outcome = demo.run(&bins);
+    if let Err(e) = &outcome {
+        println!("\n==> FAILED: {e:#}");
+        if let Ok(log) = std::fs::read_to_string(demo.path("crio-lite.log")) {
+            println!("    the daemon's log:\n{}", indent(&log));
+        }
+    }
+    step("Cleaning up: the node namespace, pins and temporary directories");
+    drop(demo);
+    println!("    done");
+    outcome?;
+    println!(
+        "\n==> Demo finished in {:.1} s after the build",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
+
+struct Bins {
+    daemon: PathBuf,
+    client: PathBuf,
+}
+
+/// One pod sandbox as the demo knows it.
+struct Pod {
+    name: &'static str,
+    id: String,
+    ip: IpAddr,
+}
+
+/// The node namespace, the directories and the daemon; dropping it removes all of them.
+struct Demo {
+    node: String,
+    dir: PathBuf,
+    daemon: Option<Child>,
+}
+
+impl Demo {
+    fn new() -> Result<Demo> {
+        let pid = std::process::id();
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_micros());
+        let node = format!("crio-lite-demo-{pid}-{stamp}");
+        let dir = std::env::temp_dir().join(&node);
+        std::fs::create_dir(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        // From here on the guard owns the directory and, once made, the namespace.
+        let demo = Demo {
+            node,
+            dir,
+            daemon: None,
+        };
+        for sub in ["state", "run", "net.d", "cache"] {
+            std::fs::create_dir_all(demo.path(sub))
+                .with_context(|| format!("cannot create {}", demo.path(sub).display()))?;
+        }
+        // Empty: the defaults plus our flags, whatever /etc/crio-lite holds.
+        std::fs::write(demo.path("crio-lite.conf"), "")?;
+        Ok(demo)
+    }
+
+    fn path(&self, sub: &str) -> PathBuf {
+        self.dir.join(sub)
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.path("run/crio-lite.sock")
+    }
+
+    fn netns_dir(&self) -> PathBuf {
+        self.path("run/netns")
+    }
+
+    fn run(&mut self, bins: &Bins) -> Result<()> {
+        step(&format!(
+            "Creating the node network namespace {} (lo up); the bridge and iptables rules live there",
+            self.node
+        ));
+        capture(Command::new("ip").args(["netns", "add", &self.node]))?;
+        capture(Command::new("ip").args(["-n", &self.node, "link", "set", "lo", "up"]))?;
+        println!("    temporary directories under {}", self.dir.display());
+
+        self.start_daemon(bins)?;
+        let pods = self.create_pods(bins)?;
+        self.ping_between(&pods)?;
+        self.show_status_api(bins)?;
+        self.remove_everything(bins, &pods)?;
+        self.check_for_leaks(&pods)
+    }
+
+    fn start_daemon(&mut self, bins: &Bins) -> Result<()> {
+        let mut cmd = Command::new("nsenter");
+        cmd.arg(format!("--net=/run/netns/{}", self.node))
+            .arg("--")
+            .arg(&bins.daemon)
+            .args(self.flags())
+            .arg("run")
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null());
+        step(&format!(
+            "Starting crio-lite in the node namespace on the built-in default network (empty net.d)\n    {}",
+            shown(&cmd)
+        ));
+        let log = std::fs::File::create(self.path("crio-lite.log"))?;
+        cmd.stdout(log.try_clone()?).stderr(log);
+        let mut child = cmd
+            .spawn()
+            .context("cannot start crio-lite under nsenter")?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::os::unix::net::UnixStream::connect(self.socket()).is_err() {
+            if let Some(status) = child.try_wait()? {
+                bail!("crio-lite exited at start-up ({status})");
+            }
+            if Instant::now() > deadline {
+                self.daemon = Some(child);
+                bail!(
+                    "crio-lite did not serve on {} within 20 s",
+                    self.socket().display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        println!(
+            "    pid {}, serving CRI and the status API on {}",
+            child.id(),
+            self.socket().display()
+        );
+        self.daemon = Some(child);
+        Ok(())
+    }
+
+    /// The daemon's flags: the socket and every directory under the demo's own.
+    fn flags(&self) -> Vec<String> {
+        [
+            ("--config", "crio-lite.conf"),
+            ("--socket", "run/crio-lite.sock"),
+            ("--state-dir", "state"),
+            ("--run-dir", "run"),
+            ("--network-dir", "net.d"),
+            ("--cache-dir", "cache"),
+        ]
+        .iter()
+        .flat_map(|(flag, sub)| [(*flag).to_owned(), self.path(sub).display().to_string()])
+        .collect()
+    }
+
+    fn client(&self, bins: &Bins, args: &[&str]) -> Result<serde_json::Value> {
+        let mut cmd = Command::new(&bins.client);
+        cmd.arg("--socket").arg(self.socket()).args(args);
+        let out = capture(&mut cmd)?;
+        serde_json::from_str(&out)
+            .with_context(|| format!("cri-client {} printed no JSON: {out}", args.join(" ")))
+    }
+
+    fn create_pods(&self, bins: &Bins) -> Result<Vec<Pod>> {
+        step("Creating three pod sandboxes over CRI (RunPodSandbox, then PodSandboxStatus)");
+        let mut pods = Vec::new();
+        for (i, name) in PODS.into_iter().enumerate() {
+            // Pod 1 maps a host port, so portmap has work to do (and rules to leave behind).
+            let args: &[&str] = if i == 0 {
+                &["runp", name, "--port", "8080:80"]
+            } else {
+                &["runp", name]
+            };
+            println!("    $ cri-client {}", args.join(" "));
+            let id = self.client(bins, args)?["id"]
+                .as_str()
+                .context("RunPodSandbox answered without an ID")?
+                .to_owned();
+            let status = self.client(bins, &["inspectp", &id])?;
+            let state = status["status"]["state"].as_str().unwrap_or_default();
+            if state != "SANDBOX_READY" {
+                bail!("{name} ({id}) is {state}, not ready");
+            }
+            let ip: IpAddr = status["status"]["network"]["ip"]
+                .as_str()
+                .unwrap_or_default()
+                .parse()
+                .with_context(|| format!("{name} ({id}) reports no IP: {status}"))?;
+            println!(
+                "    {name}  id {}  ip {ip}  netns {}",
+                short(&id),
+                self.netns_dir().join(&id).display()
+            );
+            pods.push(Pod { name, id, ip });
+        }
+        let listed = self.client(bins, &["pods"])?;
+        let ready = listed["items"].as_array().map_or(0, |items| {
+            items
+                .iter()
+                .filter(|p| p["state"] == "SANDBOX_READY")
+                .count()
+        });
+        println!("    $ cri-client pods: {ready} ready");
+        if ready != PODS.len() {
+            bail!(
+                "ListPodSandbox shows {ready} ready sandboxes, not {}",
+                PODS.len()
+            );
+        }
+        let bridge =
+            capture(Command::new("ip").args(["-n", &self.node, "-br", "addr", "show", "cni0"]))?;
+        println!("    the node's bridge: {}", bridge.trim());
+        let rules = self.pod_rules(&pods)?;
+        println!(
+            "    {} iptables rules in the node name the pods (bridge masquerade, portmap)",
+            rules.len()
+        );
+        Ok(pods)
+    }
+
+    /// The node's iptables rules that belong to pods: they name a sandbox ID, or carry the
+    /// `id: "..."` comment bridge and portmap put on per-pod rules.
+    fn pod_rules(&self, pods: &[Pod]) -> Result<Vec<String>> {
+        Ok(
+            capture(Command::new("ip").args(["netns", "exec", &self.node, "iptables-save"]))?
+                .lines()
+                .filter(|l| l.contains("id: \\\"") || pods.iter().any(|p| l.contains(&p.id)))
+                .map(str::to_owned)
+                .collect(),
+        )
+    }
+
+    fn ping_between(&self, pods: &[Pod]) -> Result<()> {
+        step("Pod-to-pod traffic: ping from pod 1 to pods 2 and 3, inside their namespaces");
+        let from = &pods[0];
+        for to in &pods[1..] {
+            let pin = format!("--net={}", self.netns_dir().join(&from.id).display());
+            let out = capture(Command::new("nsenter").args([
+                pin.as_str(),
+                "--",
+                "ping",
+                "-c",
+                "2",
+                "-i",
+                "0.2",
+                "-W",
+                "2",
+                &to.ip.to_string(),
+            ]))
+            .with_context(|| format!("{} cannot reach {} at {}", from.name, to.name, to.ip))?;
+            let summary = out
+                .lines()
+                .find(|l| l.contains("packets transmitted"))
+                .unwrap_or("");
+            println!("    {} -> {} ({}): {summary}", from.name, to.name, to.ip);
+        }
+        Ok(())
+    }
+
+    fn show_status_api(&self, bins: &Bins) -> Result<()> {
+        let socket = self.socket().display().to_string();
+        step("The status API on the same socket: crio-lite status info");
+        let info =
+            capture(Command::new(&bins.daemon).args(["--socket", &socket, "status", "info"]))?;
+        println!("{}", indent(&info));
+        step("Some of GET /metrics (cri-client get /metrics)");
+        let mut cmd = Command::new(&bins.client);
+        cmd.args(["--socket", &socket, "get", "/metrics"]);
+        let metrics = capture(&mut cmd)?;
+        let shown: Vec<&str> = metrics
+            .lines()
+            .filter(|l| {
+                l.starts_with("crio_lite_sandbox_operations_total")
+                    || l.starts_with("crio_lite_sandboxes_ready")
+                    || (l.starts_with("crio_lite_cni_plugin_duration_seconds_count")
+                        && l.contains("command=\"ADD\""))
+            })
+            .collect();
+        if !shown.iter().any(|l| l.contains("plugin=\"bridge\"")) {
+            bail!("/metrics has no bridge ADD sample:\n{metrics}");
+        }
+        println!("{}", indent(&shown.join("\n")));
+        Ok(())
+    }
+
+    fn remove_everything(&mut self, bins: &Bins, pods: &[Pod]) -> Result<()> {
+        step("Removing everything: StopPodSandbox and RemovePodSandbox for each pod, then SIGTERM");
+        for pod in pods {
+            self.client(bins, &["stopp", &pod.id])?;
+            self.client(bins, &["rmp", &pod.id])?;
+            println!("    {} ({}) stopped and removed", pod.name, short(&pod.id));
+        }
+        let Some(mut child) = self.daemon.take() else {
+            bail!("the daemon is not running");
+        };
+        capture(Command::new("kill").args(["-TERM", &child.id().to_string()]))?;
+        let deadline = Instant::now() + Duration::from_secs(40);
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break status;
+            }
+            if Instant::now() > deadline {
+                self.daemon = Some(child);
+                bail!("crio-lite did not exit within 40 s of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        if !status.success() {
+            bail!("crio-lite exited with {status} after SIGTERM");
+        }
+        println!("    crio-lite exited cleanly ({status})");
+        Ok(())
+    }
+
+    fn check_for_leaks(&self, pods: &[Pod]) -> Result<()> {
+        step("Checking that nothing leaked");
+        let veths = capture(
+            Command::new("ip").args(["-n", &self.node, "-o", "link", "show", "type", "veth"]),
+        )?;
+        let leases: Vec<String> = files(&self.path("cache/networks").join(NETWORK))
+            .into_iter()
+            .filter(|f| f.parse::<IpAddr>().is_ok())
+            .collect();
+        let prefix = format!("{}/", self.netns_dir().display());
+        let mounts: Vec<String> = std::fs::read_to_string("/proc/self/mountinfo")?
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .filter(|m| m.starts_with(&prefix))
+            .map(str::to_owned)
+            .collect();
+        let rules = self.pod_rules(pods)?;
+        let checks = [
+            (
+                "veths in the node namespace",
+                veths.lines().map(str::to_owned).collect::<Vec<_>>(),
+            ),
+            ("host-local lease files", leases),
+            ("CNI cache entries", files(&self.path("cache/results"))),
+            ("pinned namespaces", files(&self.netns_dir())),
+            ("mounts under the run dir", mounts),
+            ("sandbox state files", files(&self.path("state/sandboxes"))),
+            ("iptables rules naming the sandboxes", rules),
+        ];
+        let mut leaked = 0;
+        for (what, left) in &checks {
+            if left.is_empty() {
+                println!("    ok    no {what}");
+            } else {
+                leaked += 1;
+                println!("    LEAK  {what}: {left:?}");
+            }
+        }
+        if leaked > 0 {
+            bail!("{leaked} kind(s) of leftovers after removing every sandbox");
+        }
+        println!("\n==> VERDICT: PASS: three pods ran, talked, and left nothing behind");
+        Ok(())
+    }
+}
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.daemon.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        for pin in files(&self.netns_dir()) {
+            let path = self.netns_dir().join(pin);
+            if let Err(e) = ocicni::netns::remove_pinned(&path) {
+                eprintln!("    cannot remove pin {}: {e}", path.display());
+            }
+        }
+        if let Err(e) = ocicni::netns::release_dir(&self.netns_dir()) {
+            eprintln!("    cannot release {}: {e}", self.netns_dir().display());
+        }
+        // Fine when it was never made.
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.node])
+            .stderr(Stdio::null())
+            .status();
+        if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+            eprintln!("    cannot remove {}: {e}", self.dir.display());
+        }
+    }
+}
+
+fn step(title: &str) {
+    println!("\n==> {title}");
+}
+
+/// Runs a command to its end; its stdout, or an error with its stderr.
+fn capture(cmd: &mut Command) -> Result<String> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("cannot run {}", shown(cmd)))?;
+    if !out.status.success() {
+        bail!(
+            "{} failed ({}): {}{}",
+            shown(cmd),
+            out.status,
+            String::from_utf8_lossy(&out.stdout).trim_end(),
+            String::from_utf8_lossy(&out.stderr).trim_end()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn shown(cmd: &Command) -> String {
+    std::iter::once(cmd.get_program())
+        .chain(cmd.get_args())
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// File names in a directory (dot files too), sorted; empty when it is missing.
+fn files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+fn short(id: &str) -> &str {
+    id.get(..12).unwrap_or(id)
+}
+
+fn indent(text: &str) -> String {
+    text.trim_end()
+        .lines()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
