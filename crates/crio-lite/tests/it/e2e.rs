@@ -33,6 +33,15 @@ async fn sandbox_lifecycle_with_real_plugins() {
     assert_ne!(web_ip, db_ip);
     assert_eq!(node.veths().len(), 2, "one veth per pod on the node");
     assert_eq!(node.leases().len(), 2, "one lease per pod");
+    // What the final leak check looks for is visible while the pods run.
+    assert_eq!(node.pin_mounts().len(), 2, "one mount per pin");
+    for id in [&web, &db] {
+        assert!(
+            node.cache_entries().iter().any(|e| e.contains(id.as_str())),
+            "a cache entry for {id}: {:?}",
+            node.cache_entries()
+        );
+    }
 
     node.ping(&web, db_ip).unwrap();
     node.ping(&db, web_ip).unwrap();
