@@ -449,8 +449,9 @@ async fn ocicni_alone(o: &Opts, dirs: &Dirs, rep: &mut Value) -> Result<(), Stri
         .map_err(|e| format!("ocicni: {e}"))?;
     let pods: Vec<PodNetwork> = (0..o.warmup + o.sandboxes)
         .map(|i| {
-            // Same width, so no ID is a prefix of another (rules are counted by substring).
-            let id = format!("ocb-{i:04}");
+            // Same width, so no ID is a prefix of another (rules are counted by substring); no
+            // leading zero, which the no-op plugin's shell arithmetic would read as octal.
+            let id = format!("ocb-{}", 1000 + i);
             let netns = dirs.ocicni_netns.join(&id);
             pod_network(&id, &netns, 20000 + i as u16)
         })
