@@ -343,6 +343,45 @@ impl ResultCache {
         }
     }
 
+    /// Removes the temporary files of writers that died between writing an entry and renaming it
+    /// into place (`.<entry>.tmp-<pid>-<n>` whose process no longer runs); returns how many.
+    ///
+    /// Readers skip such files; this is for GC, so a runtime killed mid-write leaves nothing
+    /// behind for good. Files of live processes (this one included) are left alone.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Cache`] when the results directory exists but cannot be listed.
+    pub fn remove_stale_temp_files(&self) -> Result<usize> {
+        let dir = self.results_dir();
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(source) => {
+                return Err(Error::Cache {
+                    path: dir,
+                    op: "list",
+                    source,
+                });
+            }
+        };
+        let mut removed = 0;
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = temp_file_writer(&name.to_string_lossy()) else {
+                continue;
+            };
+            if pid != std::process::id() && !process_exists(pid) {
+                match fs::remove_file(entry.path()) {
+                    Ok(()) => removed += 1,
+                    Err(e) => tracing::warn!(file = %entry.path().display(), error = %e,
+                        "cannot remove a stale cache temp file"),
+                }
+            }
+        }
+        Ok(removed)
+    }
+
     /// Every usable entry, sorted by file name, optionally only those of one container.
     ///
     /// Like libcni's `GetCachedAttachments`, entries that do not decode, are of another kind, or
@@ -416,6 +455,26 @@ fn read_entry(path: &Path) -> Option<CachedAttachment> {
     }
 }
 
+/// The pid in a temporary file name made by [`write_atomic`], if `name` is one.
+fn temp_file_writer(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix('.')?;
+    let (_, tail) = rest.rsplit_once(".tmp-")?;
+    let (pid, counter) = tail.split_once('-')?;
+    counter.parse::<u64>().ok()?;
+    pid.parse().ok()
+}
+
+/// Whether a process with this pid exists (signal 0 probes without sending anything).
+fn process_exists(pid: u32) -> bool {
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
+    !matches!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), None),
+        Err(nix::errno::Errno::ESRCH)
+    )
+}
+
 /// Whether [`write_atomic`] syncs the file and the directory.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Durability {
@@ -466,6 +525,43 @@ fn write_atomic(dir: &Path, path: &Path, bytes: &[u8], durability: Durability) -
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|source| fail("sync directory", source))
+}
+
+#[cfg(test)]
+mod stale_tests {
+    use super::*;
+
+    #[test]
+    fn temp_file_names_give_their_writer() {
+        assert_eq!(temp_file_writer(".net-c1-eth0.tmp-4242-7"), Some(4242));
+        assert_eq!(temp_file_writer("net-c1-eth0"), None);
+        assert_eq!(temp_file_writer(".net-c1-eth0.tmp-x-7"), None);
+        assert_eq!(temp_file_writer(".net-c1-eth0.tmp-12"), None);
+    }
+
+    #[test]
+    fn only_temp_files_of_dead_writers_are_removed() {
+        let root = tempfile::tempdir().unwrap();
+        let cache = ResultCache::new(root.path());
+        let dir = cache.results_dir();
+        fs::create_dir_all(&dir).unwrap();
+        // A pid above the kernel's maximum (4194304) never runs.
+        let dead = dir.join(".net-c1-eth0.tmp-99999999-0");
+        let ours = dir.join(format!(".net-c2-eth0.tmp-{}-0", std::process::id()));
+        let entry = dir.join("net-c3-eth0");
+        for path in [&dead, &ours, &entry] {
+            fs::write(path, b"{}").unwrap();
+        }
+        assert_eq!(cache.remove_stale_temp_files().unwrap(), 1);
+        assert!(!dead.exists());
+        assert!(ours.exists() && entry.exists());
+        assert_eq!(
+            ResultCache::new(root.path().join("none"))
+                .remove_stale_temp_files()
+                .unwrap(),
+            0
+        );
+    }
 }
 
 #[cfg(test)]

@@ -689,6 +689,14 @@ impl CniPlugin for Ocicni {
             .locks
             .lock(&LockKey::gc(), self.inner.opts.lock_timeout)
             .await?;
+        match self.inner.cni.cache().remove_stale_temp_files() {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                files = n,
+                "gc: removed cache files of writers that died mid-write"
+            ),
+            Err(err) => tracing::warn!(error = %err, "gc: cannot sweep the result cache"),
+        }
         let valid: BTreeSet<&str> = valid_pods.iter().map(|p| p.id.as_str()).collect();
         let cached = self
             .inner

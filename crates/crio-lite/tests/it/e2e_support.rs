@@ -305,23 +305,6 @@ impl Node {
         support::files(&self.cache_dir().join("results"))
     }
 
-    /// Removes and returns the temporary files of cache writes that the SIGKILLed daemon began
-    /// and never renamed into place (`.<entry>.tmp-<its pid>-<n>`).
-    pub(crate) fn remove_killed_daemons_cache_temps(&self) -> Vec<String> {
-        let Some(pid) = self.killed else {
-            return Vec::new();
-        };
-        let marker = format!(".tmp-{pid}-");
-        let results = self.cache_dir().join("results");
-        self.cache_entries()
-            .into_iter()
-            .filter(|name| name.starts_with('.') && name.contains(&marker))
-            .inspect(|name| {
-                std::fs::remove_file(results.join(name)).expect("remove a stale temp file");
-            })
-            .collect()
-    }
-
     /// Mounts under the netns directory (pins); the directory's own self-bind is not one.
     pub(crate) fn pin_mounts(&self) -> Vec<String> {
         let prefix = format!("{}/", self.netns_dir().display());
