@@ -98,11 +98,7 @@ pub(crate) fn acquire(
 
 /// One attempt at the file lock at `path`, without waiting: `Ok(None)` while someone else holds
 /// it. A handful of syscalls on a local file, cheap enough for an async caller's fast path.
-pub(crate) fn try_acquire(
-    dir: &Path,
-    path: &Path,
-    mode: LockMode,
-) -> Result<Option<Held>, Error> {
+pub(crate) fn try_acquire(dir: &Path, path: &Path, mode: LockMode) -> Result<Option<Held>, Error> {
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)
