@@ -15,19 +15,24 @@
 //!    sandboxes, host-local leases, cache entries, pins, state files.
 //!
 //! `added_per_sandbox_ms.mean` (RunPodSandbox mean - ocicni set-up mean) is what the target is
-//! judged on; the daemon's share includes pinning the namespace, which part 1 does untimed.
+//! judged on; the daemon's share includes pinning the namespace, which part 1 does untimed, and
+//! its two state saves (each fsyncs a file and the directory: `crio.state_save_floor` times one on
+//! the same file system). `added_per_sandbox_ms.own` is the same difference with each side's time
+//! in plugin processes (part 1 from its executor, the daemon from its `/metrics`) taken out.
 //! Everything made under `--work-dir` is removed by the caller; pins and the daemon go here.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use async_trait::async_trait;
 use hyper_util::rt::TokioIo;
 use k8s_cri::v1 as cri;
 use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
+use ocicni::cni_exec::{self, Exec, ProcessExec};
 use ocicni::cni_types::capabilities::PortMapping;
 use ocicni::{CniArgsPolicy, CniPlugin, Ocicni, PodNetwork, RuntimeConfig, netns};
 use serde_json::{Value, json};
@@ -99,6 +104,85 @@ fn parse_args() -> Result<Opts, String> {
         ));
     }
     Ok(o)
+}
+
+/// The real executor, adding up the time spent in plugin processes per CNI command.
+#[derive(Default)]
+struct TimingExec {
+    inner: ProcessExec,
+    per_command: Mutex<HashMap<String, Duration>>,
+}
+
+#[async_trait]
+impl Exec for TimingExec {
+    async fn find_plugin(&self, name: &str, dirs: &[PathBuf]) -> cni_exec::Result<PathBuf> {
+        self.inner.find_plugin(name, dirs).await
+    }
+
+    async fn exec_plugin(
+        &self,
+        plugin: &Path,
+        env: &[(String, String)],
+        stdin: &[u8],
+    ) -> cni_exec::Result<Vec<u8>> {
+        let started = Instant::now();
+        let out = self.inner.exec_plugin(plugin, env, stdin).await;
+        if let Some((_, command)) = env.iter().find(|(k, _)| k == "CNI_COMMAND")
+            && let Ok(mut map) = self.per_command.lock()
+        {
+            *map.entry(command.clone()).or_default() += started.elapsed();
+        }
+        out
+    }
+}
+
+impl TimingExec {
+    /// Seconds spent in plugins for `command` so far.
+    fn seconds(&self, command: &str) -> f64 {
+        self.per_command
+            .lock()
+            .ok()
+            .and_then(|m| m.get(command).copied())
+            .unwrap_or_default()
+            .as_secs_f64()
+    }
+}
+
+/// Seconds crio-lite spent in plugins for `command` so far, from its `/metrics`.
+async fn daemon_plugin_seconds(socket: &Path, command: &str) -> Result<f64, String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = UnixStream::connect(socket)
+        .await
+        .map_err(|e| format!("{}: {e}", socket.display()))?;
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: crio-lite\r\nConnection: close\r\n\r\n")
+        .await
+        .map_err(|e| format!("GET /metrics: {e}"))?;
+    let mut body = Vec::new();
+    stream
+        .read_to_end(&mut body)
+        .await
+        .map_err(|e| format!("GET /metrics: {e}"))?;
+    let label = format!("command=\"{command}\"");
+    Ok(String::from_utf8_lossy(&body)
+        .lines()
+        .filter(|l| {
+            l.starts_with("crio_lite_cni_plugin_duration_seconds_sum{") && l.contains(&label)
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum())
+}
+
+/// Mean plugin time per operation and the mean latency without it, in ms.
+fn plugin_share(phase_stats: &Value, plugin_seconds: f64) -> Value {
+    let ops =
+        phase_stats["ops"].as_f64().unwrap_or(0.0) - phase_stats["errors"].as_f64().unwrap_or(0.0);
+    if ops <= 0.0 {
+        return Value::Null;
+    }
+    let plugin_ms = plugin_seconds * 1e3 / ops;
+    let own_ms = phase_stats["mean_ms"].as_f64().unwrap_or(0.0) - plugin_ms;
+    json!({"plugin_ms_mean": (plugin_ms * 1e3).round() / 1e3, "own_ms_mean": (own_ms * 1e3).round() / 1e3})
 }
 
 /// Where everything of one scenario lives, all under the work dir.
@@ -327,6 +411,34 @@ fn rss_kib(pid: u32) -> (i64, i64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
+/// What one state save of crio-lite costs on this file system, measured the same way its store
+/// saves (temp file, fsync, rename, fsync of the directory). RunPodSandbox saves twice.
+fn state_save_floor(dir: &Path, runs: usize) -> Value {
+    let save = |i: usize| -> std::io::Result<()> {
+        use std::io::Write as _;
+        let tmp = dir.join(".probe.json.tmp");
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(format!("{{\"probe\":{i},\"pad\":\"{:0>600}\"}}", 0).as_bytes())?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, dir.join("probe.json"))?;
+        std::fs::File::open(dir)?.sync_all()
+    };
+    if let Err(e) = std::fs::create_dir_all(dir) {
+        return json!({"error": format!("{}: {e}", dir.display())});
+    }
+    let mut phase = Phase::default();
+    for i in 0..runs {
+        let t0 = Instant::now();
+        if let Err(e) = save(i) {
+            return json!({"error": format!("{}: {e}", dir.display())});
+        }
+        phase.latencies.push(t0.elapsed());
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    let s = stats(&phase);
+    json!({"runs": runs, "p50_ms": s["p50_ms"], "mean_ms": s["mean_ms"], "max_ms": s["max_ms"]})
+}
+
 fn text(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
@@ -395,7 +507,17 @@ fn summarize(rep: &mut Value) {
         (Some(a), Some(b)) => json!(((a - b) * 1e3).round() / 1e3),
         _ => Value::Null,
     };
-    rep["added_per_sandbox_ms"] = json!({"mean": diff("mean_ms"), "p50": diff("p50_ms")});
+    let own = match (
+        rep["crio"]["run_split"]["own_ms_mean"].as_f64(),
+        rep["ocicni"]["setup_split"]["own_ms_mean"].as_f64(),
+    ) {
+        (Some(a), Some(b)) => json!(((a - b) * 1e3).round() / 1e3),
+        _ => Value::Null,
+    };
+    // `own`: the same difference with each side's plugin time taken out, which removes most of
+    // the noise other load puts into plugin runs.
+    rep["added_per_sandbox_ms"] =
+        json!({"mean": diff("mean_ms"), "p50": diff("p50_ms"), "own": own});
     rep["added_per_teardown_ms"] = json!({"mean": teardown});
 }
 
@@ -437,7 +559,9 @@ async fn ocicni_alone(o: &Opts, dirs: &Dirs, rep: &mut Value) -> Result<(), Stri
         o.mode, o.concurrency, o.sandboxes
     );
     // The daemon's own settings (see crio-lite's wiring::build_cni), without its metrics.
+    let timing = Arc::new(TimingExec::default());
     let plugin = Ocicni::builder()
+        .exec(timing.clone())
         .conf_dir(&dirs.conf)
         .plugin_dirs([dirs.plugins.clone()])
         .cache_dir(&dirs.ocicni_cache)
@@ -456,7 +580,7 @@ async fn ocicni_alone(o: &Opts, dirs: &Dirs, rep: &mut Value) -> Result<(), Stri
             pod_network(&id, &netns, 20000 + i as u16)
         })
         .collect();
-    let outcome = ocicni_phases(o, rep, &plugin, &pods).await;
+    let outcome = ocicni_phases(o, rep, &plugin, &timing, &pods).await;
     // Whatever happened, nothing of ours stays attached or pinned.
     for pod in &pods {
         if outcome.is_err() {
@@ -480,6 +604,7 @@ async fn ocicni_phases(
     o: &Opts,
     rep: &mut Value,
     plugin: &Ocicni,
+    timing: &TimingExec,
     all: &[PodNetwork],
 ) -> Result<(), String> {
     let (warm, pods) = all.split_at(o.warmup);
@@ -504,6 +629,7 @@ async fn ocicni_phases(
     }
     rep["ocicni"]["netns_create_mean_ms"] = json!(ms(t0.elapsed() / pods.len().max(1) as u32));
     let first_error = Mutex::new(None);
+    let add_before = timing.seconds("ADD");
     let setup = run_phase(
         pods.len(),
         o.concurrency,
@@ -518,7 +644,10 @@ async fn ocicni_phases(
     )
     .await;
     rep["ocicni"]["setup"] = stats(&setup);
+    rep["ocicni"]["setup_split"] =
+        plugin_share(&rep["ocicni"]["setup"], timing.seconds("ADD") - add_before);
     rep["ocicni"]["veths_after_setup"] = json!(count_veths());
+    let del_before = timing.seconds("DEL");
     let teardown = run_phase(
         pods.len(),
         o.concurrency,
@@ -532,6 +661,10 @@ async fn ocicni_phases(
     )
     .await;
     rep["ocicni"]["teardown"] = stats(&teardown);
+    rep["ocicni"]["teardown_split"] = plugin_share(
+        &rep["ocicni"]["teardown"],
+        timing.seconds("DEL") - del_before,
+    );
     take_error(&first_error).map_or(Ok(()), |e| Err(format!("ocicni alone: {e}")))
 }
 
@@ -767,7 +900,7 @@ async fn crio_part(o: &Opts, dirs: &Dirs, rep: &mut Value) -> Result<(), String>
     let outcome = match wait_ready(&mut daemon, dirs).await {
         Ok(client) => {
             rep["crio"]["ready_ms"] = json!(ms(started.elapsed()));
-            let outcome = crio_phases(o, rep, &client, pid, &ids).await;
+            let outcome = crio_phases(o, dirs, rep, &client, pid, &ids).await;
             // After a failure, whatever the daemon still holds goes (the daemon knows best).
             if outcome.is_err() {
                 let listed = client
@@ -807,6 +940,7 @@ async fn crio_part(o: &Opts, dirs: &Dirs, rep: &mut Value) -> Result<(), String>
 
 async fn crio_phases(
     o: &Opts,
+    dirs: &Dirs,
     rep: &mut Value,
     client: &RuntimeServiceClient<Channel>,
     pid: u32,
@@ -824,17 +958,22 @@ async fn crio_phases(
         stop_remove(client, &id).await?;
     }
 
+    rep["crio"]["state_save_floor"] = state_save_floor(&o.work_dir.join("save-probe"), 20);
+
     let names: Vec<(String, u16)> = (0..o.sandboxes)
         .map(|i| (format!("crio-bench-{i}"), 30000 + i as u16))
         .collect();
     let ids = Mutex::new(Vec::new());
+    let add_before = daemon_plugin_seconds(&dirs.socket(), "ADD").await?;
     let run = run_all(client, &names, o.concurrency, &ids, &first_error).await;
+    let add_after = daemon_plugin_seconds(&dirs.socket(), "ADD").await?;
     let ids = ids.into_inner().map_err(|_| "poisoned")?;
     all_ids
         .lock()
         .map_err(|_| "poisoned")?
         .extend(ids.iter().cloned());
     rep["crio"]["run"] = stats(&run);
+    rep["crio"]["run_split"] = plugin_share(&rep["crio"]["run"], add_after - add_before);
     rep["crio"]["rss_mib"]["with_sandboxes"] = json!(mib(rss_kib(pid).0));
     rep["crio"]["veths_after_run"] = json!(count_veths());
     fail(&first_error)?;
@@ -867,8 +1006,12 @@ async fn crio_phases(
     stop_remove_all(client, &extra_ids, o.concurrency, &first_error).await;
     fail(&first_error)?;
 
+    let del_before = daemon_plugin_seconds(&dirs.socket(), "DEL").await?;
     let teardown = stop_remove_all(client, &ids, o.concurrency, &first_error).await;
+    let del_after = daemon_plugin_seconds(&dirs.socket(), "DEL").await?;
     rep["crio"]["stop_remove"] = stats(&teardown);
+    rep["crio"]["stop_remove_split"] =
+        plugin_share(&rep["crio"]["stop_remove"], del_after - del_before);
     let (after, peak) = rss_kib(pid);
     rep["crio"]["rss_mib"]["after_remove"] = json!(mib(after));
     rep["crio"]["rss_mib"]["peak"] = json!(mib(peak));
