@@ -516,8 +516,16 @@ fn summarize(rep: &mut Value) {
     };
     // `own`: the same difference with each side's plugin time taken out, which removes most of
     // the noise other load puts into plugin runs.
+    // `wall`: the same from throughput (phase wall time per sandbox), the cost that matters
+    // when several are in flight and latency holds time spent waiting for a CPU.
+    let wall = match (get("crio", "run", "per_s"), get("ocicni", "setup", "per_s")) {
+        (Some(a), Some(b)) if a > 0.0 && b > 0.0 => {
+            json!(((1e3 / a - 1e3 / b) * 1e3).round() / 1e3)
+        }
+        _ => Value::Null,
+    };
     rep["added_per_sandbox_ms"] =
-        json!({"mean": diff("mean_ms"), "p50": diff("p50_ms"), "own": own});
+        json!({"mean": diff("mean_ms"), "p50": diff("p50_ms"), "own": own, "wall": wall});
     rep["added_per_teardown_ms"] = json!({"mean": teardown});
 }
 
