@@ -24,7 +24,7 @@ const USAGE: &str = "usage: cargo xtask <test|demo|bench> [options]
            pinged, removed, checked for leaks
   bench    the benchmarks beside their peers, as root
            --quick           fewer pods and repeats
-           --only watch|peer one benchmark";
+           --only watch|peer|crio one benchmark";
 
 fn main() {
     if let Err(err) = run() {
