@@ -263,19 +263,24 @@ fn summarize_peer(rows: &[Value]) -> Vec<Verdict> {
     let mut summary = BTreeMap::new();
     for ((mode, c, bench), group) in &groups {
         let own = median(group, &["overhead", "setup", "own_pct_of_plugin_time"]);
+        let shown = |x: f64, digits: usize| {
+            if x.is_nan() {
+                "-".to_owned()
+            } else {
+                format!("{x:.digits$}")
+            }
+        };
         println!(
-            "{mode:<5} {c:>2} {bench:<16} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>8}",
+            "{mode:<5} {c:>2} {bench:<16} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>8} {:>8} {:>8}",
             median(group, &["setup", "pods_per_s"]),
             median(group, &["setup", "p50_ms"]),
             median(group, &["setup", "p99_ms"]),
             median(group, &["remove", "pods_per_s"]),
             median(group, &["remove", "p50_ms"]),
             median(group, &["remove", "p99_ms"]),
-            if own.is_nan() {
-                "-".to_owned()
-            } else {
-                format!("{own:.1}")
-            },
+            shown(own, 1),
+            shown(median(group, &["overhead", "setup", "own_ms_mean"]), 2),
+            shown(median(group, &["cache_write_floor", "mean_ms"]), 2),
         );
         summary.insert(
             (mode.clone(), *c, bench.clone()),
@@ -286,6 +291,11 @@ fn summarize_peer(rows: &[Value]) -> Vec<Verdict> {
             ),
         );
     }
+    println!(
+        "own %/ms: set-up time per pod spent outside plugin processes (ocicni only); sync ms: one \
+         durable result-cache write (temp file, fsync, rename, directory fsync), paid once per \
+         set-up; go-cni's libcni writes its cache without syncing"
+    );
     let mut verdicts = Vec::new();
     for mode in ["noop", "real"] {
         for c in [1, 8] {

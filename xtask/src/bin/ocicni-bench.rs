@@ -314,6 +314,38 @@ fn exec_floor(bin: &Path, runs: usize) -> Value {
     json!({"binary": bin.display().to_string(), "runs": runs, "p50_ms": s["p50_ms"], "mean_ms": s["mean_ms"]})
 }
 
+/// What one durable result-cache write costs on this disk (temp file, fsync, rename, directory
+/// fsync), since every set-up pays it and go-cni's libcni, which does not sync, does not.
+fn cache_write_floor(plugin: &Ocicni, runs: usize) -> Value {
+    let cache = plugin.cni().cache();
+    let entry = cni_exec::CachedAttachment {
+        container_id: "cache-floor".into(),
+        network: "cache-floor".into(),
+        if_name: "eth0".into(),
+        netns: String::new(),
+        config: br#"{"cniVersion":"1.0.0","name":"cache-floor","plugins":[{"type":"bridge"}]}"#
+            .to_vec(),
+        cni_args: vec![("K8S_POD_NAME".into(), "cache-floor".into())],
+        capability_args: serde_json::Map::new(),
+        result: Some(json!({"cniVersion": "1.0.0", "ips": [{"address": "10.88.0.2/16"}]})),
+    };
+    let mut lat = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t0 = Instant::now();
+        if let Err(err) = cache.put(&entry) {
+            return json!({"error": err.to_string()});
+        }
+        lat.push(t0.elapsed());
+    }
+    let _ = cache.remove("cache-floor", "cache-floor", "eth0");
+    let phase = Phase {
+        latencies: lat,
+        ..Phase::default()
+    };
+    let s = stats(&phase, runs);
+    json!({"runs": runs, "p50_ms": s["p50_ms"], "mean_ms": s["mean_ms"]})
+}
+
 fn text(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
@@ -413,6 +445,7 @@ async fn pods_run(
     {
         rep["plugin_exec_floor"] = exec_floor(&bin, o.exec_floor_runs);
     }
+    rep["cache_write_floor"] = cache_write_floor(plugin, 30);
     std::fs::create_dir_all(&o.netns_dir).map_err(|e| format!("{}: {e}", o.netns_dir.display()))?;
     let make = |id: String, port: u16| Pod {
         netns: o.netns_dir.join(&id),
