@@ -248,7 +248,7 @@ fn summarize_peer(rows: &[Value]) -> Vec<Verdict> {
         groups.entry(key).or_default().push(row);
     }
     println!(
-        "\n{:<5} {:>2} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8}",
+        "\n{:<5} {:>2} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
         "mode",
         "c",
         "bench",
@@ -258,7 +258,9 @@ fn summarize_peer(rows: &[Value]) -> Vec<Verdict> {
         "remove/s",
         "p50 ms",
         "p99 ms",
-        "own %"
+        "own %",
+        "own ms",
+        "sync ms"
     );
     let mut summary = BTreeMap::new();
     for ((mode, c, bench), group) in &groups {
