@@ -9,10 +9,6 @@ use serde_json::json;
 
 use crate::fake_exec::{Node, conflist, plugin, wait_until};
 
-fn select(names: &[&str]) -> Vec<NetworkSelection> {
-    names.iter().map(|n| NetworkSelection::new(*n)).collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_network_setup_and_teardown_run_plugins_forward_then_backward() {
     let node = Node::with_plugins(&["first", "second", "third"]);
@@ -40,13 +36,7 @@ async fn default_network_setup_and_teardown_run_plugins_forward_then_backward() 
             .contains(&ip),
         "{ip}"
     );
-    let adds: Vec<String> = node
-        .fake
-        .calls_of("ADD")
-        .into_iter()
-        .map(|c| c.plugin)
-        .collect();
-    assert_eq!(adds, ["first", "second", "third"]);
+    assert_eq!(node.fake.plugins_of("ADD"), ["first", "second", "third"]);
     // Chained plugins see the first result as prevResult.
     let second = &node.fake.calls_of("ADD")[1];
     assert_eq!(
@@ -56,30 +46,17 @@ async fn default_network_setup_and_teardown_run_plugins_forward_then_backward() 
     assert_eq!(node.cache_entries(), ["net-p1-eth0"]);
 
     cni.teardown_pod(&pod).await.unwrap();
-    let dels: Vec<String> = node
-        .fake
-        .calls_of("DEL")
-        .into_iter()
-        .map(|c| c.plugin)
-        .collect();
-    assert_eq!(dels, ["third", "second", "first"]);
+    assert_eq!(node.fake.plugins_of("DEL"), ["third", "second", "first"]);
     assert!(node.cache_entries().is_empty());
     cni.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explicit_networks_get_interfaces_in_order_and_keep_given_names() {
-    let node = Node::with_plugins(&["fake"]);
-    for name in ["a", "b", "c"] {
-        node.write_conf(
-            &format!("10-{name}.conflist"),
-            &conflist(name, "1.0.0", &[plugin("fake")]),
-        );
-    }
+    let node = Node::with_fake_networks("1.0.0", &["a", "b", "c"]);
     let cni = node.start().await;
 
-    let mut pod = node.pod("p1");
-    pod.networks = select(&["a", "b"]);
+    let pod = node.pod_on("p1", &["a", "b"]);
     let results = cni.setup_pod(&pod).await.unwrap();
     let got: Vec<(&str, &str)> = results
         .iter()
@@ -115,29 +92,19 @@ async fn explicit_networks_get_interfaces_in_order_and_keep_given_names() {
 
     // Teardown naming the networks undoes them newest first.
     cni.teardown_pod(&pod2).await.unwrap();
-    let dels: Vec<String> = node
-        .fake
-        .calls_of("DEL")
-        .iter()
-        .map(|c| format!("{}:{}", c.network(), c.var("CNI_IFNAME")))
-        .collect();
-    assert_eq!(dels, ["c:eth2", "b:eth0", "a:eth1"]);
+    assert_eq!(
+        node.fake.attachments_of("DEL"),
+        ["c:eth2", "b:eth0", "a:eth1"]
+    );
     assert_eq!(node.cache_entries(), ["a-p1-eth0", "b-p1-eth1"]);
     cni.shutdown().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn teardown_without_networks_undoes_every_cached_attachment() {
-    let node = Node::with_plugins(&["fake"]);
-    for name in ["a", "b"] {
-        node.write_conf(
-            &format!("10-{name}.conflist"),
-            &conflist(name, "1.0.0", &[plugin("fake")]),
-        );
-    }
+    let node = Node::with_fake_networks("1.0.0", &["a", "b"]);
     let cni = node.start().await;
-    let mut pod = node.pod("p1");
-    pod.networks = select(&["a", "b"]);
+    let pod = node.pod_on("p1", &["a", "b"]);
     cni.setup_pod(&pod).await.unwrap();
     cni.setup_pod(&node.pod("other")).await.unwrap();
     assert_eq!(
@@ -174,11 +141,7 @@ async fn teardown_without_networks_undoes_every_cached_attachment() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn teardown_of_a_vanished_namespace_passes_an_empty_netns() {
-    let node = Node::with_plugins(&["fake"]);
-    node.write_conf(
-        "10-net.conflist",
-        &conflist("net", "1.0.0", &[plugin("fake")]),
-    );
+    let node = Node::with_fake_networks("1.0.0", &["net"]);
     let cni = node.start().await;
     let pod = node.pod("p1");
     assert!(!std::path::Path::new(&pod.netns).exists());
@@ -211,14 +174,8 @@ async fn rollback_case(parallel: bool) {
     node.write_conf("10-a.conflist", &conflist("a", "1.0.0", &[plugin("good")]));
     node.write_conf("20-b.conflist", &conflist("b", "1.0.0", &[plugin("bad")]));
     node.fake.fail("bad", "ADD", 11, "no addresses left");
-    let cni = node
-        .builder()
-        .parallel_attach(parallel)
-        .build()
-        .await
-        .unwrap();
-    let mut pod = node.pod("p1");
-    pod.networks = select(&["a", "b"]);
+    let cni = node.start_with(|b| b.parallel_attach(parallel)).await;
+    let pod = node.pod_on("p1", &["a", "b"]);
     let err = cni.setup_pod(&pod).await.unwrap_err();
     let Error::Network {
         network,
@@ -274,11 +231,7 @@ async fn a_failed_parallel_attachment_rolls_back_the_ones_made() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn twenty_pods_at_once() {
-    let node = Node::with_plugins(&["fake"]);
-    node.write_conf(
-        "10-net.conflist",
-        &conflist("net", "1.0.0", &[plugin("fake")]),
-    );
+    let node = Node::with_fake_networks("1.0.0", &["net"]);
     let cni = node.start().await;
     let pods: Vec<_> = (0..20).map(|i| node.pod(&format!("pod{i:02}"))).collect();
     let tasks: Vec<_> = pods
@@ -326,8 +279,7 @@ async fn teardown_uses_the_cached_config_of_a_network_no_longer_on_disk() {
     );
     node.write_conf("20-y.conflist", &conflist("y", "1.0.0", &[plugin("keep")]));
     let cni = node.start().await;
-    let mut pod = node.pod("p1");
-    pod.networks = select(&["x"]);
+    let pod = node.pod_on("p1", &["x"]);
     cni.setup_pod(&pod).await.unwrap();
 
     node.remove_conf("10-x.conflist");
@@ -351,11 +303,7 @@ async fn teardown_uses_the_cached_config_of_a_network_no_longer_on_disk() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn teardown_waits_for_a_setup_of_the_same_pod() {
-    let node = Node::with_plugins(&["fake"]);
-    node.write_conf(
-        "10-net.conflist",
-        &conflist("net", "1.0.0", &[plugin("fake")]),
-    );
+    let node = Node::with_fake_networks("1.0.0", &["net"]);
     node.fake
         .hang("fake", "ADD", std::time::Duration::from_millis(300));
     let cni = node.start().await;
@@ -368,13 +316,7 @@ async fn teardown_waits_for_a_setup_of_the_same_pod() {
     wait_until_add_started(&node).await;
     cni.teardown_pod(&pod).await.unwrap();
     setup.await.unwrap().unwrap();
-    let order: Vec<String> = node
-        .fake
-        .pod_calls()
-        .into_iter()
-        .map(|c| c.command)
-        .collect();
-    assert_eq!(order, ["ADD", "DEL"]);
+    assert_eq!(node.fake.pod_commands(), ["ADD", "DEL"]);
     assert!(
         node.cache_entries().is_empty(),
         "the DEL saw the ADD's cache entry"

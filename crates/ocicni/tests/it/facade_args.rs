@@ -4,24 +4,23 @@
 use std::collections::BTreeMap;
 
 use ocicni::cni_types::capabilities::{Bandwidth, IpRange, PortMapping};
-use ocicni::{CniArgsPolicy, CniPlugin, Error, RuntimeConfig};
+use ocicni::{CniArgsPolicy, CniPlugin, Error, Ocicni, RuntimeConfig};
 use serde_json::json;
 
 use crate::fake_exec::{Node, conflist, plugin, plugin_with_caps};
 
+/// A node with the network `net` and the facade on it passing Kubernetes CNI_ARGS.
+async fn start_kubernetes() -> (Node, Ocicni) {
+    let node = Node::with_fake_networks("1.0.0", &["net"]);
+    let cni = node
+        .start_with(|b| b.cni_args(CniArgsPolicy::Kubernetes))
+        .await;
+    (node, cni)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubernetes_cni_args_are_exact() {
-    let node = Node::with_plugins(&["fake"]);
-    node.write_conf(
-        "10-net.conflist",
-        &conflist("net", "1.0.0", &[plugin("fake")]),
-    );
-    let cni = node
-        .builder()
-        .cni_args(CniArgsPolicy::Kubernetes)
-        .build()
-        .await
-        .unwrap();
+    let (node, cni) = start_kubernetes().await;
     let mut pod = node.pod("id");
     pod.name = "name".into();
     pod.uid = "uid".into();
@@ -53,11 +52,7 @@ async fn kubernetes_cni_args_are_exact() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plain_cni_args_carry_no_kubernetes_keys() {
-    let node = Node::with_plugins(&["fake"]);
-    node.write_conf(
-        "10-net.conflist",
-        &conflist("net", "1.0.0", &[plugin("fake")]),
-    );
+    let node = Node::with_fake_networks("1.0.0", &["net"]);
     let cni = node.start().await;
     let mut pod = node.pod("id");
     pod.extra_args = vec![("FOO".into(), "bar".into())];
@@ -71,17 +66,7 @@ async fn plain_cni_args_carry_no_kubernetes_keys() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn separators_in_cni_args_are_rejected_before_any_plugin_runs() {
-    let node = Node::with_plugins(&["fake"]);
-    node.write_conf(
-        "10-net.conflist",
-        &conflist("net", "1.0.0", &[plugin("fake")]),
-    );
-    let cni = node
-        .builder()
-        .cni_args(CniArgsPolicy::Kubernetes)
-        .build()
-        .await
-        .unwrap();
+    let (node, cni) = start_kubernetes().await;
     let cases: [(&str, &str, &str); 4] = [
         ("A;B", "1", "key"),
         ("A=B", "1", "key"),
@@ -168,8 +153,7 @@ async fn runtime_config_holds_only_declared_capabilities() {
         },
     );
     cni.setup_pod(&pod).await.unwrap();
-    let adds = node.fake.calls_of("ADD");
-    let by = |p: &str| adds.iter().find(|c| c.plugin == p).unwrap().stdin.clone();
+    let by = |p: &str| node.fake.call_to(p, "ADD").unwrap().stdin;
 
     assert!(by("fake").get("runtimeConfig").is_none(), "{}", by("fake"));
     assert_eq!(
@@ -223,12 +207,7 @@ async fn the_pod_cidr_reaches_plugins_declaring_ip_ranges() {
         ranges_of(&ipam_adds()[0]),
         json!([[{"subnet": "10.244.1.0/24"}]])
     );
-    let fake_add = node
-        .fake
-        .calls_of("ADD")
-        .into_iter()
-        .find(|c| c.plugin == "fake")
-        .unwrap();
+    let fake_add = node.fake.call_to("fake", "ADD").unwrap();
     assert!(fake_add.stdin.get("runtimeConfig").is_none());
 
     // The pod's own ranges win.

@@ -2,20 +2,16 @@
 //! it follows files and plugins that come and go (fake executor, inotify watcher).
 
 use ocicni::{
-    BuiltinNetwork, CniPlugin, Error, InitSettings, NOT_READY_REASON, NetworkSelection, WatchPolicy,
+    BuiltinNetwork, CniPlugin, Error, InitSettings, NOT_READY_REASON, Ocicni, WatchPolicy,
 };
 
-use crate::fake_exec::{Node, conflist, plugin, plugin_with_caps, wait_for_default};
-
-fn simple(name: &str) -> serde_json::Value {
-    conflist(name, "1.0.0", &[plugin("fake")])
-}
+use crate::fake_exec::{Node, conflist, plugin, plugin_with_caps, simple, wait_for_default};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_is_the_first_usable_network_in_byte_order() {
     let node = Node::with_plugins(&["fake"]);
-    node.write_conf("5-b.conflist", &simple("b"));
-    node.write_conf("10-a.conflist", &simple("a"));
+    node.write_conf("5-b.conflist", &simple("b", "1.0.0"));
+    node.write_conf("10-a.conflist", &simple("a", "1.0.0"));
     let cni = node.start().await;
     assert_eq!(cni.default_network_name().as_deref(), Some("a"));
     let reports = cni.networks();
@@ -28,10 +24,9 @@ async fn default_is_the_first_usable_network_in_byte_order() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fixed_default_wins_even_when_it_sorts_later() {
-    let node = Node::with_plugins(&["fake"]);
-    node.write_conf("10-a.conflist", &simple("a"));
-    node.write_conf("5-b.conflist", &simple("b"));
-    let cni = node.builder().default_network("b").build().await.unwrap();
+    let node = Node::with_fake_networks("1.0.0", &["a"]);
+    node.write_conf("5-b.conflist", &simple("b", "1.0.0"));
+    let cni = node.start_with(|b| b.default_network("b")).await;
     assert_eq!(cni.default_network_name().as_deref(), Some("b"));
     let results = cni.setup_pod(&node.pod("p1")).await.unwrap();
     assert_eq!(results[0].network, "b");
@@ -41,14 +36,8 @@ async fn a_fixed_default_wins_even_when_it_sorts_later() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fixed_default_that_is_absent_means_no_default_and_not_ready() {
-    let node = Node::with_plugins(&["fake"]);
-    node.write_conf("10-a.conflist", &simple("a"));
-    let cni = node
-        .builder()
-        .default_network("nope")
-        .build()
-        .await
-        .unwrap();
+    let node = Node::with_fake_networks("1.0.0", &["a"]);
+    let cni = node.start_with(|b| b.default_network("nope")).await;
     assert_eq!(cni.default_network_name(), None);
     let status = cni.status().await;
     assert!(!status.ready);
@@ -56,8 +45,7 @@ async fn a_fixed_default_that_is_absent_means_no_default_and_not_ready() {
     let err = cni.setup_pod(&node.pod("p1")).await.unwrap_err();
     assert!(matches!(err, Error::NoNetwork { .. }), "{err}");
     // Other networks can still be asked for by name.
-    let mut pod = node.pod("p2");
-    pod.networks = vec![NetworkSelection::new("a")];
+    let pod = node.pod_on("p2", &["a"]);
     assert_eq!(cni.setup_pod(&pod).await.unwrap()[0].network, "a");
     cni.shutdown().await;
 }
@@ -65,10 +53,10 @@ async fn a_fixed_default_that_is_absent_means_no_default_and_not_ready() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_default_changes_when_an_earlier_sorting_file_appears() {
     let node = Node::with_plugins(&["fake"]);
-    node.write_conf("20-late.conflist", &simple("late"));
+    node.write_conf("20-late.conflist", &simple("late", "1.0.0"));
     let cni = node.start().await;
     assert_eq!(cni.default_network_name().as_deref(), Some("late"));
-    node.write_conf("10-early.conflist", &simple("early"));
+    node.write_conf("10-early.conflist", &simple("early", "1.0.0"));
     wait_for_default(&cni, Some("early")).await;
     let results = cni.setup_pod(&node.pod("p1")).await.unwrap();
     assert_eq!(results[0].network, "early");
@@ -100,7 +88,7 @@ async fn configuration_written_after_start_makes_the_node_ready() {
     assert!(err.to_string().contains(&dir), "{err}");
     assert!(node.fake.pod_calls().is_empty(), "nothing ran");
 
-    node.write_conf("10-net.conflist", &simple("net"));
+    node.write_conf("10-net.conflist", &simple("net", "1.0.0"));
     wait_for_default(&cni, Some("net")).await;
     assert!(cni.status().await.ready);
     let results = cni.setup_pod(&node.pod("p1")).await.unwrap();
@@ -112,7 +100,7 @@ async fn configuration_written_after_start_makes_the_node_ready() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_network_becomes_usable_when_its_plugin_is_installed() {
     let node = Node::new();
-    node.write_conf("10-net.conflist", &simple("net"));
+    node.write_conf("10-net.conflist", &simple("net", "1.0.0"));
     let cni = node.start().await;
     assert_eq!(cni.default_network_name(), None);
     let reports = cni.networks();
@@ -133,14 +121,13 @@ async fn a_network_becomes_usable_when_its_plugin_is_installed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_and_rewriting_the_default_file() {
-    let node = Node::with_plugins(&["fake"]);
-    node.write_conf("10-net.conflist", &simple("net"));
+    let node = Node::with_fake_networks("1.0.0", &["net"]);
     let cni = node.start().await;
     assert_eq!(cni.default_network_name().as_deref(), Some("net"));
     node.remove_conf("10-net.conflist");
     wait_for_default(&cni, None).await;
     assert!(!cni.status().await.ready);
-    node.write_conf("10-net.conflist", &simple("net"));
+    node.write_conf("10-net.conflist", &simple("net", "1.0.0"));
     wait_for_default(&cni, Some("net")).await;
     assert!(cni.status().await.ready);
     cni.shutdown().await;
@@ -149,10 +136,7 @@ async fn deleting_and_rewriting_the_default_file() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_duplicate_names_the_first_file_wins() {
     let node = Node::with_plugins(&["fake", "other"]);
-    node.write_conf(
-        "10-dup.conflist",
-        &conflist("dup", "1.0.0", &[plugin("fake")]),
-    );
+    node.write_conf("10-dup.conflist", &simple("dup", "1.0.0"));
     node.write_conf(
         "20-dup.conflist",
         &conflist("dup", "1.0.0", &[plugin("other")]),
@@ -183,24 +167,16 @@ async fn with_duplicate_names_the_first_file_wins() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_named_network_not_yet_loaded_triggers_one_reload() {
-    let node = Node::with_plugins(&["fake"]);
-    node.write_conf("10-a.conflist", &simple("a"));
-    let cni = node
-        .builder()
-        .watch(WatchPolicy::Off)
-        .build()
-        .await
-        .unwrap();
-    node.write_conf("20-b.conflist", &simple("b"));
+    let node = Node::with_fake_networks("1.0.0", &["a"]);
+    let cni = node.start_with(|b| b.watch(WatchPolicy::Off)).await;
+    node.write_conf("20-b.conflist", &simple("b", "1.0.0"));
     let before = cni.generation();
-    let mut pod = node.pod("p1");
-    pod.networks = vec![NetworkSelection::new("b")];
+    let pod = node.pod_on("p1", &["b"]);
     let results = cni.setup_pod(&pod).await.unwrap();
     assert_eq!(results[0].network, "b");
     assert_eq!(cni.generation(), before + 1, "exactly one reload");
 
-    let mut pod = node.pod("p2");
-    pod.networks = vec![NetworkSelection::new("ghost")];
+    let pod = node.pod_on("p2", &["ghost"]);
     let err = cni.setup_pod(&pod).await.unwrap_err();
     match &err {
         Error::NetworkNotFound { name, dir } => {
@@ -255,24 +231,23 @@ async fn capabilities_are_the_union_of_what_plugins_declare() {
     cni.shutdown().await;
 }
 
-fn builtin() -> BuiltinNetwork {
-    BuiltinNetwork {
+/// A node with the plugins of the built-in network and none configured, and the facade on it with
+/// that network as its built-in default.
+async fn start_builtin() -> (Node, Ocicni) {
+    let node = Node::with_plugins(&["bridge", "host-local", "portmap"]);
+    let builtin = BuiltinNetwork {
         name: "builtin-net".into(),
         bridge: "cni-test0".into(),
         subnet: "10.123.0.0/16".parse().unwrap(),
         ..BuiltinNetwork::default()
-    }
+    };
+    let cni = node.start_with(|b| b.builtin_default(Some(builtin))).await;
+    (node, cni)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_builtin_network_is_the_default_of_an_empty_directory() {
-    let node = Node::with_plugins(&["bridge", "host-local", "portmap"]);
-    let cni = node
-        .builder()
-        .builtin_default(Some(builtin()))
-        .build()
-        .await
-        .unwrap();
+    let (node, cni) = start_builtin().await;
     assert_eq!(cni.default_network_name().as_deref(), Some("builtin-net"));
     let reports = cni.networks();
     assert_eq!(reports.len(), 1, "{reports:?}");
@@ -299,7 +274,7 @@ async fn the_builtin_network_is_the_default_of_an_empty_directory() {
 
     // A real configuration takes over from the built-in network.
     node.install("fake");
-    node.write_conf("10-net.conflist", &simple("net"));
+    node.write_conf("10-net.conflist", &simple("net", "1.0.0"));
     wait_for_default(&cni, Some("net")).await;
     assert!(cni.networks().iter().all(|r| r.verdict != "builtin"));
     cni.shutdown().await;
@@ -307,13 +282,7 @@ async fn the_builtin_network_is_the_default_of_an_empty_directory() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn init_settings_shape_the_builtin_bridge() {
-    let node = Node::with_plugins(&["bridge", "host-local", "portmap"]);
-    let cni = node
-        .builder()
-        .builtin_default(Some(builtin()))
-        .build()
-        .await
-        .unwrap();
+    let (node, cni) = start_builtin().await;
     cni.init(InitSettings {
         mtu: Some(1400),
         hairpin_mode: Some(false),
@@ -322,11 +291,7 @@ async fn init_settings_shape_the_builtin_bridge() {
     .await;
     assert_eq!(cni.init_settings().mtu, Some(1400));
     cni.setup_pod(&node.pod("p1")).await.unwrap();
-    let adds = node.fake.calls_of("ADD");
-    let bridge = adds
-        .iter()
-        .find(|c| c.plugin == "bridge")
-        .expect("bridge ran");
+    let bridge = node.fake.call_to("bridge", "ADD").expect("bridge ran");
     assert_eq!(bridge.stdin["mtu"], 1400);
     assert_eq!(bridge.stdin["hairpinMode"], false);
     cni.shutdown().await;
@@ -334,8 +299,7 @@ async fn init_settings_shape_the_builtin_bridge() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_shutdown_the_last_configuration_still_serves() {
-    let node = Node::with_plugins(&["fake"]);
-    node.write_conf("10-net.conflist", &simple("net"));
+    let node = Node::with_fake_networks("1.0.0", &["net"]);
     let cni = node.start().await;
     cni.shutdown().await;
     cni.shutdown().await;
@@ -350,14 +314,9 @@ async fn after_shutdown_the_last_configuration_still_serves() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reload_picks_up_changes_without_a_watcher() {
     let node = Node::with_plugins(&["fake"]);
-    let cni = node
-        .builder()
-        .watch(WatchPolicy::Off)
-        .build()
-        .await
-        .unwrap();
+    let cni = node.start_with(|b| b.watch(WatchPolicy::Off)).await;
     assert_eq!(cni.default_network_name(), None);
-    node.write_conf("10-net.conflist", &simple("net"));
+    node.write_conf("10-net.conflist", &simple("net", "1.0.0"));
     cni.reload().await.unwrap();
     assert_eq!(cni.default_network_name().as_deref(), Some("net"));
     cni.shutdown().await;

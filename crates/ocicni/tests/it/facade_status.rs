@@ -1,18 +1,14 @@
 //! Pod status (cache, CHECK), garbage collection and the runtime's network status, with the fake
 //! executor.
 
-use ocicni::{CheckPolicy, CniPlugin, Error, NOT_READY_REASON, NetworkSelection};
+use ocicni::{CheckPolicy, CniPlugin, Error, NOT_READY_REASON, Ocicni};
 use serde_json::{Value, json};
 
-use crate::fake_exec::{Node, conflist, plugin};
+use crate::fake_exec::{Node, conflist, simple};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_status_comes_from_the_cache_without_running_plugins() {
-    let node = Node::with_plugins(&["fake"]);
-    node.write_conf(
-        "10-net.conflist",
-        &conflist("net", "1.0.0", &[plugin("fake")]),
-    );
+    let node = Node::with_fake_networks("1.0.0", &["net"]);
     let cni = node.start().await;
     let pod = node.pod("p1");
     let added = cni.setup_pod(&pod).await.unwrap();
@@ -25,28 +21,14 @@ async fn pod_status_comes_from_the_cache_without_running_plugins() {
 }
 
 async fn checked_status(version: &str) -> (Node, Vec<String>) {
-    let node = Node::with_plugins(&["fake"]);
-    node.write_conf(
-        "10-net.conflist",
-        &conflist("net", version, &[plugin("fake")]),
-    );
-    let cni = node
-        .builder()
-        .check(CheckPolicy::Always)
-        .build()
-        .await
-        .unwrap();
+    let node = Node::with_fake_networks(version, &["net"]);
+    let cni = node.start_with(|b| b.check(CheckPolicy::Always)).await;
     let pod = node.pod("p1");
     let added = cni.setup_pod(&pod).await.unwrap();
     let status = cni.pod_network_status(&pod).await.unwrap();
     assert_eq!(status, added);
     cni.shutdown().await;
-    let commands = node
-        .fake
-        .pod_calls()
-        .into_iter()
-        .map(|c| c.command)
-        .collect();
+    let commands = node.fake.pod_commands();
     (node, commands)
 }
 
@@ -70,17 +52,8 @@ async fn check_policy_runs_check_where_the_version_has_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_check_is_an_error() {
-    let node = Node::with_plugins(&["fake"]);
-    node.write_conf(
-        "10-net.conflist",
-        &conflist("net", "1.0.0", &[plugin("fake")]),
-    );
-    let cni = node
-        .builder()
-        .check(CheckPolicy::Always)
-        .build()
-        .await
-        .unwrap();
+    let node = Node::with_fake_networks("1.0.0", &["net"]);
+    let cni = node.start_with(|b| b.check(CheckPolicy::Always)).await;
     let pod = node.pod("p1");
     cni.setup_pod(&pod).await.unwrap();
     node.fake.fail("fake", "CHECK", 102, "veth is gone");
@@ -104,19 +77,20 @@ fn listed(call: &crate::fake_exec::Call, key: &str) -> Value {
     call.stdin.get(key).cloned().unwrap_or(Value::Null)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn gc_removes_stale_attachments_and_tells_plugins_what_is_valid() {
-    let node = Node::with_plugins(&["fake"]);
-    node.write_conf(
-        "10-net.conflist",
-        &conflist("net", "1.1.0", &[plugin("fake")]),
-    );
+/// Starts the facade on `node`, sets up `podA` and `podB`, then collects garbage keeping `podA`.
+async fn gc_keeping_pod_a(node: &Node) -> Ocicni {
     let cni = node.start().await;
     let (a, b) = (node.pod("podA"), node.pod("podB"));
     cni.setup_pod(&a).await.unwrap();
     cni.setup_pod(&b).await.unwrap();
-
     cni.gc(std::slice::from_ref(&a)).await.unwrap();
+    cni
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_removes_stale_attachments_and_tells_plugins_what_is_valid() {
+    let node = Node::with_fake_networks("1.1.0", &["net"]);
+    let cni = gc_keeping_pod_a(&node).await;
     let dels = node.fake.calls_of("DEL");
     assert_eq!(dels.len(), 1, "{dels:?}");
     assert_eq!(dels[0].var("CNI_CONTAINERID"), "podB");
@@ -134,16 +108,8 @@ async fn gc_removes_stale_attachments_and_tells_plugins_what_is_valid() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gc_of_a_1_0_0_network_runs_no_gc_verb() {
-    let node = Node::with_plugins(&["fake"]);
-    node.write_conf(
-        "10-net.conflist",
-        &conflist("net", "1.0.0", &[plugin("fake")]),
-    );
-    let cni = node.start().await;
-    let (a, b) = (node.pod("podA"), node.pod("podB"));
-    cni.setup_pod(&a).await.unwrap();
-    cni.setup_pod(&b).await.unwrap();
-    cni.gc(std::slice::from_ref(&a)).await.unwrap();
+    let node = Node::with_fake_networks("1.0.0", &["net"]);
+    let cni = gc_keeping_pod_a(&node).await;
     assert!(node.fake.calls_of("GC").is_empty());
     assert_eq!(
         node.cache_entries(),
@@ -156,7 +122,7 @@ async fn gc_of_a_1_0_0_network_runs_no_gc_verb() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gc_leaves_a_network_with_disable_gc_alone() {
     let node = Node::with_plugins(&["fake"]);
-    let mut list = conflist("net", "1.1.0", &[plugin("fake")]);
+    let mut list = simple("net", "1.1.0");
     list["disableGC"] = json!(true);
     node.write_conf("10-net.conflist", &list);
     let cni = node.start().await;
@@ -175,16 +141,9 @@ async fn gc_leaves_a_network_with_disable_gc_alone() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gc_keeps_every_attachment_of_a_valid_pod() {
-    let node = Node::with_plugins(&["fake"]);
-    for name in ["a", "b"] {
-        node.write_conf(
-            &format!("10-{name}.conflist"),
-            &conflist(name, "1.1.0", &[plugin("fake")]),
-        );
-    }
+    let node = Node::with_fake_networks("1.1.0", &["a", "b"]);
     let cni = node.start().await;
-    let mut pod = node.pod("p1");
-    pod.networks = vec![NetworkSelection::new("a"), NetworkSelection::new("b")];
+    let pod = node.pod_on("p1", &["a", "b"]);
     cni.setup_pod(&pod).await.unwrap();
     cni.gc(std::slice::from_ref(&pod)).await.unwrap();
     assert!(node.fake.calls_of("DEL").is_empty());
@@ -218,11 +177,7 @@ async fn gc_keeps_every_attachment_of_a_valid_pod() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_status_verb_makes_the_node_not_ready() {
-    let node = Node::with_plugins(&["fake"]);
-    node.write_conf(
-        "10-net.conflist",
-        &conflist("net", "1.1.0", &[plugin("fake")]),
-    );
+    let node = Node::with_fake_networks("1.1.0", &["net"]);
     let cni = node.start().await;
     let status = cni.status().await;
     assert!(status.ready, "{status:?}");
@@ -243,11 +198,7 @@ async fn a_failing_status_verb_makes_the_node_not_ready() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_1_0_0_network_runs_no_status_verb() {
-    let node = Node::with_plugins(&["fake"]);
-    node.write_conf(
-        "10-net.conflist",
-        &conflist("net", "1.0.0", &[plugin("fake")]),
-    );
+    let node = Node::with_fake_networks("1.0.0", &["net"]);
     node.fake.fail("fake", "STATUS", 50, "would fail");
     let cni = node.start().await;
     assert!(cni.status().await.ready);
@@ -262,12 +213,7 @@ async fn gc_tears_down_stale_attachments_of_networks_gone_from_disk() {
         "10-x.conflist",
         &conflist("x", "1.0.0", &[json!({"type": "fake", "marker": "from-x"})]),
     );
-    let cni = node
-        .builder()
-        .watch(ocicni::WatchPolicy::Off)
-        .build()
-        .await
-        .unwrap();
+    let cni = node.start_with(|b| b.watch(ocicni::WatchPolicy::Off)).await;
     cni.setup_pod(&node.pod("podA")).await.unwrap();
     node.remove_conf("10-x.conflist");
     cni.reload().await.unwrap();

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use ocicni::cni_exec::{self, Exec, PluginStatus};
-use ocicni::{Ocicni, OcicniBuilder, PodNetwork, WatchPolicy};
+use ocicni::{NetworkSelection, Ocicni, OcicniBuilder, PodNetwork, WatchPolicy};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -88,6 +88,34 @@ impl FakeExec {
             .into_iter()
             .filter(|c| c.command != "VERSION")
             .collect()
+    }
+
+    /// The plugins that ran `command`, in order.
+    pub(crate) fn plugins_of(&self, command: &str) -> Vec<String> {
+        self.calls_of(command)
+            .into_iter()
+            .map(|c| c.plugin)
+            .collect()
+    }
+
+    /// The commands of [`FakeExec::pod_calls`], in order.
+    pub(crate) fn pod_commands(&self) -> Vec<String> {
+        self.pod_calls().into_iter().map(|c| c.command).collect()
+    }
+
+    /// `network:ifname` of every call of `command`, in order.
+    pub(crate) fn attachments_of(&self, command: &str) -> Vec<String> {
+        self.calls_of(command)
+            .iter()
+            .map(|c| format!("{}:{}", c.network(), c.var("CNI_IFNAME")))
+            .collect()
+    }
+
+    /// The first call of `command` that `plugin` got.
+    pub(crate) fn call_to(&self, plugin: &str, command: &str) -> Option<Call> {
+        self.calls_of(command)
+            .into_iter()
+            .find(|c| c.plugin == plugin)
     }
 
     /// Makes `plugin` fail `command` with the spec's error object `{code, msg}`.
@@ -211,6 +239,16 @@ impl Node {
         node
     }
 
+    /// A node with the plugin `fake` installed and, for each name, a file `10-{name}.conflist`
+    /// holding [`simple`] network of that name and version.
+    pub(crate) fn with_fake_networks(version: &str, names: &[&str]) -> Self {
+        let node = Node::with_plugins(&["fake"]);
+        for name in names {
+            node.write_conf(&format!("10-{name}.conflist"), &simple(name, version));
+        }
+        node
+    }
+
     pub(crate) fn conf_dir(&self) -> &Path {
         self.conf.path()
     }
@@ -249,6 +287,17 @@ impl Node {
         self.builder().build().await.expect("build ocicni")
     }
 
+    /// Builds on [`Node::builder`] as `configure` changes it.
+    pub(crate) async fn start_with(
+        &self,
+        configure: impl FnOnce(OcicniBuilder) -> OcicniBuilder,
+    ) -> Ocicni {
+        configure(self.builder())
+            .build()
+            .await
+            .expect("build ocicni")
+    }
+
     /// The files of the result cache, sorted.
     pub(crate) fn cache_entries(&self) -> Vec<String> {
         let Ok(dir) = std::fs::read_dir(self.cache.path().join("results")) else {
@@ -279,11 +328,24 @@ impl Node {
             ..PodNetwork::default()
         }
     }
+
+    /// [`Node::pod`] asking for these networks by name.
+    pub(crate) fn pod_on(&self, id: &str, networks: &[&str]) -> PodNetwork {
+        PodNetwork {
+            networks: networks.iter().map(|n| NetworkSelection::new(*n)).collect(),
+            ..self.pod(id)
+        }
+    }
 }
 
 /// A network configuration list.
 pub(crate) fn conflist(name: &str, version: &str, plugins: &[Value]) -> Value {
     json!({"cniVersion": version, "name": name, "plugins": plugins})
+}
+
+/// A network configuration list whose only plugin is `fake`.
+pub(crate) fn simple(name: &str, version: &str) -> Value {
+    conflist(name, version, &[plugin("fake")])
 }
 
 /// One plugin entry of a list.
