@@ -4,7 +4,7 @@ use k8s_cri::v1 as cri;
 use ocicni::NetworkStatus;
 use tonic::Code;
 
-use crate::support::{self, Call, FakeCni, files, pod};
+use crate::support::{self, Call, Harness, files, pod};
 
 fn with_mapping(mapping: cri::PortMapping) -> cri::RunPodSandboxRequest {
     let mut request = pod("web");
@@ -14,10 +14,12 @@ fn with_mapping(mapping: cri::PortMapping) -> cri::RunPodSandboxRequest {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn invalid_requests_name_the_field() {
-    let dir = tempfile::tempdir().unwrap();
-    let cni = FakeCni::new();
-    let daemon = support::start(dir.path(), &cni).await;
-    let mut client = support::runtime_client(daemon.socket_path()).await;
+    let Harness {
+        dir,
+        cni,
+        daemon,
+        mut client,
+    } = support::harness().await;
 
     let tcp = |container_port, host_port| cri::PortMapping {
         protocol: cri::Protocol::Tcp as i32,
@@ -124,20 +126,14 @@ async fn invalid_requests_name_the_field() {
 
     let unknown = "0".repeat(64);
     let err = client
-        .pod_sandbox_status(cri::PodSandboxStatusRequest {
-            pod_sandbox_id: unknown.clone(),
-            verbose: false,
-        })
+        .pod_sandbox_status(support::status_request(&unknown, false))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::NotFound);
     assert!(err.message().contains(&unknown), "{}", err.message());
 
     let err = client
-        .pod_sandbox_status(cri::PodSandboxStatusRequest {
-            pod_sandbox_id: String::new(),
-            verbose: false,
-        })
+        .pod_sandbox_status(support::status_request("", false))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
@@ -147,24 +143,18 @@ async fn invalid_requests_name_the_field() {
         err.message()
     );
     let err = client
-        .stop_pod_sandbox(cri::StopPodSandboxRequest {
-            pod_sandbox_id: String::new(),
-        })
+        .stop_pod_sandbox(support::stop_request(""))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::InvalidArgument);
 
     // Stop and remove of unknown IDs succeed: the CRI makes them idempotent.
     client
-        .stop_pod_sandbox(cri::StopPodSandboxRequest {
-            pod_sandbox_id: unknown.clone(),
-        })
+        .stop_pod_sandbox(support::stop_request(&unknown))
         .await
         .unwrap();
     client
-        .remove_pod_sandbox(cri::RemovePodSandboxRequest {
-            pod_sandbox_id: unknown,
-        })
+        .remove_pod_sandbox(support::remove_request(&unknown))
         .await
         .unwrap();
 
@@ -190,10 +180,12 @@ async fn invalid_requests_name_the_field() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn container_and_image_rpcs_are_refused_plainly() {
-    let dir = tempfile::tempdir().unwrap();
-    let cni = FakeCni::new();
-    let daemon = support::start(dir.path(), &cni).await;
-    let mut client = support::runtime_client(daemon.socket_path()).await;
+    let Harness {
+        dir: _dir,
+        cni: _,
+        daemon,
+        mut client,
+    } = support::harness().await;
     let mut images = support::image_client(daemon.socket_path()).await;
 
     let refusals = [
@@ -268,10 +260,12 @@ async fn container_and_image_rpcs_are_refused_plainly() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_reports_network_readiness_from_ocicni() {
-    let dir = tempfile::tempdir().unwrap();
-    let cni = FakeCni::new();
-    let daemon = support::start(dir.path(), &cni).await;
-    let mut client = support::runtime_client(daemon.socket_path()).await;
+    let Harness {
+        dir: _dir,
+        cni,
+        daemon,
+        mut client,
+    } = support::harness().await;
 
     let condition = |status: &cri::StatusResponse, kind: &str| {
         status
@@ -320,10 +314,12 @@ async fn status_reports_network_readiness_from_ocicni() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_cidr_and_reload_reach_ocicni() {
-    let dir = tempfile::tempdir().unwrap();
-    let cni = FakeCni::new();
-    let daemon = support::start(dir.path(), &cni).await;
-    let mut client = support::runtime_client(daemon.socket_path()).await;
+    let Harness {
+        dir: _dir,
+        cni,
+        daemon,
+        mut client,
+    } = support::harness().await;
     let update = |cidr: &str| cri::UpdateRuntimeConfigRequest {
         runtime_config: Some(cri::RuntimeConfig {
             network_config: Some(cri::NetworkConfig {

@@ -7,15 +7,17 @@ use crio_lite::http_api::{ContainerInfo, Info};
 use crio_lite::status_cmd::{self, StatusQuery};
 use hyper::StatusCode;
 
-use crate::support::{self, FakeCni, NET, run};
+use crate::support::{self, Harness, NET, run};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn info_config_containers_and_metrics() {
-    let dir = tempfile::tempdir().unwrap();
-    let cni = FakeCni::new();
-    let daemon = support::start(dir.path(), &cni).await;
+    let Harness {
+        dir,
+        cni: _,
+        daemon,
+        mut client,
+    } = support::harness().await;
     let socket = daemon.socket_path().to_owned();
-    let mut client = support::runtime_client(&socket).await;
     let id = run(&mut client, "web").await;
 
     let (code, body) = status_cmd::get(&socket, "/info").await.unwrap();
@@ -89,11 +91,13 @@ async fn info_config_containers_and_metrics() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_subcommand_reads_the_socket() {
-    let dir = tempfile::tempdir().unwrap();
-    let cni = FakeCni::new();
-    let daemon = support::start(dir.path(), &cni).await;
+    let Harness {
+        dir,
+        cni: _,
+        daemon,
+        mut client,
+    } = support::harness().await;
     let socket = daemon.socket_path().to_owned();
-    let mut client = support::runtime_client(&socket).await;
     let id = run(&mut client, "web").await;
 
     let out = status_cmd::run(

@@ -6,14 +6,18 @@ use std::os::unix::fs::PermissionsExt as _;
 use k8s_cri::v1 as cri;
 use tonic::Code;
 
-use crate::support::{self, Call, FakeCni, NET, files, ips, labels, list, pod, run, status};
+use crate::support::{
+    self, Call, FakeCni, Harness, NET, files, ips, labels, list, pod, run, status,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn run_status_list_stop_remove() {
-    let dir = tempfile::tempdir().unwrap();
-    let cni = FakeCni::new();
-    let daemon = support::start(dir.path(), &cni).await;
-    let mut client = support::runtime_client(daemon.socket_path()).await;
+    let Harness {
+        dir,
+        cni,
+        daemon,
+        mut client,
+    } = support::harness().await;
     let mode = std::fs::metadata(daemon.socket_path())
         .unwrap()
         .permissions()
@@ -82,10 +86,7 @@ async fn run_status_list_stop_remove() {
 
     // Verbose status carries the CNI results as JSON.
     let verbose = client
-        .pod_sandbox_status(cri::PodSandboxStatusRequest {
-            pod_sandbox_id: id.clone(),
-            verbose: true,
-        })
+        .pod_sandbox_status(support::status_request(&id, true))
         .await
         .unwrap()
         .into_inner();
@@ -133,9 +134,7 @@ async fn run_status_list_stop_remove() {
 
     // Stop: network gone, namespace kept, state NotReady; stopping again changes nothing.
     client
-        .stop_pod_sandbox(cri::StopPodSandboxRequest {
-            pod_sandbox_id: id.clone(),
-        })
+        .stop_pod_sandbox(support::stop_request(&id))
         .await
         .unwrap();
     assert!(
@@ -159,18 +158,14 @@ async fn run_status_list_stop_remove() {
     };
     assert_eq!(teardowns(), 1);
     client
-        .stop_pod_sandbox(cri::StopPodSandboxRequest {
-            pod_sandbox_id: id.clone(),
-        })
+        .stop_pod_sandbox(support::stop_request(&id))
         .await
         .unwrap();
     assert_eq!(teardowns(), 1, "a second stop does not tear down again");
 
     // Remove: namespace and state file gone; removing again is fine; then NotFound.
     client
-        .remove_pod_sandbox(cri::RemovePodSandboxRequest {
-            pod_sandbox_id: id.clone(),
-        })
+        .remove_pod_sandbox(support::remove_request(&id))
         .await
         .unwrap();
     assert!(!netns.exists());
@@ -181,16 +176,11 @@ async fn run_status_list_stop_remove() {
             .exists()
     );
     client
-        .remove_pod_sandbox(cri::RemovePodSandboxRequest {
-            pod_sandbox_id: id.clone(),
-        })
+        .remove_pod_sandbox(support::remove_request(&id))
         .await
         .unwrap();
     let err = client
-        .pod_sandbox_status(cri::PodSandboxStatusRequest {
-            pod_sandbox_id: id.clone(),
-            verbose: false,
-        })
+        .pod_sandbox_status(support::status_request(&id, false))
         .await
         .unwrap_err();
     assert_eq!(err.code(), Code::NotFound, "{err:?}");
@@ -199,9 +189,7 @@ async fn run_status_list_stop_remove() {
 
     // Removing a ready sandbox stops it first.
     client
-        .remove_pod_sandbox(cri::RemovePodSandboxRequest {
-            pod_sandbox_id: other.clone(),
-        })
+        .remove_pod_sandbox(support::remove_request(&other))
         .await
         .unwrap();
     assert!(
@@ -219,10 +207,12 @@ async fn run_status_list_stop_remove() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn twenty_sandboxes_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let cni = FakeCni::new();
-    let daemon = support::start(dir.path(), &cni).await;
-    let client = support::runtime_client(daemon.socket_path()).await;
+    let Harness {
+        dir,
+        cni: _,
+        daemon,
+        client,
+    } = support::harness().await;
 
     let mut set = tokio::task::JoinSet::new();
     for i in 0..20 {
@@ -260,10 +250,12 @@ async fn twenty_sandboxes_at_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_pod_twice_returns_the_ready_sandbox_and_refuses_a_stopped_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let cni = FakeCni::new();
-    let daemon = support::start(dir.path(), &cni).await;
-    let mut client = support::runtime_client(daemon.socket_path()).await;
+    let Harness {
+        dir: _dir,
+        cni,
+        daemon,
+        mut client,
+    } = support::harness().await;
 
     let id = run(&mut client, "web").await;
     assert_eq!(
@@ -280,9 +272,7 @@ async fn same_pod_twice_returns_the_ready_sandbox_and_refuses_a_stopped_one() {
     );
 
     client
-        .stop_pod_sandbox(cri::StopPodSandboxRequest {
-            pod_sandbox_id: id.clone(),
-        })
+        .stop_pod_sandbox(support::stop_request(&id))
         .await
         .unwrap();
     let err = client.run_pod_sandbox(pod("web")).await.unwrap_err();
@@ -318,8 +308,7 @@ async fn failed_setup_leaves_nothing_behind() {
     let dir = tempfile::tempdir().unwrap();
     let cni = FakeCni::new();
     cni.fail_setups(true);
-    let daemon = support::start(dir.path(), &cni).await;
-    let mut client = support::runtime_client(daemon.socket_path()).await;
+    let (daemon, mut client) = support::start_with_client(dir.path(), &cni).await;
 
     let err = client.run_pod_sandbox(pod("web")).await.unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
@@ -359,10 +348,12 @@ async fn failed_setup_leaves_nothing_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn host_network_pods_get_no_namespace_and_no_cni() {
-    let dir = tempfile::tempdir().unwrap();
-    let cni = FakeCni::new();
-    let daemon = support::start(dir.path(), &cni).await;
-    let mut client = support::runtime_client(daemon.socket_path()).await;
+    let Harness {
+        dir,
+        cni,
+        daemon,
+        mut client,
+    } = support::harness().await;
 
     let mut request = pod("node-agent");
     let linux = request.config.as_mut().unwrap().linux.as_mut().unwrap();
@@ -390,7 +381,7 @@ async fn host_network_pods_get_no_namespace_and_no_cni() {
         cni.summary()
     );
     client
-        .remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: id })
+        .remove_pod_sandbox(support::remove_request(&id))
         .await
         .unwrap();
     assert!(

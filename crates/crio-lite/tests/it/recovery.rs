@@ -6,7 +6,7 @@ use std::path::Path;
 use crio_lite::sandbox::{DnsSettings, NamespaceModes, Sandbox, SandboxName, SandboxState};
 use k8s_cri::v1 as cri;
 
-use crate::support::{self, FakeCni, files, ips, list, run, status};
+use crate::support::{self, FakeCni, Harness, files, ips, list, run, status};
 
 const CREATING_ID: &str = "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00";
 const STRAY_ID: &str = "5555555555555555555555555555555555555555555555555555555555555555";
@@ -14,11 +14,13 @@ const GARBLED_ID: &str = "baadf00dbaadf00dbaadf00dbaadf00dbaadf00dbaadf00dbaadf0
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restart_brings_sandboxes_back_with_their_ips() {
-    let dir = tempfile::tempdir().unwrap();
-    let first = FakeCni::new();
-    let daemon = support::start(dir.path(), &first).await;
+    let Harness {
+        dir,
+        cni: _,
+        daemon,
+        mut client,
+    } = support::harness().await;
     let socket = daemon.socket_path().to_owned();
-    let mut client = support::runtime_client(&socket).await;
     let mut before = BTreeMap::new();
     let mut by_name = BTreeMap::new();
     for name in ["a", "b", "c"] {
@@ -28,9 +30,7 @@ async fn restart_brings_sandboxes_back_with_their_ips() {
     }
     let stopped = by_name["a"].clone();
     client
-        .stop_pod_sandbox(cri::StopPodSandboxRequest {
-            pod_sandbox_id: stopped.clone(),
-        })
+        .stop_pod_sandbox(support::stop_request(&stopped))
         .await
         .unwrap();
     drop(client);
@@ -43,8 +43,7 @@ async fn restart_brings_sandboxes_back_with_their_ips() {
     );
 
     let second = FakeCni::new();
-    let daemon = support::start(dir.path(), &second).await;
-    let mut client = support::runtime_client(daemon.socket_path()).await;
+    let (daemon, mut client) = support::start_with_client(dir.path(), &second).await;
     let items = list(&mut client, None).await;
     assert_eq!(items.len(), 3);
     for item in items {
@@ -74,10 +73,12 @@ async fn restart_brings_sandboxes_back_with_their_ips() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ready_sandbox_whose_namespace_vanished_is_stopped() {
-    let dir = tempfile::tempdir().unwrap();
-    let first = FakeCni::new();
-    let daemon = support::start(dir.path(), &first).await;
-    let mut client = support::runtime_client(daemon.socket_path()).await;
+    let Harness {
+        dir,
+        cni: _,
+        daemon,
+        mut client,
+    } = support::harness().await;
     let id = run(&mut client, "web").await;
     drop(client);
     daemon.shutdown().await.unwrap();
@@ -85,8 +86,7 @@ async fn a_ready_sandbox_whose_namespace_vanished_is_stopped() {
     std::fs::remove_file(dir.path().join("run/netns").join(&id)).unwrap();
 
     let second = FakeCni::new();
-    let daemon = support::start(dir.path(), &second).await;
-    let mut client = support::runtime_client(daemon.socket_path()).await;
+    let (daemon, mut client) = support::start_with_client(dir.path(), &second).await;
     assert_eq!(
         status(&mut client, &id).await.state,
         cri::PodSandboxState::SandboxNotready as i32
@@ -96,7 +96,7 @@ async fn a_ready_sandbox_whose_namespace_vanished_is_stopped() {
         vec![format!("teardown {id}"), "gc []".to_owned()]
     );
     client
-        .remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: id })
+        .remove_pod_sandbox(support::remove_request(&id))
         .await
         .unwrap();
     assert_eq!(
@@ -153,8 +153,7 @@ async fn a_sandbox_caught_half_way_is_rolled_back() {
     std::fs::write(netns_dir.join(GARBLED_ID), b"").unwrap();
 
     let cni = FakeCni::new();
-    let daemon = support::start(dir.path(), &cni).await;
-    let mut client = support::runtime_client(daemon.socket_path()).await;
+    let (daemon, mut client) = support::start_with_client(dir.path(), &cni).await;
     assert!(list(&mut client, None).await.is_empty());
     let mut summary = cni.summary();
     let gc = summary.pop();
@@ -193,8 +192,7 @@ fn killed_during_setup_then_restarted() {
         .build()
         .unwrap();
     killed.block_on(async {
-        let daemon = support::start(dir.path(), &first).await;
-        let mut client = support::runtime_client(daemon.socket_path()).await;
+        let (daemon, mut client) = support::start_with_client(dir.path(), &first).await;
         tokio::spawn(async move { client.run_pod_sandbox(support::pod("doomed")).await });
         while first.leases().is_empty() {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -225,8 +223,7 @@ fn killed_during_setup_then_restarted() {
         .build()
         .unwrap();
     restarted.block_on(async {
-        let daemon = support::start(dir.path(), &second).await;
-        let mut client = support::runtime_client(daemon.socket_path()).await;
+        let (daemon, mut client) = support::start_with_client(dir.path(), &second).await;
         assert!(list(&mut client, None).await.is_empty());
         assert_eq!(
             second.summary(),

@@ -232,6 +232,38 @@ pub(crate) async fn start(dir: &Path, cni: &Arc<FakeCni>) -> Daemon {
         .expect("daemon starts")
 }
 
+/// A daemon on the fake CNI side in a fresh temporary directory, with a runtime client.
+pub(crate) struct Harness {
+    /// Holds every path of the daemon; removed on drop, so keep it bound.
+    pub(crate) dir: tempfile::TempDir,
+    pub(crate) cni: Arc<FakeCni>,
+    pub(crate) daemon: Daemon,
+    pub(crate) client: RuntimeServiceClient<Channel>,
+}
+
+/// Starts a daemon in a new temporary directory with a new `FakeCni` and connects to it.
+pub(crate) async fn harness() -> Harness {
+    let dir = tempfile::tempdir().unwrap();
+    let cni = FakeCni::new();
+    let (daemon, client) = start_with_client(dir.path(), &cni).await;
+    Harness {
+        dir,
+        cni,
+        daemon,
+        client,
+    }
+}
+
+/// Starts a daemon with every path under `dir` (again, for restarts) and connects to it.
+pub(crate) async fn start_with_client(
+    dir: &Path,
+    cni: &Arc<FakeCni>,
+) -> (Daemon, RuntimeServiceClient<Channel>) {
+    let daemon = start(dir, cni).await;
+    let client = runtime_client(daemon.socket_path()).await;
+    (daemon, client)
+}
+
 pub(crate) async fn channel(socket: &Path) -> Channel {
     let socket = socket.to_owned();
     Endpoint::try_from("http://[::]:50051")
@@ -287,6 +319,28 @@ pub(crate) fn pod(name: &str) -> cri::RunPodSandboxRequest {
     }
 }
 
+/// A StopPodSandbox request for `id`.
+pub(crate) fn stop_request(id: &str) -> cri::StopPodSandboxRequest {
+    cri::StopPodSandboxRequest {
+        pod_sandbox_id: id.to_owned(),
+    }
+}
+
+/// A RemovePodSandbox request for `id`.
+pub(crate) fn remove_request(id: &str) -> cri::RemovePodSandboxRequest {
+    cri::RemovePodSandboxRequest {
+        pod_sandbox_id: id.to_owned(),
+    }
+}
+
+/// A PodSandboxStatus request for `id`.
+pub(crate) fn status_request(id: &str, verbose: bool) -> cri::PodSandboxStatusRequest {
+    cri::PodSandboxStatusRequest {
+        pod_sandbox_id: id.to_owned(),
+        verbose,
+    }
+}
+
 pub(crate) async fn run(client: &mut RuntimeServiceClient<Channel>, name: &str) -> String {
     client
         .run_pod_sandbox(pod(name))
@@ -300,12 +354,8 @@ pub(crate) async fn status(
     client: &mut RuntimeServiceClient<Channel>,
     id: &str,
 ) -> cri::PodSandboxStatus {
-    let request = cri::PodSandboxStatusRequest {
-        pod_sandbox_id: id.to_owned(),
-        verbose: false,
-    };
     client
-        .pod_sandbox_status(request)
+        .pod_sandbox_status(status_request(id, false))
         .await
         .expect("PodSandboxStatus")
         .into_inner()
