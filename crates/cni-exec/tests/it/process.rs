@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use cni_exec::{Error, Exec, OutputStream, PluginStatus, ProcessExec};
@@ -9,17 +10,83 @@ use serde_json::{Value, json};
 
 use crate::support::{PluginDir, cni_env, set_mode, wait_child_record, wait_dead};
 
+/// A plugin directory with the fake plugin linked into it.
+struct Fake {
+    dir: PluginDir,
+    plugin: PathBuf,
+}
+
+impl Fake {
+    /// A new directory with the fake plugin in it as `name`.
+    fn install(name: &str) -> Self {
+        let dir = PluginDir::new();
+        let plugin = dir.install_fake(name);
+        Self { dir, plugin }
+    }
+
+    /// [`Fake::run_with`] with a default [`ProcessExec`].
+    async fn run(&self, command: &str, container: &str, fake: Value) -> cni_exec::Result<Vec<u8>> {
+        self.run_with(&ProcessExec::new(), command, container, fake)
+            .await
+    }
+
+    /// Runs the plugin through `exec` as `command` for `container`, its stdin a configuration
+    /// whose `fake` object is `fake`.
+    async fn run_with(
+        &self,
+        exec: &ProcessExec,
+        command: &str,
+        container: &str,
+        fake: Value,
+    ) -> cni_exec::Result<Vec<u8>> {
+        exec.exec_plugin(
+            &self.plugin,
+            &cni_env(command, container),
+            &self.dir.config(fake),
+        )
+        .await
+    }
+}
+
+/// What an [`Error::Failed`] holds, and its message.
+struct Failed {
+    message: String,
+    plugin: PathBuf,
+    status: PluginStatus,
+    stdout: Vec<u8>,
+    stderr_tail: String,
+}
+
+/// The parts of the `Failed` error a run ended with; fails the test on success or any other error.
+fn failed(outcome: cni_exec::Result<Vec<u8>>) -> Failed {
+    let err = outcome.expect_err("plugin fails");
+    let message = err.to_string();
+    let Error::Failed {
+        plugin,
+        status,
+        stdout,
+        stderr_tail,
+    } = err
+    else {
+        panic!("want Failed, got {message}");
+    };
+    Failed {
+        message,
+        plugin,
+        status,
+        stdout,
+        stderr_tail,
+    }
+}
+
 #[tokio::test]
 async fn plugin_sees_only_cni_vars_and_path() {
-    let dir = PluginDir::new();
-    let plugin = dir.install_fake("fake");
-    let stdin = dir.config(json!({}));
-    ProcessExec::new()
-        .exec_plugin(&plugin, &cni_env("ADD", "c1"), &stdin)
+    let fake = Fake::install("fake");
+    fake.run("ADD", "c1", json!({}))
         .await
         .expect("ADD succeeds");
 
-    let records = dir.records();
+    let records = fake.dir.records();
     assert_eq!(records.len(), 1);
     let env = records[0]["env"].as_object().expect("env object");
     let keys: BTreeSet<&str> = env.keys().map(String::as_str).collect();
@@ -71,62 +138,63 @@ async fn passed_env_and_caller_vars_reach_the_plugin() {
 
 #[tokio::test]
 async fn stdin_is_delivered_and_stdout_returned() {
-    let dir = PluginDir::new();
-    let plugin = dir.install_fake("fake");
-    let stdin = dir.config(json!({"result": {"cniVersion": "1.0.0", "ips": [], "marker": 42}}));
-    let stdout = ProcessExec::new()
-        .exec_plugin(&plugin, &cni_env("ADD", "c3"), &stdin)
+    let fake = Fake::install("fake");
+    let behaviour = json!({"result": {"cniVersion": "1.0.0", "ips": [], "marker": 42}});
+    let stdin = fake.dir.config(behaviour.clone());
+    let stdout = fake
+        .run("ADD", "c3", behaviour)
         .await
         .expect("ADD succeeds");
 
     let printed: Value = serde_json::from_slice(&stdout).expect("stdout is JSON");
     assert_eq!(printed["marker"], 42);
     let sent: Value = serde_json::from_slice(&stdin).expect("config is JSON");
-    assert_eq!(dir.records()[0]["stdin"], sent);
+    assert_eq!(fake.dir.records()[0]["stdin"], sent);
 }
 
 #[tokio::test]
 async fn failure_keeps_the_spec_error_on_stdout() {
-    let dir = PluginDir::new();
-    let plugin = dir.install_fake("fake");
-    let stdin = dir.config(json!({
+    let fake = Fake::install("fake");
+    let behaviour = json!({
         "fail": {"code": 7, "msg": "bad config", "details": "no bridge"},
         "stderr": "some diagnostics\n",
-    }));
-    let err = ProcessExec::new()
-        .exec_plugin(&plugin, &cni_env("ADD", "c4"), &stdin)
-        .await
-        .expect_err("plugin fails");
-
-    let message = err.to_string();
-    let Error::Failed {
+    });
+    let Failed {
+        message,
         plugin: failed,
         status,
         stdout,
         stderr_tail,
-    } = err
-    else {
-        panic!("want Failed, got {message}");
-    };
-    assert_eq!(failed, plugin);
+    } = failed(fake.run("ADD", "c4", behaviour).await);
+    assert_eq!(failed, fake.plugin);
     assert_eq!(status, PluginStatus::Code(1));
     let spec: Value = serde_json::from_slice(&stdout).expect("stdout is the spec error");
     assert_eq!(spec["code"], 7);
     assert_eq!(spec["msg"], "bad config");
     assert_eq!(stderr_tail, "some diagnostics");
-    assert!(message.contains(&plugin.display().to_string()), "{message}");
+    assert!(
+        message.contains(&fake.plugin.display().to_string()),
+        "{message}"
+    );
     assert!(message.contains("exit code 1"), "{message}");
+}
+
+/// Asserts that the plugin `pid` and its child `child` are both gone after the `what`.
+async fn assert_group_dead(pid: u64, child: u64, what: &str) {
+    assert!(wait_dead(pid).await, "plugin {pid} survived the {what}");
+    assert!(
+        wait_dead(child).await,
+        "grandchild {child} survived the {what}"
+    );
 }
 
 #[tokio::test]
 async fn timeout_kills_the_whole_group() {
-    let dir = PluginDir::new();
-    let plugin = dir.install_fake("hanger");
-    let stdin = dir.config(json!({"spawnChild": true}));
+    let fake = Fake::install("hanger");
+    let exec = ProcessExec::new().with_timeout(Duration::from_millis(700));
     let started = Instant::now();
-    let err = ProcessExec::new()
-        .with_timeout(Duration::from_millis(700))
-        .exec_plugin(&plugin, &cni_env("ADD", "c5"), &stdin)
+    let err = fake
+        .run_with(&exec, "ADD", "c5", json!({"spawnChild": true}))
         .await
         .expect_err("plugin hangs");
     assert!(started.elapsed() < Duration::from_secs(5));
@@ -134,51 +202,35 @@ async fn timeout_kills_the_whole_group() {
     let message = err.to_string();
     assert!(
         matches!(&err, Error::Timeout { plugin: p, command: Some(c), timeout }
-            if *p == plugin && c == "ADD" && *timeout == Duration::from_millis(700)),
+            if *p == fake.plugin && c == "ADD" && *timeout == Duration::from_millis(700)),
         "{message}"
     );
     assert!(message.contains("hanger"), "{message}");
     assert!(message.contains("700ms"), "{message}");
 
-    let (pid, child) = wait_child_record(&dir).await;
-    assert!(wait_dead(pid).await, "plugin {pid} survived the timeout");
-    assert!(
-        wait_dead(child).await,
-        "grandchild {child} survived the timeout"
-    );
+    let (pid, child) = wait_child_record(&fake.dir).await;
+    assert_group_dead(pid, child, "timeout").await;
 }
 
 #[tokio::test]
 async fn dropping_the_future_kills_the_whole_group() {
-    let dir = PluginDir::new();
-    let plugin = dir.install_fake("hanger");
-    let stdin = dir.config(json!({"spawnChild": true}));
+    let fake = Fake::install("hanger");
     let exec = ProcessExec::new();
-    let env = cni_env("DEL", "c6");
-    let run = exec.exec_plugin(&plugin, &env, &stdin);
+    let run = fake.run_with(&exec, "DEL", "c6", json!({"spawnChild": true}));
     let (pid, child) = tokio::select! {
         result = run => panic!("a hanging plugin returned: {result:?}"),
-        pids = wait_child_record(&dir) => pids,
+        pids = wait_child_record(&fake.dir) => pids,
     };
     // `run` is dropped here, as when the caller's request is cancelled.
-    assert!(wait_dead(pid).await, "plugin {pid} survived the drop");
-    assert!(
-        wait_dead(child).await,
-        "grandchild {child} survived the drop"
-    );
+    assert_group_dead(pid, child, "drop").await;
 }
 
 #[tokio::test]
 async fn death_by_signal_is_reported() {
     for (crash, signal, name) in [("abort", 6, "SIGABRT"), ("segv", 11, "SIGSEGV")] {
-        let dir = PluginDir::new();
-        let plugin = dir.install_fake("crasher");
-        let err = ProcessExec::new()
-            .exec_plugin(
-                &plugin,
-                &cni_env("ADD", "c7"),
-                &dir.config(json!({"crash": crash})),
-            )
+        let fake = Fake::install("crasher");
+        let err = fake
+            .run("ADD", "c7", json!({"crash": crash}))
             .await
             .expect_err("plugin crashes");
         let message = err.to_string();
@@ -192,14 +244,9 @@ async fn death_by_signal_is_reported() {
 
 #[tokio::test]
 async fn garbage_with_exit_zero_is_returned_as_is() {
-    let dir = PluginDir::new();
-    let plugin = dir.install_fake("fake");
-    let stdout = ProcessExec::new()
-        .exec_plugin(
-            &plugin,
-            &cni_env("ADD", "c8"),
-            &dir.config(json!({"garbage": true})),
-        )
+    let fake = Fake::install("fake");
+    let stdout = fake
+        .run("ADD", "c8", json!({"garbage": true}))
         .await
         .expect("exit 0 is success at this layer");
     assert!(serde_json::from_slice::<Value>(&stdout).is_err());
@@ -208,23 +255,17 @@ async fn garbage_with_exit_zero_is_returned_as_is() {
 
 #[tokio::test]
 async fn nonzero_exit_without_json_carries_the_stderr_tail() {
-    let dir = PluginDir::new();
-    let plugin = dir.install_fake("fake");
-    let stdin = dir.config(json!({"crash": "exit3-no-json"}));
-    let err = ProcessExec::new()
-        .exec_plugin(&plugin, &cni_env("ADD", "c9"), &stdin)
-        .await
-        .expect_err("plugin fails");
-    let message = err.to_string();
-    let Error::Failed {
+    let fake = Fake::install("fake");
+    let Failed {
+        message,
         status,
         stdout,
         stderr_tail,
         ..
-    } = err
-    else {
-        panic!("want Failed, got {message}");
-    };
+    } = failed(
+        fake.run("ADD", "c9", json!({"crash": "exit3-no-json"}))
+            .await,
+    );
     assert_eq!(status, PluginStatus::Code(3));
     assert!(stdout.is_empty());
     assert_eq!(stderr_tail, "fake plugin crashed on purpose");
@@ -233,16 +274,11 @@ async fn nonzero_exit_without_json_carries_the_stderr_tail() {
 
 #[tokio::test]
 async fn output_over_the_limit_is_an_error_and_kills_the_plugin() {
-    let dir = PluginDir::new();
-    let plugin = dir.install_fake("chatty");
+    let fake = Fake::install("chatty");
     let limit = 64 * 1024;
-    let err = ProcessExec::new()
-        .with_stdout_limit(limit)
-        .exec_plugin(
-            &plugin,
-            &cni_env("ADD", "c10"),
-            &dir.config(json!({"hugeBytes": 50_000_000})),
-        )
+    let exec = ProcessExec::new().with_stdout_limit(limit);
+    let err = fake
+        .run_with(&exec, "ADD", "c10", json!({"hugeBytes": 50_000_000}))
         .await
         .expect_err("too much output");
     let message = err.to_string();
@@ -254,16 +290,12 @@ async fn output_over_the_limit_is_an_error_and_kills_the_plugin() {
         message.contains("chatty") && message.contains("65536"),
         "{message}"
     );
-    let pid = dir.records()[0]["pid"].as_u64().expect("pid");
+    let pid = fake.dir.records()[0]["pid"].as_u64().expect("pid");
     assert!(wait_dead(pid).await, "plugin {pid} kept running");
 
-    let err = ProcessExec::new()
-        .with_stderr_limit(100)
-        .exec_plugin(
-            &plugin,
-            &cni_env("ADD", "c10"),
-            &dir.config(json!({"stderr": "e".repeat(1000)})),
-        )
+    let exec = ProcessExec::new().with_stderr_limit(100);
+    let err = fake
+        .run_with(&exec, "ADD", "c10", json!({"stderr": "e".repeat(1000)}))
         .await
         .expect_err("too much stderr");
     assert!(
@@ -281,14 +313,9 @@ async fn output_over_the_limit_is_an_error_and_kills_the_plugin() {
 
 #[tokio::test]
 async fn output_larger_than_a_pipe_buffer_is_read_whole() {
-    let dir = PluginDir::new();
-    let plugin = dir.install_fake("fake");
-    let stdout = ProcessExec::new()
-        .exec_plugin(
-            &plugin,
-            &cni_env("ADD", "c11"),
-            &dir.config(json!({"hugeBytes": 300_000})),
-        )
+    let fake = Fake::install("fake");
+    let stdout = fake
+        .run("ADD", "c11", json!({"hugeBytes": 300_000}))
         .await
         .expect("under the default limit");
     assert_eq!(stdout.len(), 300_000);
@@ -385,16 +412,15 @@ async fn bad_env_is_rejected_before_spawning() {
 
 #[tokio::test]
 async fn launcher_wraps_the_plugin() {
-    let dir = PluginDir::new();
-    let plugin = dir.install_fake("fake");
+    let fake = Fake::install("fake");
     // `env VAR=value cmd` is the simplest wrapper that execs its command.
-    let stdout = ProcessExec::new()
-        .with_launcher(["env", "CNI_VIA_LAUNCHER=yes"])
-        .exec_plugin(&plugin, &cni_env("ADD", "c16"), &dir.config(json!({})))
+    let exec = ProcessExec::new().with_launcher(["env", "CNI_VIA_LAUNCHER=yes"]);
+    let stdout = fake
+        .run_with(&exec, "ADD", "c16", json!({}))
         .await
         .expect("wrapped plugin runs");
     assert!(serde_json::from_slice::<Value>(&stdout).is_ok());
-    let rec = &dir.records()[0];
+    let rec = &fake.dir.records()[0];
     assert_eq!(rec["env"]["CNI_VIA_LAUNCHER"], "yes");
     assert_eq!(rec["env"]["CNI_COMMAND"], "ADD");
 }
