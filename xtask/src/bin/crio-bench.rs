@@ -21,10 +21,12 @@
 //! in plugin processes (part 1 from its executor, the daemon from its `/metrics`) taken out.
 //! Everything made under `--work-dir` is removed by the caller; pins and the daemon go here.
 
+#[path = "../benchkit.rs"]
+mod benchkit;
+
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -38,6 +40,8 @@ use ocicni::{CniArgsPolicy, CniPlugin, Ocicni, PodNetwork, RuntimeConfig, netns}
 use serde_json::{Value, json};
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
+
+use benchkit::{Phase, count_files, count_leases, count_veths, loadavg, ms, text};
 
 const SUBNET: &str = "10.77.0.0/16";
 const NETWORK: &str = "criobench";
@@ -254,41 +258,9 @@ impl Dirs {
     }
 }
 
-/// Latencies of one timed phase.
-#[derive(Default)]
-struct Phase {
-    latencies: Vec<Duration>,
-    wall: Duration,
-    errors: usize,
-}
-
-fn ms(d: Duration) -> f64 {
-    (d.as_secs_f64() * 1e6).round() / 1e3
-}
-
-/// Nearest-rank percentiles over the successful operations, as the peer bench computes them.
+/// A phase's statistics; its rate is `per_s`.
 fn stats(phase: &Phase) -> Value {
-    let mut lat = phase.latencies.clone();
-    lat.sort();
-    let pct = |p: f64| -> f64 {
-        if lat.is_empty() {
-            return 0.0;
-        }
-        let rank = ((p / 100.0) * lat.len() as f64).ceil().max(1.0) as usize;
-        ms(lat[rank.min(lat.len()) - 1])
-    };
-    let mean = if lat.is_empty() {
-        0.0
-    } else {
-        ms(lat.iter().sum::<Duration>() / lat.len() as u32)
-    };
-    let ok = lat.len();
-    json!({
-        "ops": ok + phase.errors, "errors": phase.errors, "wall_s": (phase.wall.as_secs_f64() * 1e3).round() / 1e3,
-        "per_s": if phase.wall.is_zero() { 0.0 } else { (ok as f64 / phase.wall.as_secs_f64() * 1e3).round() / 1e3 },
-        "mean_ms": mean, "min_ms": lat.first().map_or(0.0, |d| ms(*d)),
-        "p50_ms": pct(50.0), "p90_ms": pct(90.0), "p99_ms": pct(99.0), "max_ms": lat.last().map_or(0.0, |d| ms(*d)),
-    })
+    benchkit::stats(phase, "per_s")
 }
 
 /// Runs `f(0..n)` with `concurrency` workers, timing each call; the first error is kept.
@@ -302,39 +274,7 @@ where
     F: Fn(usize) -> Fut + Sync,
     Fut: std::future::Future<Output = Result<(), String>>,
 {
-    let next = AtomicUsize::new(0);
-    let results = Mutex::new(Phase::default());
-    let started = Instant::now();
-    let worker = || async {
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            if i >= n {
-                break;
-            }
-            let t0 = Instant::now();
-            let outcome = f(i).await;
-            let took = t0.elapsed();
-            let mut r = results
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match outcome {
-                Ok(()) => r.latencies.push(took),
-                Err(err) => {
-                    r.errors += 1;
-                    first_error
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .get_or_insert(err);
-                }
-            }
-        }
-    };
-    futures_util::future::join_all((0..concurrency).map(|_| worker())).await;
-    let mut phase = results
-        .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    phase.wall = started.elapsed();
-    phase
+    benchkit::run_phase(n, concurrency, f, &|_| None, first_error).await
 }
 
 fn take_error(first_error: &Mutex<Option<String>>) -> Option<String> {
@@ -346,45 +286,10 @@ fn take_error(first_error: &Mutex<Option<String>>) -> Option<String> {
 
 // ---- leftovers ---------------------------------------------------------------------------------
 
-fn count_veths() -> i64 {
-    std::fs::read_dir("/sys/class/net").map_or(-1, |rd| {
-        rd.flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with("veth"))
-            .count() as i64
-    })
-}
-
 /// iptables rules (in this netns) whose text names one of `ids` (portmap puts the container ID
 /// in its comments).
 fn count_rules(ids: &BTreeSet<String>) -> i64 {
-    let Ok(out) = Command::new("iptables-save").output() else {
-        return -1;
-    };
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.starts_with("-A ") && ids.iter().any(|id| l.contains(id.as_str())))
-        .count() as i64
-}
-
-/// Files under `dir` (recursively) whose name passes `keep`.
-fn count_files(dir: &Path, keep: &dyn Fn(&str) -> bool) -> i64 {
-    fn walk(dir: &Path, keep: &dyn Fn(&str) -> bool, n: &mut i64) {
-        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                walk(&path, keep, n);
-            } else if keep(&entry.file_name().to_string_lossy()) {
-                *n += 1;
-            }
-        }
-    }
-    let mut n = 0;
-    walk(dir, keep, &mut n);
-    n
-}
-
-fn count_leases(dir: &Path) -> i64 {
-    count_files(dir, &|name| name.parse::<std::net::IpAddr>().is_ok())
+    benchkit::count_rules(|l| ids.iter().any(|id| l.contains(id.as_str())))
 }
 
 /// Mounts in this mount namespace below `dir` (pins; the directory's own self-bind not counted).
@@ -426,29 +331,17 @@ fn state_save_floor(dir: &Path, runs: usize) -> Value {
     if let Err(e) = std::fs::create_dir_all(dir) {
         return json!({"error": format!("{}: {e}", dir.display())});
     }
-    let mut phase = Phase::default();
+    let mut lat = Vec::with_capacity(runs);
     for i in 0..runs {
         let t0 = Instant::now();
         if let Err(e) = save(i) {
             return json!({"error": format!("{}: {e}", dir.display())});
         }
-        phase.latencies.push(t0.elapsed());
+        lat.push(t0.elapsed());
     }
     let _ = std::fs::remove_dir_all(dir);
-    let s = stats(&phase);
+    let s = stats(&Phase::of_latencies(lat));
     json!({"runs": runs, "p50_ms": s["p50_ms"], "mean_ms": s["mean_ms"], "max_ms": s["max_ms"]})
-}
-
-fn text(path: &str) -> String {
-    std::fs::read_to_string(path).unwrap_or_default()
-}
-
-fn loadavg() -> String {
-    text("/proc/loadavg")
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 // ---- main --------------------------------------------------------------------------------------

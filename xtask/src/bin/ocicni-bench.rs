@@ -6,11 +6,15 @@
 //! with `--concurrency` in flight, tears them down, checks what is left, and prints one JSON line.
 //! Extra keys beyond the peer's: `overhead` (time per pod not spent in plugin processes).
 
+#[path = "../benchkit.rs"]
+mod benchkit;
+
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use benchkit::{Phase, count_veths, loadavg, run_phase, text};
 
 use ocicni::cni_exec::{self, ObservedExec, PluginRun, ProcessExec};
 use ocicni::cni_types::capabilities::PortMapping;
@@ -149,36 +153,15 @@ impl Pod {
     }
 }
 
-#[derive(Default)]
-struct Phase {
-    latencies: Vec<Duration>,
-    plugin_time: Vec<Duration>,
-    wall: Duration,
-    errors: usize,
+/// A phase's statistics under the peer bench's keys.
+fn stats(phase: &Phase) -> Value {
+    benchkit::stats(phase, "pods_per_s")
 }
 
-fn stats(phase: &Phase, ops: usize) -> Value {
-    let mut lat = phase.latencies.clone();
-    lat.sort();
-    let ms = |d: Duration| (d.as_secs_f64() * 1e6).round() / 1e3;
-    let pct = |p: f64| -> f64 {
-        if lat.is_empty() {
-            return 0.0;
-        }
-        let rank = ((p / 100.0) * lat.len() as f64).ceil().max(1.0) as usize;
-        ms(lat[rank.min(lat.len()) - 1])
-    };
-    let mean = if lat.is_empty() {
-        0.0
-    } else {
-        ms(lat.iter().sum::<Duration>() / lat.len() as u32)
-    };
-    json!({
-        "ops": ops, "errors": phase.errors, "wall_s": (phase.wall.as_secs_f64() * 1e3).round() / 1e3,
-        "pods_per_s": if phase.wall.is_zero() { 0.0 } else { ((ops - phase.errors) as f64 / phase.wall.as_secs_f64() * 1e3).round() / 1e3 },
-        "mean_ms": mean, "min_ms": lat.first().map_or(0.0, |d| ms(*d)),
-        "p50_ms": pct(50.0), "p90_ms": pct(90.0), "p99_ms": pct(99.0), "max_ms": lat.last().map_or(0.0, |d| ms(*d)),
-    })
+/// iptables rules whose comment names a container ID starting with `prefix` (portmap's).
+fn count_rules(prefix: &str) -> i64 {
+    let needle = format!("id: \\\"{prefix}");
+    benchkit::count_rules(|l| l.contains(&needle))
 }
 
 fn overhead(phase: &Phase) -> Value {
@@ -191,98 +174,6 @@ fn overhead(phase: &Phase) -> Value {
         "own_ms_mean": (own.as_secs_f64() * 1e3 / n * 1e3).round() / 1e3,
         "own_pct_of_plugin_time": if plugins.is_zero() { 0.0 } else { (own.as_secs_f64() / plugins.as_secs_f64() * 1e4).round() / 1e2 },
     })
-}
-
-async fn run_phase<F, Fut>(
-    pods: &[Pod],
-    concurrency: usize,
-    timing: &PluginTime,
-    f: F,
-    first_error: &Mutex<Option<String>>,
-) -> Phase
-where
-    F: Fn(usize) -> Fut + Sync,
-    Fut: std::future::Future<Output = Result<(), String>>,
-{
-    let next = AtomicUsize::new(0);
-    let results = Mutex::new(Phase::default());
-    let started = Instant::now();
-    let worker = || async {
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            if i >= pods.len() {
-                break;
-            }
-            let t0 = Instant::now();
-            let outcome = f(i).await;
-            let took = t0.elapsed();
-            let plugin = timing.take(&pods[i].id);
-            let mut r = results
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
-            match outcome {
-                Ok(()) => {
-                    r.latencies.push(took);
-                    r.plugin_time.push(plugin);
-                }
-                Err(err) => {
-                    r.errors += 1;
-                    let mut first = first_error
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    first.get_or_insert(err);
-                }
-            }
-        }
-    };
-    futures_util::future::join_all((0..concurrency).map(|_| worker())).await;
-    let mut phase = results
-        .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    phase.wall = started.elapsed();
-    phase
-}
-
-fn count_veths() -> i64 {
-    std::fs::read_dir("/sys/class/net").map_or(-1, |rd| {
-        rd.flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with("veth"))
-            .count() as i64
-    })
-}
-
-fn count_rules(prefix: &str) -> i64 {
-    let Ok(out) = std::process::Command::new("iptables-save").output() else {
-        return -1;
-    };
-    let needle = format!("id: \\\"{prefix}");
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter(|l| l.starts_with("-A ") && l.contains(&needle))
-        .count() as i64
-}
-
-fn count_leases(dir: Option<&Path>) -> i64 {
-    fn walk(dir: &Path, n: &mut i64) {
-        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                walk(&path, n);
-            } else if entry
-                .file_name()
-                .to_string_lossy()
-                .parse::<std::net::IpAddr>()
-                .is_ok()
-            {
-                *n += 1;
-            }
-        }
-    }
-    let mut n = 0;
-    if let Some(dir) = dir {
-        walk(dir, &mut n);
-    }
-    n
 }
 
 fn exec_floor(bin: &Path, runs: usize) -> Value {
@@ -306,11 +197,7 @@ fn exec_floor(bin: &Path, runs: usize) -> Value {
         let _ = child.wait();
         lat.push(t0.elapsed());
     }
-    let phase = Phase {
-        latencies: lat,
-        ..Phase::default()
-    };
-    let s = stats(&phase, runs);
+    let s = stats(&Phase::of_latencies(lat));
     json!({"binary": bin.display().to_string(), "runs": runs, "p50_ms": s["p50_ms"], "mean_ms": s["mean_ms"]})
 }
 
@@ -338,16 +225,8 @@ fn cache_write_floor(plugin: &Ocicni, runs: usize) -> Value {
         lat.push(t0.elapsed());
     }
     let _ = cache.remove("cache-floor", "cache-floor", "eth0");
-    let phase = Phase {
-        latencies: lat,
-        ..Phase::default()
-    };
-    let s = stats(&phase, runs);
+    let s = stats(&Phase::of_latencies(lat));
     json!({"runs": runs, "p50_ms": s["p50_ms"], "mean_ms": s["mean_ms"]})
-}
-
-fn text(path: &str) -> String {
-    std::fs::read_to_string(path).unwrap_or_default()
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -367,13 +246,6 @@ async fn main() {
 }
 
 async fn run(o: &Opts) -> (Value, bool) {
-    let loadavg = || {
-        text("/proc/loadavg")
-            .split_whitespace()
-            .take(3)
-            .collect::<Vec<_>>()
-            .join(" ")
-    };
     let mut rep = json!({
         "bench": "ocicni-rs-bench", "library": "ocicni (Rust)",
         "deps": {"ocicni": env!("CARGO_PKG_VERSION")}, "rust": option_env!("RUSTC_VERSION").unwrap_or("stable"),
@@ -515,10 +387,10 @@ async fn timed_phases(
 ) -> Result<(), String> {
     let first_error = Mutex::new(None);
     let ips = Mutex::new(BTreeSet::new());
+    let plugin_time = |i: usize| Some(timing.take(&pods[i].id));
     let setup = run_phase(
-        pods,
+        pods.len(),
         o.concurrency,
-        timing,
         |i| {
             let pod = with_net(&pods[i]);
             let ips = &ips;
@@ -535,18 +407,18 @@ async fn timed_phases(
                 Ok(())
             }
         },
+        &plugin_time,
         &first_error,
     )
     .await;
-    rep["setup"] = stats(&setup, pods.len());
+    rep["setup"] = stats(&setup);
     rep["unique_pod_ips"] = json!(ips.lock().map_or(0, |s| s.len()));
     rep["node_veths_after_setup"] = json!(count_veths());
     rep["node_iptables_rules_after_setup"] = json!(count_rules(&format!("{}-", o.id_prefix)));
 
     let remove = run_phase(
-        pods,
+        pods.len(),
         o.concurrency,
-        timing,
         |i| {
             let pod = with_net(&pods[i]);
             async move {
@@ -556,10 +428,11 @@ async fn timed_phases(
                     .map_err(|e| format!("teardown {}: {e}", pod.id))
             }
         },
+        &plugin_time,
         &first_error,
     )
     .await;
-    rep["remove"] = stats(&remove, pods.len());
+    rep["remove"] = stats(&remove);
     let total = setup.wall + remove.wall;
     rep["cycle_pods_per_s"] = json!(if total.is_zero() {
         0.0
@@ -570,7 +443,7 @@ async fn timed_phases(
     rep["leftover_after_remove"] = json!({
         "veths": count_veths(),
         "iptables_rules_with_pod_ids": count_rules(&format!("{}-", o.id_prefix)),
-        "ipam_leases": count_leases(o.ipam_dir.as_deref()),
+        "ipam_leases": o.ipam_dir.as_deref().map_or(0, benchkit::count_leases),
     });
     if let Some(err) = first_error.into_inner().ok().flatten() {
         rep["first_error"] = json!(err);

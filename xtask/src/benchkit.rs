@@ -1,0 +1,181 @@
+//! What the pod benchmarks (`ocicni-bench`, `crio-bench`) share: timing a phase of operations at
+//! a given concurrency, its latency statistics as the peer bench computes them, and counting what
+//! a run left behind on the node.
+//!
+//! Included by each binary with `#[path = "../benchkit.rs"] mod benchkit;` (binaries cannot use
+//! the xtask crate's own modules).
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// Latencies of one timed phase.
+#[derive(Default)]
+pub(crate) struct Phase {
+    /// Time of each successful operation.
+    pub(crate) latencies: Vec<Duration>,
+    /// Time spent in plugin processes by each successful operation, where the caller measures it.
+    pub(crate) plugin_time: Vec<Duration>,
+    /// Wall time of the whole phase.
+    pub(crate) wall: Duration,
+    /// Operations that failed.
+    pub(crate) errors: usize,
+}
+
+impl Phase {
+    /// A phase of successful operations only, for the probes that time one thing `n` times.
+    pub(crate) fn of_latencies(latencies: Vec<Duration>) -> Phase {
+        Phase {
+            latencies,
+            ..Phase::default()
+        }
+    }
+}
+
+/// Milliseconds, rounded to the microsecond.
+pub(crate) fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e6).round() / 1e3
+}
+
+/// Nearest-rank percentiles over the successful operations, as the peer bench computes them.
+/// `rate_key` names the successful-operations-per-second figure (the benches call it differently).
+pub(crate) fn stats(phase: &Phase, rate_key: &str) -> Value {
+    let mut lat = phase.latencies.clone();
+    lat.sort();
+    let pct = |p: f64| -> f64 {
+        if lat.is_empty() {
+            return 0.0;
+        }
+        let rank = ((p / 100.0) * lat.len() as f64).ceil().max(1.0) as usize;
+        ms(lat[rank.min(lat.len()) - 1])
+    };
+    let mean = if lat.is_empty() {
+        0.0
+    } else {
+        ms(lat.iter().sum::<Duration>() / lat.len() as u32)
+    };
+    let ok = lat.len();
+    json!({
+        "ops": ok + phase.errors, "errors": phase.errors, "wall_s": (phase.wall.as_secs_f64() * 1e3).round() / 1e3,
+        rate_key: if phase.wall.is_zero() { 0.0 } else { (ok as f64 / phase.wall.as_secs_f64() * 1e3).round() / 1e3 },
+        "mean_ms": mean, "min_ms": lat.first().map_or(0.0, |d| ms(*d)),
+        "p50_ms": pct(50.0), "p90_ms": pct(90.0), "p99_ms": pct(99.0), "max_ms": lat.last().map_or(0.0, |d| ms(*d)),
+    })
+}
+
+/// Runs `f(0..n)` with `concurrency` workers, timing each call; the first error is kept.
+/// After each call, `plugin_time(i)` is asked for the time it spent in plugins (and recorded when
+/// the call succeeded and it says one).
+pub(crate) async fn run_phase<F, Fut>(
+    n: usize,
+    concurrency: usize,
+    f: F,
+    plugin_time: &(dyn Fn(usize) -> Option<Duration> + Sync),
+    first_error: &Mutex<Option<String>>,
+) -> Phase
+where
+    F: Fn(usize) -> Fut + Sync,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let next = AtomicUsize::new(0);
+    let results = Mutex::new(Phase::default());
+    let started = Instant::now();
+    let worker = || async {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= n {
+                break;
+            }
+            let t0 = Instant::now();
+            let outcome = f(i).await;
+            let took = t0.elapsed();
+            let plugin = plugin_time(i);
+            let mut r = results
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match outcome {
+                Ok(()) => {
+                    r.latencies.push(took);
+                    r.plugin_time.extend(plugin);
+                }
+                Err(err) => {
+                    r.errors += 1;
+                    first_error
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .get_or_insert(err);
+                }
+            }
+        }
+    };
+    futures_util::future::join_all((0..concurrency).map(|_| worker())).await;
+    let mut phase = results
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    phase.wall = started.elapsed();
+    phase
+}
+
+// ---- leftovers ---------------------------------------------------------------------------------
+
+/// veth devices in this network namespace (-1 when `/sys/class/net` cannot be read).
+pub(crate) fn count_veths() -> i64 {
+    std::fs::read_dir("/sys/class/net").map_or(-1, |rd| {
+        rd.flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("veth"))
+            .count() as i64
+    })
+}
+
+/// iptables rules (`-A` lines of `iptables-save` in this netns) for which `matches` holds; -1
+/// when `iptables-save` cannot run.
+pub(crate) fn count_rules(matches: impl Fn(&str) -> bool) -> i64 {
+    let Ok(out) = std::process::Command::new("iptables-save").output() else {
+        return -1;
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with("-A ") && matches(l))
+        .count() as i64
+}
+
+/// Files under `dir` (recursively) whose name passes `keep`; a missing `dir` holds none.
+pub(crate) fn count_files(dir: &Path, keep: &dyn Fn(&str) -> bool) -> i64 {
+    fn walk(dir: &Path, keep: &dyn Fn(&str) -> bool, n: &mut i64) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, keep, n);
+            } else if keep(&entry.file_name().to_string_lossy()) {
+                *n += 1;
+            }
+        }
+    }
+    let mut n = 0;
+    walk(dir, keep, &mut n);
+    n
+}
+
+/// host-local leases under `dir`: files named by an IP address.
+pub(crate) fn count_leases(dir: &Path) -> i64 {
+    count_files(dir, &|name| name.parse::<std::net::IpAddr>().is_ok())
+}
+
+// ---- the node ----------------------------------------------------------------------------------
+
+/// The contents of `path`, empty when it cannot be read.
+pub(crate) fn text(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// The three load averages of `/proc/loadavg`.
+pub(crate) fn loadavg() -> String {
+    text("/proc/loadavg")
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
