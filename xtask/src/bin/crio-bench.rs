@@ -2,23 +2,39 @@
 //! much memory it holds.
 //!
 //! Run inside the "node" network namespace it is started in (`ip netns exec NODE crio-bench ...`),
-//! one scenario (mode x concurrency) per run, printing one JSON line:
+//! one scenario (mode x concurrency) per run, printing one JSON line. Two series are measured on
+//! the same network (same bridge, same host-local data directory, which host-local locks, so
+//! addresses stay unique; distinct container IDs and host ports; separate result caches):
 //!
-//! 1. **ocicni alone**: an in-process `Ocicni` (the daemon's settings: loopback in-process,
-//!    Kubernetes CNI_ARGS, one port mapping per pod) sets up `--sandboxes` pods whose namespaces
-//!    were pinned beforehand (untimed), `--concurrency` in flight, then tears them down.
-//! 2. **crio-lite**: the release daemon on a socket of its own, with the same network and plugin
-//!    directories. Resident memory idle (after one `Version`), then `RunPodSandbox` for as many
-//!    sandboxes (timed, over gRPC on one connection as kubelet does), memory with them up and with
-//!    `--memory-sandboxes` up, then `StopPodSandbox` + `RemovePodSandbox` per sandbox (timed as one
-//!    operation), SIGTERM, and a count of what is left: veths, iptables rules naming the
-//!    sandboxes, host-local leases, cache entries, pins, state files.
+//! - **ocicni alone**: an in-process `Ocicni` (the daemon's settings: loopback in-process,
+//!   Kubernetes CNI_ARGS, one port mapping per pod) sets up `--sandboxes` pods whose namespaces
+//!   were pinned beforehand (untimed), then tears them down.
+//! - **crio-lite**: the release daemon on a socket of its own, with the same network and plugin
+//!   directories: `RunPodSandbox` per sandbox (timed, over gRPC on one connection as kubelet
+//!   does), then `StopPodSandbox` + `RemovePodSandbox` per sandbox (timed as one operation).
+//!   Resident memory idle (after one `Version`, before any sandbox or pod exists), with the
+//!   sandboxes up and with `--memory-sandboxes` up (the extra ones brought up untimed after the
+//!   measured ones); at the end SIGTERM and a count of what is left: veths, iptables rules naming
+//!   the sandboxes, host-local leases, cache entries, pins, state files.
+//!
+//! **Concurrency 1 (judged) interleaves the two series** (`"interleaved": true`): the daemon is
+//! started first, then for each `i` one ocicni set-up (pod `i`) and one `RunPodSandbox`
+//! (sandbox `i`) run back to back, ocicni first on even `i` and the daemon first on odd ones,
+//! and the teardowns are interleaved the same way. Run one series after the other, minutes
+//! apart, the real plugins' own run time drifted by 10-20 ms between the two phases, so the
+//! difference of means swung from -12 to +49 ms between runs while the daemon's share is a few
+//! ms; interleaved, both series see the same system state over time and the drift cancels. Each
+//! series' `wall_s` is then the sum of its latencies. With both series up at once, the unique-IP
+//! check covers all of them (`unique_ips_both_series`) and `veths_after_setup` /
+//! `veths_after_run` count both. Concurrency 8 (shown, not judged) runs the series one after the
+//! other as before: all ocicni set-ups, all teardowns, then the daemon.
 //!
 //! `added_per_sandbox_ms.mean` (RunPodSandbox mean - ocicni set-up mean) is what the target is
-//! judged on; the daemon's share includes pinning the namespace, which part 1 does untimed, and
-//! its two state saves (each fsyncs a file and the directory: `crio.state_save_floor` times one on
-//! the same file system). `added_per_sandbox_ms.own` is the same difference with each side's time
-//! in plugin processes (part 1 from its executor, the daemon from its `/metrics`) taken out.
+//! judged on; the daemon's share includes pinning the namespace, which the ocicni series does
+//! untimed, and its two state saves (each fsyncs a file and the directory:
+//! `crio.state_save_floor` times one on the same file system). `added_per_sandbox_ms.own` is the
+//! same difference with each side's time in plugin processes (ocicni's from its executor, the
+//! daemon's from its `/metrics`) taken out.
 //! Everything made under `--work-dir` is removed by the caller; pins and the daemon go here.
 
 #[path = "../benchkit.rs"]
@@ -355,21 +371,24 @@ async fn main() {
             std::process::exit(2);
         }
     };
+    let interleave = opts.concurrency == 1;
     let mut rep = json!({
         "bench": "crio-bench", "mode": opts.mode, "sandboxes": opts.sandboxes,
         "concurrency": opts.concurrency, "warmup": opts.warmup,
         "memory_sandboxes": opts.memory_sandboxes, "network": NETWORK, "subnet": SUBNET,
-        "added_is": "RunPodSandbox mean - ocicni set-up mean (ms)",
+        "added_is": "RunPodSandbox mean - ocicni set-up mean (ms)", "interleaved": interleave,
         "num_cpu": std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
         "kernel": text("/proc/sys/kernel/osrelease").trim(), "loadavg_start": loadavg(),
     });
     let dirs = Dirs::new(&opts);
     let mut outcome = dirs.write(&opts);
-    if outcome.is_ok() {
+    if outcome.is_ok() && interleave {
+        outcome = interleaved(&opts, &dirs, &mut rep).await;
+    } else if outcome.is_ok() {
         outcome = ocicni_alone(&opts, &dirs, &mut rep).await;
-    }
-    if outcome.is_ok() {
-        outcome = crio_part(&opts, &dirs, &mut rep).await;
+        if outcome.is_ok() {
+            outcome = crio_part(&opts, &dirs, &mut rep, None).await;
+        }
     }
     summarize(&mut rep);
     rep["loadavg_end"] = json!(loadavg());
@@ -454,12 +473,9 @@ fn pod_network(id: &str, netns: &Path, host_port: u16) -> PodNetwork {
     pod
 }
 
-async fn ocicni_alone(o: &Opts, dirs: &Dirs, rep: &mut Value) -> Result<(), String> {
-    eprintln!(
-        "[crio-bench] {} c={}: ocicni alone, {} pods",
-        o.mode, o.concurrency, o.sandboxes
-    );
-    // The daemon's own settings (see crio-lite's wiring::build_cni), without its metrics.
+/// The daemon's own settings (see crio-lite's wiring::build_cni), without its metrics, on an
+/// executor that adds up the time spent in plugins.
+async fn ocicni_plugin(dirs: &Dirs) -> Result<(Ocicni, Arc<TimingExec>), String> {
     let timing = Arc::new(TimingExec::default());
     let plugin = Ocicni::builder()
         .exec(timing.clone())
@@ -472,7 +488,12 @@ async fn ocicni_alone(o: &Opts, dirs: &Dirs, rep: &mut Value) -> Result<(), Stri
         .build()
         .await
         .map_err(|e| format!("ocicni: {e}"))?;
-    let pods: Vec<PodNetwork> = (0..o.warmup + o.sandboxes)
+    Ok((plugin, timing))
+}
+
+/// The warm-up pods, then the measured ones.
+fn ocicni_pods(o: &Opts, dirs: &Dirs) -> Vec<PodNetwork> {
+    (0..o.warmup + o.sandboxes)
         .map(|i| {
             // Same width, so no ID is a prefix of another (rules are counted by substring); no
             // leading zero, which the no-op plugin's shell arithmetic would read as octal.
@@ -480,11 +501,20 @@ async fn ocicni_alone(o: &Opts, dirs: &Dirs, rep: &mut Value) -> Result<(), Stri
             let netns = dirs.ocicni_netns.join(&id);
             pod_network(&id, &netns, 20000 + i as u16)
         })
-        .collect();
-    let outcome = ocicni_phases(o, rep, &plugin, &timing, &pods).await;
-    // Whatever happened, nothing of ours stays attached or pinned.
-    for pod in &pods {
-        if outcome.is_err() {
+        .collect()
+}
+
+/// Whatever happened, nothing of ours stays attached (after a failure) or pinned; then the count
+/// of what ocicni left.
+async fn ocicni_release(
+    dirs: &Dirs,
+    rep: &mut Value,
+    plugin: &Ocicni,
+    pods: &[PodNetwork],
+    failed: bool,
+) {
+    for pod in pods {
+        if failed {
             let _ = plugin.teardown_pod(pod).await;
         }
         let _ = netns::remove_pinned_async(&pod.netns).await;
@@ -498,17 +528,54 @@ async fn ocicni_alone(o: &Opts, dirs: &Dirs, rep: &mut Value) -> Result<(), Stri
         "cache_entries": count_files(&dirs.ocicni_cache.join("results"), &|_| true),
         "pins": count_mounts_below(&dirs.ocicni_netns),
     });
+}
+
+/// Sequential scenarios (concurrency > 1): all ocicni set-ups, then all teardowns, before the
+/// daemon starts.
+async fn ocicni_alone(o: &Opts, dirs: &Dirs, rep: &mut Value) -> Result<(), String> {
+    eprintln!(
+        "[crio-bench] {} c={}: ocicni alone, {} pods",
+        o.mode, o.concurrency, o.sandboxes
+    );
+    let (plugin, timing) = ocicni_plugin(dirs).await?;
+    let pods = ocicni_pods(o, dirs);
+    let outcome = ocicni_phases(o, rep, &plugin, &timing, &pods).await;
+    ocicni_release(dirs, rep, &plugin, &pods, outcome.is_err()).await;
     outcome
 }
 
-async fn ocicni_phases(
+/// Interleaved scenarios (concurrency 1): the daemon runs the whole time and each ocicni set-up
+/// or teardown sits next to the daemon's operation on the same index (see the module docs).
+async fn interleaved(o: &Opts, dirs: &Dirs, rep: &mut Value) -> Result<(), String> {
+    let (plugin, timing) = ocicni_plugin(dirs).await?;
+    let pods = ocicni_pods(o, dirs);
+    let alongside = Alongside {
+        plugin: &plugin,
+        timing: &timing,
+        all: &pods,
+    };
+    let outcome = crio_part(o, dirs, rep, Some(&alongside)).await;
+    ocicni_release(dirs, rep, &plugin, &pods, outcome.is_err()).await;
+    outcome
+}
+
+/// The ocicni series measured alongside the daemon's, in interleaved scenarios.
+struct Alongside<'a> {
+    plugin: &'a Ocicni,
+    timing: &'a TimingExec,
+    /// Warm-up pods first, then the measured ones.
+    all: &'a [PodNetwork],
+}
+
+/// Untimed: one set-up and teardown per warm-up pod, then a pinned namespace for each measured
+/// pod. Returns the measured pods.
+async fn ocicni_prepare<'a>(
     o: &Opts,
     rep: &mut Value,
     plugin: &Ocicni,
-    timing: &TimingExec,
-    all: &[PodNetwork],
-) -> Result<(), String> {
-    let (warm, pods) = all.split_at(o.warmup);
+    all: &'a [PodNetwork],
+) -> Result<&'a [PodNetwork], String> {
+    let (warm, pods) = all.split_at(o.warmup.min(all.len()));
     for pod in warm {
         netns::create_pinned_async(&pod.netns)
             .await
@@ -529,18 +596,53 @@ async fn ocicni_phases(
             .map_err(|e| format!("netns for {}: {e}", pod.id))?;
     }
     rep["ocicni"]["netns_create_mean_ms"] = json!(ms(t0.elapsed() / pods.len().max(1) as u32));
+    Ok(pods)
+}
+
+/// One ocicni set-up; the pod's IPv4 addresses go to `ips`.
+async fn ocicni_setup(
+    plugin: &Ocicni,
+    pod: &PodNetwork,
+    ips: &Mutex<Vec<String>>,
+) -> Result<(), String> {
+    let results = plugin
+        .setup_pod(pod)
+        .await
+        .map_err(|e| format!("setup {}: {e}", pod.id))?;
+    let got: Vec<String> = results
+        .iter()
+        .filter_map(|r| r.result.first_ipv4())
+        .map(|ip| ip.address.addr().to_string())
+        .collect();
+    if got.is_empty() {
+        return Err(format!("setup {}: no IPv4 address in the result", pod.id));
+    }
+    ips.lock().map_err(|_| "poisoned")?.extend(got);
+    Ok(())
+}
+
+async fn ocicni_teardown(plugin: &Ocicni, pod: &PodNetwork) -> Result<(), String> {
+    plugin
+        .teardown_pod(pod)
+        .await
+        .map_err(|e| format!("teardown {}: {e}", pod.id))
+}
+
+async fn ocicni_phases(
+    o: &Opts,
+    rep: &mut Value,
+    plugin: &Ocicni,
+    timing: &TimingExec,
+    all: &[PodNetwork],
+) -> Result<(), String> {
+    let pods = ocicni_prepare(o, rep, plugin, all).await?;
     let first_error = Mutex::new(None);
+    let ips = Mutex::new(Vec::new());
     let add_before = timing.seconds("ADD");
     let setup = run_phase(
         pods.len(),
         o.concurrency,
-        |i| async move {
-            plugin
-                .setup_pod(&pods[i])
-                .await
-                .map(drop)
-                .map_err(|e| format!("setup {}: {e}", pods[i].id))
-        },
+        |i| ocicni_setup(plugin, &pods[i], &ips),
         &first_error,
     )
     .await;
@@ -552,12 +654,7 @@ async fn ocicni_phases(
     let teardown = run_phase(
         pods.len(),
         o.concurrency,
-        |i| async move {
-            plugin
-                .teardown_pod(&pods[i])
-                .await
-                .map_err(|e| format!("teardown {}: {e}", pods[i].id))
-        },
+        |i| ocicni_teardown(plugin, &pods[i]),
         &first_error,
     )
     .await;
@@ -567,6 +664,56 @@ async fn ocicni_phases(
         timing.seconds("DEL") - del_before,
     );
     take_error(&first_error).map_or(Ok(()), |e| Err(format!("ocicni alone: {e}")))
+}
+
+/// Times `op` into `phase`; a failure counts as an error and the first one is kept.
+async fn timed(
+    phase: &mut Phase,
+    op: impl std::future::Future<Output = Result<(), String>>,
+    first_error: &Mutex<Option<String>>,
+) {
+    let t0 = Instant::now();
+    match op.await {
+        Ok(()) => phase.latencies.push(t0.elapsed()),
+        Err(err) => {
+            phase.errors += 1;
+            first_error
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get_or_insert(err);
+        }
+    }
+}
+
+/// One at a time, `a(i)` and `b(i)` for each `i`, `a` first on even `i` and `b` first on odd
+/// ones, so both series see the same system over time and neither always follows the other.
+/// Each phase's wall time is the sum of its latencies (the phases overlap in time, so that is
+/// what one series alone would have taken).
+async fn alternate<A, FutA, B, FutB>(
+    n: usize,
+    a: A,
+    b: B,
+    first_error: &Mutex<Option<String>>,
+) -> (Phase, Phase)
+where
+    A: Fn(usize) -> FutA,
+    FutA: std::future::Future<Output = Result<(), String>>,
+    B: Fn(usize) -> FutB,
+    FutB: std::future::Future<Output = Result<(), String>>,
+{
+    let (mut pa, mut pb) = (Phase::default(), Phase::default());
+    for i in 0..n {
+        if i % 2 == 0 {
+            timed(&mut pa, Box::pin(a(i)), first_error).await;
+            timed(&mut pb, Box::pin(b(i)), first_error).await;
+        } else {
+            timed(&mut pb, Box::pin(b(i)), first_error).await;
+            timed(&mut pa, Box::pin(a(i)), first_error).await;
+        }
+    }
+    pa.wall = pa.latencies.iter().sum();
+    pb.wall = pb.latencies.iter().sum();
+    (pa, pb)
 }
 
 // ---- part 2: crio-lite over its socket ---------------------------------------------------------
@@ -789,11 +936,23 @@ async fn stop_remove_all(
     .await
 }
 
-async fn crio_part(o: &Opts, dirs: &Dirs, rep: &mut Value) -> Result<(), String> {
-    eprintln!(
-        "[crio-bench] {} c={}: crio-lite, {} sandboxes ({} for memory)",
-        o.mode, o.concurrency, o.sandboxes, o.memory_sandboxes
-    );
+async fn crio_part(
+    o: &Opts,
+    dirs: &Dirs,
+    rep: &mut Value,
+    alongside: Option<&Alongside<'_>>,
+) -> Result<(), String> {
+    if alongside.is_some() {
+        eprintln!(
+            "[crio-bench] {} c={}: crio-lite and ocicni alone interleaved, {} sandboxes and {} pods ({} for memory)",
+            o.mode, o.concurrency, o.sandboxes, o.sandboxes, o.memory_sandboxes
+        );
+    } else {
+        eprintln!(
+            "[crio-bench] {} c={}: crio-lite, {} sandboxes ({} for memory)",
+            o.mode, o.concurrency, o.sandboxes, o.memory_sandboxes
+        );
+    }
     let started = Instant::now();
     let mut daemon = Daemon::start(o, dirs)?;
     let pid = daemon.pid();
@@ -801,7 +960,7 @@ async fn crio_part(o: &Opts, dirs: &Dirs, rep: &mut Value) -> Result<(), String>
     let outcome = match wait_ready(&mut daemon, dirs).await {
         Ok(client) => {
             rep["crio"]["ready_ms"] = json!(ms(started.elapsed()));
-            let outcome = crio_phases(o, dirs, rep, &client, pid, &ids).await;
+            let outcome = crio_phases(o, dirs, rep, &client, pid, &ids, alongside).await;
             // After a failure, whatever the daemon still holds goes (the daemon knows best).
             if outcome.is_err() {
                 let listed = client
@@ -839,6 +998,12 @@ async fn crio_part(o: &Opts, dirs: &Dirs, rep: &mut Value) -> Result<(), String>
     stopped
 }
 
+fn poisoned<T>(_: T) -> String {
+    "poisoned".into()
+}
+
+/// The daemon's phases; with `alongside`, ocicni's set-ups and teardowns are interleaved with
+/// the timed `RunPodSandbox` and `StopPodSandbox` + `RemovePodSandbox` calls.
 async fn crio_phases(
     o: &Opts,
     dirs: &Dirs,
@@ -846,8 +1011,10 @@ async fn crio_phases(
     client: &RuntimeServiceClient<Channel>,
     pid: u32,
     all_ids: &Mutex<Vec<String>>,
+    alongside: Option<&Alongside<'_>>,
 ) -> Result<(), String> {
     let mib = |kib: i64| (kib as f64 / 1024.0 * 100.0).round() / 100.0;
+    // Before any sandbox or pod exists.
     let (idle, _) = rss_kib(pid);
     rep["crio"]["rss_mib"]["idle"] = json!(mib(idle));
     let first_error = Mutex::new(None);
@@ -855,9 +1022,13 @@ async fn crio_phases(
 
     for i in 0..o.warmup {
         let id = run_sandbox(client, &format!("warm-{i}"), 29000 + i as u16).await?;
-        all_ids.lock().map_err(|_| "poisoned")?.push(id.clone());
+        all_ids.lock().map_err(poisoned)?.push(id.clone());
         stop_remove(client, &id).await?;
     }
+    let side = match alongside {
+        Some(a) => Some((a, ocicni_prepare(o, rep, a.plugin, a.all).await?)),
+        None => None,
+    };
 
     rep["crio"]["state_save_floor"] = state_save_floor(&o.work_dir.join("save-probe"), 20);
 
@@ -865,25 +1036,72 @@ async fn crio_phases(
         .map(|i| (format!("crio-bench-{i}"), 30000 + i as u16))
         .collect();
     let ids = Mutex::new(Vec::new());
+    let ocicni_ips = Mutex::new(Vec::new());
     let add_before = daemon_plugin_seconds(&dirs.socket(), "ADD").await?;
-    let run = run_all(client, &names, o.concurrency, &ids, &first_error).await;
+    let run = if let Some((a, pods)) = side {
+        let ocicni_before = a.timing.seconds("ADD");
+        let (ips, ids, names) = (&ocicni_ips, &ids, &names);
+        let (setup, run) = alternate(
+            o.sandboxes.min(pods.len()),
+            |i| ocicni_setup(a.plugin, &pods[i], ips),
+            |i| async move {
+                let id = run_sandbox(client, &names[i].0, names[i].1).await?;
+                ids.lock().map_err(poisoned)?.push(id);
+                Ok(())
+            },
+            &first_error,
+        )
+        .await;
+        rep["ocicni"]["setup"] = stats(&setup);
+        rep["ocicni"]["setup_split"] = plugin_share(
+            &rep["ocicni"]["setup"],
+            a.timing.seconds("ADD") - ocicni_before,
+        );
+        // Both series are up here.
+        rep["ocicni"]["veths_after_setup"] = json!(count_veths());
+        run
+    } else {
+        run_all(client, &names, o.concurrency, &ids, &first_error).await
+    };
     let add_after = daemon_plugin_seconds(&dirs.socket(), "ADD").await?;
-    let ids = ids.into_inner().map_err(|_| "poisoned")?;
+    let ids = ids.into_inner().map_err(poisoned)?;
     all_ids
         .lock()
-        .map_err(|_| "poisoned")?
+        .map_err(poisoned)?
         .extend(ids.iter().cloned());
     rep["crio"]["run"] = stats(&run);
     rep["crio"]["run_split"] = plugin_share(&rep["crio"]["run"], add_after - add_before);
     rep["crio"]["rss_mib"]["with_sandboxes"] = json!(mib(rss_kib(pid).0));
     rep["crio"]["veths_after_run"] = json!(count_veths());
     fail(&first_error)?;
-    let unique = sandbox_ips(client, &ids).await?;
-    rep["crio"]["unique_sandbox_ips"] = json!(unique);
+    let sandbox_ips = sandbox_ips(client, &ids).await?;
+    rep["crio"]["unique_sandbox_ips"] = json!(sandbox_ips.len());
     // The no-op plugin derives addresses from numeric IDs; sandbox IDs are hex, so only real
     // mode hands out one address per sandbox.
-    if o.mode == "real" && unique != ids.len() {
-        return Err(format!("{} sandboxes but {unique} distinct IPs", ids.len()));
+    if o.mode == "real" && sandbox_ips.len() != ids.len() {
+        return Err(format!(
+            "{} sandboxes but {} distinct IPs",
+            ids.len(),
+            sandbox_ips.len()
+        ));
+    }
+    if side.is_some() {
+        // Both series draw from the same host-local range at the same time.
+        let ocicni_ips = ocicni_ips.into_inner().map_err(poisoned)?;
+        let distinct = ocicni_ips
+            .iter()
+            .chain(&sandbox_ips)
+            .collect::<BTreeSet<_>>();
+        let total = ocicni_ips.len() + sandbox_ips.len();
+        rep["unique_ips_both_series"] = json!(distinct.len());
+        if o.mode == "real" && distinct.len() != total {
+            return Err(format!(
+                "{} ocicni pods and {} sandboxes but {} distinct IPs",
+                ocicni_ips.len(),
+                ids.len(),
+                distinct.len()
+            ));
+        }
     }
 
     // Memory with `memory_sandboxes` up: top up untimed, measure, take the extra ones down.
@@ -894,10 +1112,10 @@ async fn crio_phases(
             .collect();
         let extra_out = Mutex::new(Vec::new());
         run_all(client, &extra, o.concurrency, &extra_out, &first_error).await;
-        extra_ids = extra_out.into_inner().map_err(|_| "poisoned")?;
+        extra_ids = extra_out.into_inner().map_err(poisoned)?;
         all_ids
             .lock()
-            .map_err(|_| "poisoned")?
+            .map_err(poisoned)?
             .extend(extra_ids.iter().cloned());
         fail(&first_error)?;
     }
@@ -908,7 +1126,31 @@ async fn crio_phases(
     fail(&first_error)?;
 
     let del_before = daemon_plugin_seconds(&dirs.socket(), "DEL").await?;
-    let teardown = stop_remove_all(client, &ids, o.concurrency, &first_error).await;
+    let teardown = if let Some((a, pods)) = side {
+        let ocicni_before = a.timing.seconds("DEL");
+        let ids = &ids;
+        let (ocicni_teardowns, teardown) = alternate(
+            pods.len().max(ids.len()),
+            |i| async move {
+                let pod = pods.get(i).ok_or(format!("no ocicni pod {i}"))?;
+                ocicni_teardown(a.plugin, pod).await
+            },
+            |i| async move {
+                let id = ids.get(i).ok_or(format!("no sandbox {i}"))?;
+                stop_remove(client, id).await
+            },
+            &first_error,
+        )
+        .await;
+        rep["ocicni"]["teardown"] = stats(&ocicni_teardowns);
+        rep["ocicni"]["teardown_split"] = plugin_share(
+            &rep["ocicni"]["teardown"],
+            a.timing.seconds("DEL") - ocicni_before,
+        );
+        teardown
+    } else {
+        stop_remove_all(client, &ids, o.concurrency, &first_error).await
+    };
     let del_after = daemon_plugin_seconds(&dirs.socket(), "DEL").await?;
     rep["crio"]["stop_remove"] = stats(&teardown);
     rep["crio"]["stop_remove_split"] =
@@ -919,12 +1161,11 @@ async fn crio_phases(
     fail(&first_error)
 }
 
-/// Distinct IPs the daemon reports for `ids` (untimed); in real mode they must be distinct and
-/// in the subnet.
+/// The distinct IPs the daemon reports for `ids` (untimed); every sandbox must report one.
 async fn sandbox_ips(
     client: &RuntimeServiceClient<Channel>,
     ids: &[String],
-) -> Result<usize, String> {
+) -> Result<BTreeSet<String>, String> {
     let mut ips = BTreeSet::new();
     for id in ids {
         let status = client
@@ -946,5 +1187,5 @@ async fn sandbox_ips(
         }
         ips.insert(ip);
     }
-    Ok(ips.len())
+    Ok(ips)
 }
