@@ -170,7 +170,7 @@ impl Manager {
     }
 
     async fn create(&self, sandbox: &mut Sandbox) -> Result<(), Status> {
-        self.save(sandbox).await?;
+        self.save_creating(sandbox).await?;
         if let Some(path) = &sandbox.netns_path {
             self.netns.create_pinned(path).await.map_err(|e| {
                 Status::internal(format!(
@@ -415,9 +415,23 @@ impl Manager {
     }
 
     async fn save(&self, sandbox: &Sandbox) -> Result<(), Status> {
+        self.write_state(sandbox, Store::save).await
+    }
+
+    /// The `Creating` marker: written before anything is touched, unsynced (see
+    /// [`Store::save_unsynced`]).
+    async fn save_creating(&self, sandbox: &Sandbox) -> Result<(), Status> {
+        self.write_state(sandbox, Store::save_unsynced).await
+    }
+
+    async fn write_state(
+        &self,
+        sandbox: &Sandbox,
+        write: fn(&Store, &Sandbox) -> crate::error::Result<()>,
+    ) -> Result<(), Status> {
         let store = self.store.clone();
         let copy = sandbox.clone();
-        tokio::task::spawn_blocking(move || store.save(&copy))
+        tokio::task::spawn_blocking(move || write(&store, &copy))
             .await
             .map_err(|e| {
                 Status::internal(format!("sandbox {}: state writer failed: {e}", sandbox.id))

@@ -1,7 +1,8 @@
 //! Sandbox state files: one JSON file per sandbox, replaced atomically.
 //!
 //! A save writes `.<id>.json.tmp`, fsyncs it, renames it over `<id>.json` and fsyncs the directory,
-//! so after a crash a file holds either the old state or the new one, never half of each. Leftover
+//! so after a crash a file holds either the old state or the new one, never half of each. The
+//! `Creating` marker skips the syncs (see [`Store::save_unsynced`]). Leftover
 //! temporary files are deleted when the store opens.
 
 use std::fs;
@@ -62,8 +63,19 @@ impl Store {
         self.dir.join(format!("{id}.json"))
     }
 
-    /// Writes the sandbox's state atomically.
+    /// Writes the sandbox's state atomically and durably (file and directory synced).
     pub(crate) fn save(&self, sandbox: &Sandbox) -> Result<()> {
+        self.write(sandbox, true)
+    }
+
+    /// Writes the sandbox's state atomically without syncing it: for the `Creating` marker, which
+    /// must survive the daemon being killed (the page cache does) but not a power loss, after which
+    /// the namespace pins are gone anyway and a torn or missing file is rolled back or left to GC.
+    pub(crate) fn save_unsynced(&self, sandbox: &Sandbox) -> Result<()> {
+        self.write(sandbox, false)
+    }
+
+    fn write(&self, sandbox: &Sandbox, durable: bool) -> Result<()> {
         let path = self.path_of(&sandbox.id);
         let tmp = self.dir.join(format!(".{}.json.tmp", sandbox.id));
         let bytes = serde_json::to_vec_pretty(sandbox).map_err(|e| Error::State {
@@ -73,7 +85,10 @@ impl Store {
         let write = || -> std::io::Result<()> {
             let mut file = fs::File::create(&tmp)?;
             file.write_all(&bytes)?;
-            file.sync_all()
+            if durable {
+                file.sync_all()?;
+            }
+            Ok(())
         };
         if let Err(e) = write() {
             let _ = fs::remove_file(&tmp);
@@ -83,7 +98,7 @@ impl Store {
             let _ = fs::remove_file(&tmp);
             return Err(Error::io("cannot replace sandbox state", &path, e));
         }
-        self.sync_dir()
+        if durable { self.sync_dir() } else { Ok(()) }
     }
 
     /// Deletes the sandbox's state; a missing file is fine.
@@ -233,5 +248,25 @@ mod tests {
         store.delete(&id).unwrap();
         store.delete(&id).unwrap();
         assert!(!store.path_of(&id).exists());
+    }
+
+    #[test]
+    fn an_unsynced_save_is_read_back_and_replaced_by_a_synced_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let id = new_sandbox_id().unwrap();
+        let mut state = sandbox(&id);
+        store.save_unsynced(&state).unwrap();
+        let loaded = store.load_all().unwrap();
+        assert!(matches!(&loaded[..], [Loaded::Sandbox(s)] if **s == state));
+        state.hostname = "after".into();
+        store.save(&state).unwrap();
+        let loaded = store.load_all().unwrap();
+        assert!(matches!(&loaded[..], [Loaded::Sandbox(s)] if s.hostname == "after"));
+        assert_eq!(
+            fs::read_dir(dir.path().join("sandboxes")).unwrap().count(),
+            1,
+            "no temp file left"
+        );
     }
 }
