@@ -1,6 +1,6 @@
 //! The loaded configuration: which networks are usable and which one is the default.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -71,28 +71,27 @@ pub(crate) async fn load(
             None
         }
     };
-    let mut loaded = Vec::new();
+    // Loaded files own distinct network names; remember which report each one is.
+    let mut report_of = HashMap::new();
     for file in load.iter().flat_map(|l| l.files.iter()) {
-        let mut report = NetworkReport {
+        if let (Verdict::Loaded, Some(name)) = (&file.verdict, &file.network) {
+            report_of.insert(name.clone(), out.reports.len());
+        }
+        out.reports.push(NetworkReport {
             file: Some(file.path.clone()),
             network: file.network.clone(),
             plugins: file.plugin_types.clone(),
             verdict: file.verdict.as_str(),
             reason: file.reason(),
             default: false,
-        };
-        if matches!(file.verdict, Verdict::Loaded)
-            && let Some(net) = file
-                .network
-                .as_deref()
-                .and_then(|n| load.as_ref().and_then(|l| l.get(n)))
-        {
-            loaded.push((out.reports.len(), Arc::new(net.clone())));
-        } else if matches!(file.verdict, Verdict::Loaded) {
-            report.verdict = "rejected";
-        }
-        out.reports.push(report);
+        });
     }
+    let loaded: Vec<(usize, Arc<NetworkList>)> = load
+        .map(cni_config::DirLoad::into_networks)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|net| Some((*report_of.get(net.name())?, Arc::new(net))))
+        .collect();
     let checks = loaded.iter().map(|(_, net)| cni.validate_network_list(net));
     let verdicts = futures_util::future::join_all(checks).await;
     for ((index, net), verdict) in loaded.into_iter().zip(verdicts) {
