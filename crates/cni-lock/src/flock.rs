@@ -22,6 +22,10 @@
 //!   failure someone else still uses the file and will clean it up; we just close.
 //! - Inode numbers are not reused under us: our open descriptor keeps the inode alive.
 //!
+//! - Keeping a file (release without unlinking) is always allowed: it only leaves the lock to a
+//!   later exclusive holder to remove. Sweeping a directory takes each file exclusively, without
+//!   waiting, and unlinks it under the same check as a release.
+//!
 //! The kernel drops a flock when its last descriptor closes, including when the holder is killed,
 //! so a crashed holder never wedges anyone; its file stays until the next holder releases it. A
 //! caller that times out after creating the file (without ever locking it) can also leave one
@@ -64,6 +68,8 @@ pub(crate) struct Held {
     file: Option<File>,
     path: PathBuf,
     mode: LockMode,
+    /// Release leaves the file in place.
+    pub(crate) keep: bool,
 }
 
 /// Takes the file lock at `path` (creating `dir` if needed), polling until `deadline`
@@ -129,6 +135,7 @@ pub(crate) fn try_acquire(dir: &Path, path: &Path, mode: LockMode) -> Result<Opt
                     file: Some(file),
                     path: path.to_owned(),
                     mode,
+                    keep: false,
                 }));
             }
             // Unlinked by the previous holder after our open: retry on the live file.
@@ -161,6 +168,7 @@ impl Held {
             return Ok(());
         };
         let exclusive = match self.mode {
+            _ if self.keep => false,
             LockMode::Exclusive => true,
             // Converting to exclusive fails while anyone else holds the file; then they clean up.
             LockMode::Shared => file.try_lock().is_ok(),
@@ -184,6 +192,45 @@ impl Held {
         tracing::trace!(path = %self.path.display(), removed = exclusive, "lock file released");
         result
     }
+}
+
+/// Removes the lock files in `dir` that nobody holds and `keep` does not name; returns how many.
+/// A file someone holds, or takes while we look, is left alone.
+pub(crate) fn sweep(dir: &Path, keep: &dyn Fn(&str) -> bool) -> Result<usize, Error> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(Error::io(dir, e)),
+    };
+    let mut removed = 0;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        if keep(name) || !entry.file_type().is_ok_and(|t| t.is_file()) {
+            continue;
+        }
+        let path = entry.path();
+        // Opening without O_CREAT: a file unlinked since the listing is simply skipped.
+        let file = match OpenOptions::new().read(true).write(true).open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io(&path, e)),
+        };
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => continue,
+            Err(TryLockError::Error(e)) => return Err(Error::io(&path, e)),
+        }
+        if names_inode_of(&path, &file).map_err(|e| Error::io(&path, e))? {
+            match fs::remove_file(&path) {
+                Ok(()) => removed += 1,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(&path, e)),
+            }
+        }
+    }
+    Ok(removed)
 }
 
 impl Drop for Held {
@@ -216,6 +263,37 @@ mod tests {
         assert!(path.exists());
         held.release().expect("release");
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_kept_file_stays_and_the_next_holder_removes_it() {
+        let (_tmp, dir, path) = paths();
+        let mut held =
+            acquire(&dir, &path, LockMode::Exclusive, now_plus(100), None).expect("free");
+        held.keep = true;
+        held.release().expect("release");
+        assert!(path.exists(), "kept");
+        let again = acquire(&dir, &path, LockMode::Exclusive, now_plus(100), None).expect("free");
+        again.release().expect("release");
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn sweep_removes_only_free_unkept_files() {
+        let (_tmp, dir, path) = paths();
+        let busy = dir.join("busy.lock");
+        let kept = dir.join("kept.lock");
+        for p in [&path, &busy, &kept] {
+            let mut held =
+                acquire(&dir, p, LockMode::Exclusive, now_plus(100), None).expect("free");
+            held.keep = true;
+        }
+        let _busy = acquire(&dir, &busy, LockMode::Shared, now_plus(100), None).expect("free");
+        let removed = sweep(&dir, &|name| name == "kept.lock").expect("sweep");
+        assert_eq!(removed, 1);
+        assert!(!path.exists());
+        assert!(busy.exists() && kept.exists());
+        assert_eq!(sweep(&dir.join("missing"), &|_| false).expect("no dir"), 0);
     }
 
     #[test]

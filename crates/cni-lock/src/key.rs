@@ -76,6 +76,12 @@ impl LockKey {
         }
     }
 
+    /// Whether this is the [GC lock](LockKey::gc), whose file is never removed: every set-up
+    /// and teardown takes it, so removing it would only mean creating it again a moment later.
+    pub fn is_gc(&self) -> bool {
+        self.kind == Kind::Gc
+    }
+
     /// The name of this key's lock file inside the lock directory.
     pub fn file_name(&self) -> &str {
         &self.file_name

@@ -11,6 +11,10 @@
 //!   queue contends for the file lock.
 //! - **Lock files do not pile up**: the holder removes the file on release, with a protocol that
 //!   keeps mutual exclusion (documented in the `flock` module source, summarised in the README).
+//!   A holder that knows the key will be locked again soon (a pod just set up will be torn down)
+//!   can [keep the file](LockGuard::keep_file) instead, which saves creating it again; files
+//!   nobody needs any more are removed by the next holder or by [`Locks::sweep`]. The
+//!   [GC lock](LockKey::gc)'s file is always kept.
 //! - **File names are safe** whatever the key contains; see [`LockKey::file_name`].
 //! - Every wait has a **timeout**; [`Error::Timeout`] names the lock file and how long it waited.
 //!
@@ -280,7 +284,33 @@ impl Locks {
         Ok(Self::guard(held, turn, key, path, mode))
     }
 
-    fn guard(held: Held, turn: Turn, key: &LockKey, path: PathBuf, mode: LockMode) -> LockGuard {
+    /// Removes the lock files in the lock directory that nobody holds, except the GC lock's and
+    /// those whose file name `keep` accepts (compare with [`LockKey::file_name`]); returns how
+    /// many it removed.
+    ///
+    /// For garbage collection: files kept by [`LockGuard::keep_file`] for keys that are gone,
+    /// and files left by processes that died holding them. A file that is locked, or gets locked
+    /// while the sweep looks at it, is left alone, so sweeping is safe at any time. Blocking: a
+    /// few syscalls per file.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] naming the directory or file that could not be read, opened or removed.
+    pub fn sweep(&self, keep: impl Fn(&str) -> bool) -> Result<usize> {
+        let gc = LockKey::gc();
+        flock::sweep(&self.inner.dir, &|name| {
+            name == gc.file_name() || keep(name)
+        })
+    }
+
+    fn guard(
+        mut held: Held,
+        turn: Turn,
+        key: &LockKey,
+        path: PathBuf,
+        mode: LockMode,
+    ) -> LockGuard {
+        held.keep = key.is_gc();
         tracing::debug!(%key, path = %path.display(), ?mode, "lock acquired");
         LockGuard {
             held,
@@ -323,6 +353,14 @@ impl LockGuard {
     /// Whether the lock is held shared or exclusive.
     pub fn mode(&self) -> LockMode {
         self.mode
+    }
+
+    /// Leaves the lock file in place when this guard is released, for a key that will be locked
+    /// again soon: the next holder then opens the file instead of creating it. A later holder
+    /// that does not keep it, or [`Locks::sweep`], removes it. Mutual exclusion does not depend
+    /// on files being removed, only on who may remove them.
+    pub fn keep_file(&mut self) {
+        self.held.keep = true;
     }
 
     /// Releases the lock now, reporting a failure to remove its file.

@@ -135,7 +135,48 @@ async fn lock_files_are_removed_when_free() {
     for guard in guards {
         guard.unlock().expect("unlock");
     }
-    assert_eq!(ws.lock_files(), Vec::<String>::new());
+    // The GC lock's file stays: every set-up and teardown takes it.
+    assert_eq!(ws.lock_files(), vec!["gc.lock".to_owned()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kept_files_stay_until_a_holder_or_a_sweep_removes_them() {
+    let ws = Workspace::new();
+    let locks = ws.locks();
+    for id in ["set-up", "gone", "busy"] {
+        let mut guard = locks
+            .lock(&LockKey::container(id), LONG)
+            .await
+            .expect("free");
+        guard.keep_file();
+        guard.unlock().expect("unlock");
+    }
+    let set_up = LockKey::container("set-up");
+    assert_eq!(ws.lock_files().len(), 3);
+    // A kept file still excludes: the next holder opens it instead of creating it.
+    let again = locks.lock(&set_up, LONG).await.expect("free");
+    assert!(matches!(
+        ws.locks().lock(&set_up, Duration::from_millis(30)).await,
+        Err(Error::Timeout { .. })
+    ));
+    again.unlock().expect("unlock");
+    assert!(
+        !locks.path_for(&set_up).exists(),
+        "a holder that does not keep removes"
+    );
+
+    let _gc = locks.lock(&LockKey::gc(), LONG).await.expect("free");
+    let _busy = ws
+        .locks()
+        .lock(&LockKey::container("busy"), LONG)
+        .await
+        .expect("free");
+    let removed = locks.sweep(|name| name == "nothing-kept").expect("sweep");
+    assert_eq!(removed, 1, "only the free file of the gone container");
+    assert_eq!(
+        ws.lock_files(),
+        vec!["ctr@busy.lock".to_owned(), "gc.lock".to_owned()]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -171,7 +212,7 @@ async fn gc_waits_for_set_up_and_teardown_and_holds_them_off() {
         Err(Error::Timeout { .. })
     ));
     gc_guard.unlock().expect("unlock");
-    assert_eq!(ws.lock_files(), Vec::<String>::new());
+    assert_eq!(ws.lock_files(), vec!["gc.lock".to_owned()]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

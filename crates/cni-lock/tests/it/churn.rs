@@ -64,7 +64,8 @@ fn shared_and_exclusive_churn_keeps_writers_alone() {
     let ws = Workspace::new();
     let writers_inside = Arc::new(AtomicU64::new(0));
     let readers_inside = Arc::new(AtomicU64::new(0));
-    let key = LockKey::gc();
+    // Not the GC key, whose file is always kept: this one exercises removal by shared holders.
+    let key = LockKey::container("shared-churn");
     let handles: Vec<_> = (0..THREADS)
         .map(|i| {
             let locks: Locks = ws.locks();

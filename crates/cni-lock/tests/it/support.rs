@@ -68,9 +68,9 @@ impl Workspace {
         read_counter(&self.root.join("counter")).expect("read counter")
     }
 
-    /// Names of the files left in the lock directory (none if it was never created).
+    /// Names of the files left in the lock directory, sorted (none if it was never created).
     pub(crate) fn lock_files(&self) -> Vec<String> {
-        match fs::read_dir(&self.locks_dir) {
+        let mut names: Vec<String> = match fs::read_dir(&self.locks_dir) {
             Ok(entries) => entries
                 .map(|e| {
                     e.expect("dir entry")
@@ -81,7 +81,9 @@ impl Workspace {
                 .collect(),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Vec::new(),
             Err(e) => panic!("read {}: {e}", self.locks_dir.display()),
-        }
+        };
+        names.sort();
+        names
     }
 
     /// Starts this test binary again, running only `test_name`, as a worker in `role`.
