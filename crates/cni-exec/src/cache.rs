@@ -226,15 +226,41 @@ fn decode(bytes: &[u8]) -> std::result::Result<CachedAttachment, String> {
 }
 
 /// The result cache under one cache directory (libcni's `CacheDir`, `/var/lib/cni` by default).
+///
+/// Pending entries (see [`ResultCache::put_pending`]) live with the complete ones unless
+/// [`ResultCache::with_pending_dir`] puts them elsewhere.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResultCache {
     dir: PathBuf,
+    pending_dir: Option<PathBuf>,
 }
 
 impl ResultCache {
     /// A cache rooted at `dir`; entries live in `dir/results`. Nothing is created until a write.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        ResultCache { dir: dir.into() }
+        ResultCache {
+            dir: dir.into(),
+            pending_dir: None,
+        }
+    }
+
+    /// Keeps pending entries in `dir` (same file names and format), so that the results
+    /// directory only ever holds complete entries, as libcni writes them.
+    ///
+    /// Meant for a directory in the runtime's run dir (`/run/...`, a tmpfs on any systemd host):
+    /// a pending entry only has to survive its process dying, not a reboot, and on tmpfs
+    /// writing and removing it costs no disk I/O. Readers ([`ResultCache::get`],
+    /// [`ResultCache::list`]) look in both places; a complete entry wins over a pending one.
+    pub fn with_pending_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.pending_dir = Some(dir.into());
+        self
+    }
+
+    /// Where pending entries are written: the pending directory if set, else the results one.
+    pub fn pending_dir(&self) -> PathBuf {
+        self.pending_dir
+            .clone()
+            .unwrap_or_else(|| self.results_dir())
     }
 
     /// The cache directory.
@@ -275,19 +301,27 @@ impl ResultCache {
         if_name: &str,
     ) -> Result<Option<CachedAttachment>> {
         let path = self.entry_path(network, container_id, if_name)?;
-        Ok(read_entry(&path))
+        Ok(read_entry(&path).or_else(|| {
+            let name = path.file_name()?;
+            read_entry(&self.pending_dir.as_ref()?.join(name))
+        }))
     }
 
     /// Writes an entry atomically: a temporary file in the same directory (mode 0600) is written,
     /// synced and renamed over the entry, then the directory is synced. The directory is created
-    /// with mode 0700 when missing.
+    /// with mode 0700 when missing. A pending entry of the attachment in the pending directory
+    /// is removed once this one is in place.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidRuntimeConf`] for names that break the rules, [`Error::Cache`] when the file
     /// system refuses.
     pub fn put(&self, attachment: &CachedAttachment) -> Result<()> {
-        self.store(attachment, Durability::Synced)
+        let path = self.store(attachment, Durability::Synced)?;
+        if let (Some(dir), Some(name)) = (&self.pending_dir, path.file_name()) {
+            remove_if_present(&dir.join(name))?;
+        }
+        Ok(())
     }
 
     /// Writes an entry atomically like [`ResultCache::put`], but without syncing it to disk.
@@ -295,23 +329,31 @@ impl ResultCache {
     /// For the result-less entry ADD writes before running plugins: it lets teardown and GC find
     /// an attachment whose runtime died while the plugins ran. A process dying does not lose page
     /// cache, so that case needs no fsync; after a power loss the namespace and its interfaces are
-    /// gone anyway, and a torn entry reads as absent.
+    /// gone anyway, and a torn entry reads as absent. Written to the
+    /// [pending directory](ResultCache::with_pending_dir) when there is one.
     ///
     /// # Errors
     ///
     /// As [`ResultCache::put`].
     pub fn put_pending(&self, attachment: &CachedAttachment) -> Result<()> {
-        self.store(attachment, Durability::Unsynced)
+        self.store(attachment, Durability::Unsynced).map(drop)
     }
 
-    fn store(&self, attachment: &CachedAttachment, durability: Durability) -> Result<()> {
+    /// Writes `attachment` to its file (in the pending directory when unsynced and there is
+    /// one); returns the path of its entry in the results directory.
+    fn store(&self, attachment: &CachedAttachment, durability: Durability) -> Result<PathBuf> {
         let path = self.entry_path(
             &attachment.network,
             &attachment.container_id,
             &attachment.if_name,
         )?;
         let bytes = encode(attachment, &path)?;
-        let dir = self.results_dir();
+        let (dir, target) = match (&self.pending_dir, durability, path.file_name()) {
+            (Some(pending), Durability::Unsynced, Some(name)) => {
+                (pending.clone(), pending.join(name))
+            }
+            _ => (self.results_dir(), path.clone()),
+        };
         DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -321,10 +363,11 @@ impl ResultCache {
                 op: "create directory",
                 source,
             })?;
-        write_atomic(&dir, &path, &bytes, durability)
+        write_atomic(&dir, &target, &bytes, durability)?;
+        Ok(path)
     }
 
-    /// Removes an entry; `Ok(false)` when there was none.
+    /// Removes an entry, complete or pending; `Ok(false)` when there was none.
     ///
     /// # Errors
     ///
@@ -332,15 +375,11 @@ impl ResultCache {
     /// cannot be removed.
     pub fn remove(&self, network: &str, container_id: &str, if_name: &str) -> Result<bool> {
         let path = self.entry_path(network, container_id, if_name)?;
-        match fs::remove_file(&path) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
-            Err(source) => Err(Error::Cache {
-                path,
-                op: "remove",
-                source,
-            }),
+        let mut removed = remove_if_present(&path)?;
+        if let (Some(dir), Some(name)) = (&self.pending_dir, path.file_name()) {
+            removed |= remove_if_present(&dir.join(name))?;
         }
+        Ok(removed)
     }
 
     /// Removes the temporary files of writers that died between writing an entry and renaming it
@@ -353,88 +392,127 @@ impl ResultCache {
     ///
     /// [`Error::Cache`] when the results directory exists but cannot be listed.
     pub fn remove_stale_temp_files(&self) -> Result<usize> {
-        let dir = self.results_dir();
-        let entries = match fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
-            Err(source) => {
-                return Err(Error::Cache {
-                    path: dir,
-                    op: "list",
-                    source,
-                });
-            }
-        };
         let mut removed = 0;
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(pid) = temp_file_writer(&name.to_string_lossy()) else {
-                continue;
-            };
-            if pid != std::process::id() && !process_exists(pid) {
-                match fs::remove_file(entry.path()) {
-                    Ok(()) => removed += 1,
-                    Err(e) => tracing::warn!(file = %entry.path().display(), error = %e,
-                        "cannot remove a stale cache temp file"),
-                }
-            }
+        for dir in self.dirs() {
+            removed += remove_stale_temp_files_in(&dir)?;
         }
         Ok(removed)
     }
 
-    /// Every usable entry, sorted by file name, optionally only those of one container.
+    /// The results directory, then the pending directory if there is one.
+    fn dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = vec![self.results_dir()];
+        dirs.extend(self.pending_dir.clone());
+        dirs
+    }
+
+    /// Every usable entry, sorted by file name, optionally only those of one container; a
+    /// pending entry is listed only when its attachment has no complete one.
     ///
     /// Like libcni's `GetCachedAttachments`, entries that do not decode, are of another kind, or
     /// lack an interface or network name are skipped (with a warning); so are entries whose names
-    /// break the rules. A missing results directory means no entries.
+    /// break the rules. A missing directory means no entries.
     ///
     /// # Errors
     ///
-    /// [`Error::Cache`] when the results directory exists but cannot be listed.
+    /// [`Error::Cache`] when a directory exists but cannot be listed.
     pub fn list(&self, container_id: Option<&str>) -> Result<Vec<CachedAttachment>> {
-        let dir = self.results_dir();
-        let entries = match fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(source) => {
-                return Err(Error::Cache {
-                    path: dir,
-                    op: "list",
-                    source,
-                });
-            }
-        };
-        let mut names: Vec<String> = entries
-            .filter_map(std::result::Result::ok)
-            .filter_map(|e| e.file_name().into_string().ok())
-            // Temporary files of an unfinished write start with a dot.
-            .filter(|name| !name.starts_with('.'))
-            .collect();
-        names.sort();
-        let needle = container_id.map(|id| format!("-{id}-"));
-        let mut out = Vec::new();
-        for name in names {
-            if needle.as_ref().is_some_and(|n| !name.contains(n.as_str())) {
-                continue;
-            }
-            let path = dir.join(&name);
-            let Some(entry) = read_entry(&path) else {
-                continue;
-            };
-            if container_id.is_some_and(|id| entry.container_id != id) {
-                continue;
-            }
-            let valid = validate_network_name(&entry.network)
-                .and_then(|()| validate_container_id(&entry.container_id))
-                .and_then(|()| validate_if_name(&entry.if_name));
-            if let Err(e) = valid {
-                tracing::warn!(file = %path.display(), error = %e, "skipping cache entry");
-                continue;
-            }
-            out.push(entry);
+        let mut found: std::collections::BTreeMap<String, CachedAttachment> =
+            std::collections::BTreeMap::new();
+        // Pending entries first, so that complete ones replace them.
+        for dir in self.dirs().iter().rev() {
+            found.extend(list_dir(dir, container_id)?);
         }
-        Ok(out)
+        Ok(found.into_values().collect())
     }
+}
+
+/// Removes `path`; `Ok(false)` when it was not there.
+fn remove_if_present(path: &Path) -> Result<bool> {
+    match fs::remove_file(path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(source) => Err(Error::Cache {
+            path: path.to_owned(),
+            op: "remove",
+            source,
+        }),
+    }
+}
+
+/// [`ResultCache::remove_stale_temp_files`] for one directory.
+fn remove_stale_temp_files_in(dir: &Path) -> Result<usize> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(source) => {
+            return Err(Error::Cache {
+                path: dir.to_owned(),
+                op: "list",
+                source,
+            });
+        }
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = temp_file_writer(&name.to_string_lossy()) else {
+            continue;
+        };
+        if pid != std::process::id() && !process_exists(pid) {
+            match fs::remove_file(entry.path()) {
+                Ok(()) => removed += 1,
+                Err(e) => tracing::warn!(file = %entry.path().display(), error = %e,
+                    "cannot remove a stale cache temp file"),
+            }
+        }
+    }
+    Ok(removed)
+}
+
+/// The usable entries of one directory by file name (see [`ResultCache::list`]).
+fn list_dir(dir: &Path, container_id: Option<&str>) -> Result<Vec<(String, CachedAttachment)>> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(source) => {
+            return Err(Error::Cache {
+                path: dir.to_owned(),
+                op: "list",
+                source,
+            });
+        }
+    };
+    let mut names: Vec<String> = entries
+        .filter_map(std::result::Result::ok)
+        .filter_map(|e| e.file_name().into_string().ok())
+        // Temporary files of an unfinished write start with a dot.
+        .filter(|name| !name.starts_with('.'))
+        .collect();
+    names.sort();
+    let needle = container_id.map(|id| format!("-{id}-"));
+    let mut out = Vec::new();
+    for name in names {
+        if needle.as_ref().is_some_and(|n| !name.contains(n.as_str())) {
+            continue;
+        }
+        let path = dir.join(&name);
+        let Some(entry) = read_entry(&path) else {
+            continue;
+        };
+        if container_id.is_some_and(|id| entry.container_id != id) {
+            continue;
+        }
+        let valid = validate_network_name(&entry.network)
+            .and_then(|()| validate_container_id(&entry.container_id))
+            .and_then(|()| validate_if_name(&entry.if_name));
+        if let Err(e) = valid {
+            tracing::warn!(file = %path.display(), error = %e, "skipping cache entry");
+            continue;
+        }
+        out.push((name, entry));
+    }
+    Ok(out)
 }
 
 fn read_entry(path: &Path) -> Option<CachedAttachment> {

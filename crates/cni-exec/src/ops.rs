@@ -66,6 +66,12 @@ impl Cni {
         }
     }
 
+    /// Keeps the cache's pending entries in `dir`; see [`ResultCache::with_pending_dir`].
+    pub fn with_pending_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.cache = self.cache.with_pending_dir(dir);
+        self
+    }
+
     /// The plugin directories, in search order.
     pub fn plugin_dirs(&self) -> &[PathBuf] {
         &self.plugin_dirs
@@ -119,6 +125,8 @@ impl Cni {
                 let pending = Self::cache_entry(net, rt, None);
                 let restored = self
                     .blocking(move |cache| match previous {
+                        // A pending entry goes back where pending entries live.
+                        Some(entry) if entry.result.is_none() => cache.put_pending(&entry),
                         Some(entry) => cache.put(&entry),
                         None => cache
                             .remove(&pending.network, &pending.container_id, &pending.if_name)

@@ -224,3 +224,71 @@ fn names_that_would_escape_are_refused() {
         );
     }
 }
+
+#[test]
+fn pending_entries_live_in_the_pending_dir_until_the_complete_one_replaces_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let pending_dir = dir.path().join("run/pending");
+    let cache = ResultCache::new(dir.path().join("cache")).with_pending_dir(&pending_dir);
+    assert_eq!(cache.pending_dir(), pending_dir);
+    let files = |d: &Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(d)
+            .map(|rd| {
+                rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    let entry = |id: &str, result: Option<Value>| CachedAttachment {
+        container_id: id.into(),
+        network: "net".into(),
+        if_name: "eth0".into(),
+        netns: format!("/run/netns/{id}"),
+        config: b"{}".to_vec(),
+        cni_args: Vec::new(),
+        capability_args: serde_json::Map::new(),
+        result,
+    };
+    let pending = entry("c1", None);
+    cache.put_pending(&pending).unwrap();
+    cache.put_pending(&entry("c2", None)).unwrap();
+    assert_eq!(files(&pending_dir), ["net-c1-eth0", "net-c2-eth0"]);
+    assert!(
+        files(&cache.results_dir()).is_empty(),
+        "results hold complete entries only"
+    );
+    assert_eq!(
+        cache.get("net", "c1", "eth0").unwrap(),
+        Some(pending.clone())
+    );
+
+    // The complete entry goes to the results dir and the pending one is gone.
+    let done = entry("c1", Some(json!({"cniVersion": "1.0.0"})));
+    cache.put(&done).unwrap();
+    assert_eq!(files(&pending_dir), ["net-c2-eth0"]);
+    assert_eq!(files(&cache.results_dir()), ["net-c1-eth0"]);
+    assert_eq!(cache.get("net", "c1", "eth0").unwrap(), Some(done.clone()));
+
+    // A pending entry left beside a complete one (a crash between the two steps) loses to it.
+    cache.put_pending(&pending).unwrap();
+    let listed = cache.list(None).unwrap();
+    assert_eq!(listed, [done.clone(), entry("c2", None)]);
+    assert_eq!(cache.list(Some("c2")).unwrap(), [entry("c2", None)]);
+    assert_eq!(cache.get("net", "c1", "eth0").unwrap(), Some(done));
+
+    // Removing takes both; temp files of dead writers go from both directories.
+    assert!(cache.remove("net", "c1", "eth0").unwrap());
+    assert_eq!(cache.get("net", "c1", "eth0").unwrap(), None);
+    assert!(cache.remove("net", "c2", "eth0").unwrap());
+    assert!(!cache.remove("net", "c2", "eth0").unwrap());
+    std::fs::write(pending_dir.join(".net-c3-eth0.tmp-99999999-0"), b"{").unwrap();
+    std::fs::write(
+        cache.results_dir().join(".net-c3-eth0.tmp-99999999-1"),
+        b"{",
+    )
+    .unwrap();
+    assert_eq!(cache.remove_stale_temp_files().unwrap(), 2);
+    assert!(files(&pending_dir).is_empty() && files(&cache.results_dir()).is_empty());
+}
