@@ -202,6 +202,7 @@ impl Demo {
             ("--run-dir", "run"),
             ("--network-dir", "net.d"),
             ("--cache-dir", "cache"),
+            ("--cni-run-dir", "run/cni"),
         ]
         .iter()
         .flat_map(|(flag, sub)| [(*flag).to_owned(), self.path(sub).display().to_string()])

@@ -57,6 +57,8 @@ pub struct NetworkConfig {
     pub plugin_dirs: Vec<PathBuf>,
     /// Where CNI results are cached (shared with other libcni users on the node).
     pub cache_dir: PathBuf,
+    /// Pod locks and set-ups in progress (shared with other ocicni users, such as ocicnitool).
+    pub cni_run_dir: PathBuf,
     /// The network pods get; `None` picks the first configuration in `network_dir` by name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub default_network: Option<String>,
@@ -78,6 +80,7 @@ impl Default for NetworkConfig {
             network_dir: PathBuf::from("/etc/cni/net.d"),
             plugin_dirs: vec![PathBuf::from("/opt/cni/bin"), PathBuf::from("/usr/lib/cni")],
             cache_dir: PathBuf::from("/var/lib/cni"),
+            cni_run_dir: PathBuf::from(ocicni::DEFAULT_RUN_DIR),
             default_network: None,
             plugin_timeout: Duration::from_secs(60),
             cni_args_policy: CniArgsPolicy::Kubernetes,
@@ -131,6 +134,9 @@ pub struct Overrides {
     /// The CNI cache directory (network.cache_dir).
     #[arg(long, value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+    /// The directory of pod locks and set-ups in progress (network.cni_run_dir).
+    #[arg(long, value_name = "DIR")]
+    pub cni_run_dir: Option<PathBuf>,
     /// The default network (network.default_network).
     #[arg(long, value_name = "NAME")]
     pub default_network: Option<String>,
@@ -159,6 +165,7 @@ impl Overrides {
             n.plugin_dirs.clone_from(&self.plugin_dirs);
         }
         set(&mut n.cache_dir, self.cache_dir.as_ref());
+        set(&mut n.cni_run_dir, self.cni_run_dir.as_ref());
         if let Some(name) = &self.default_network {
             n.default_network = Some(name.clone()).filter(|name| !name.is_empty());
         }
@@ -256,6 +263,7 @@ impl Config {
             ("daemon.run_dir", &self.daemon.run_dir),
             ("network.network_dir", &self.network.network_dir),
             ("network.cache_dir", &self.network.cache_dir),
+            ("network.cni_run_dir", &self.network.cni_run_dir),
         ];
         for (key, path) in paths {
             if path.as_os_str().is_empty() {
@@ -339,6 +347,12 @@ impl Config {
             "Where CNI results are cached.",
             "cache_dir",
             &path_value(&n.cache_dir),
+        );
+        key(
+            &mut out,
+            "Pod locks and set-ups in progress; every ocicni user on the node must share it.",
+            "cni_run_dir",
+            &path_value(&n.cni_run_dir),
         );
         let _ = writeln!(
             out,

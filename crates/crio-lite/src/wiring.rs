@@ -32,6 +32,7 @@ pub async fn build_cni(config: &Config, metrics: &Metrics) -> anyhow::Result<Arc
         .conf_dir(&net.network_dir)
         .plugin_dirs(net.plugin_dirs.clone())
         .cache_dir(&net.cache_dir)
+        .run_dir(&net.cni_run_dir)
         .plugin_timeout(net.plugin_timeout)
         .cni_args(match net.cni_args_policy {
             CniArgsPolicy::Kubernetes => ocicni::CniArgsPolicy::Kubernetes,

@@ -74,7 +74,7 @@ pub use ocicni::{
     EVENT_POD_CIDR_CHANGE, EVENT_POD_CIDR_KEY, InitSettings, NOT_READY_REASON, Ocicni,
     OcicniBuilder,
 };
-pub use options::{CheckPolicy, DEFAULT_CONF_DIR, WatchPolicy};
+pub use options::{CheckPolicy, DEFAULT_CONF_DIR, DEFAULT_RUN_DIR, WatchPolicy};
 pub use plugin::CniPlugin;
 pub use pod::{AttachmentResult, NetworkSelection, NetworkStatus, PodNetwork, RuntimeConfig};
 

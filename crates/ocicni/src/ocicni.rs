@@ -13,6 +13,9 @@ use cni_lock::{LockGuard, LockKey, Locks};
 use cni_watch::{WatchMode, WatchOptions, Watcher};
 use ipnet::IpNet;
 
+/// Where, inside the run directory, the cache entries of set-ups in progress live.
+const PENDING_SUBDIR: &str = "pending";
+
 use crate::args::{self, CniArgsPolicy};
 use crate::builtin::BuiltinNetwork;
 use crate::error::{Error, Result};
@@ -66,10 +69,21 @@ impl OcicniBuilder {
         self
     }
 
-    /// The cache directory shared with libcni (default `/var/lib/cni`); locks live under it too.
+    /// The cache directory shared with libcni (default `/var/lib/cni`): complete results only.
     #[must_use]
     pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.opts.cache_dir = dir.into();
+        self
+    }
+
+    /// The run directory (default [`DEFAULT_RUN_DIR`](crate::DEFAULT_RUN_DIR), `/run/ocicni`):
+    /// pod locks in `locks/` and the cache entries of set-ups in progress in `pending/`. Both
+    /// only matter while processes run, so they belong on the tmpfs `/run` is on any systemd
+    /// host, where they cost no disk I/O. Processes that share a cache directory must share
+    /// this one too, or their locks do not exclude each other.
+    #[must_use]
+    pub fn run_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.opts.run_dir = dir.into();
         self
     }
 
@@ -190,11 +204,10 @@ impl Ocicni {
             .exec
             .clone()
             .unwrap_or_else(|| Arc::new(ProcessExec::new().with_timeout(opts.plugin_timeout)));
-        let cni = Arc::new(Cni::new(
-            exec,
-            opts.plugin_dirs.clone(),
-            opts.cache_dir.clone(),
-        ));
+        let cni = Arc::new(
+            Cni::new(exec, opts.plugin_dirs.clone(), opts.cache_dir.clone())
+                .with_pending_dir(opts.run_dir.join(PENDING_SUBDIR)),
+        );
         let settings = Arc::new(RwLock::new(InitSettings::default()));
         let mut dirs = vec![opts.conf_dir.clone()];
         dirs.extend(opts.plugin_dirs.iter().cloned());
@@ -226,7 +239,7 @@ impl Ocicni {
             .map_err(|source| Error::Watch { source })?;
         Ok(Ocicni {
             inner: Arc::new(Inner {
-                locks: Locks::for_cache_dir(&opts.cache_dir),
+                locks: Locks::new(opts.run_dir.join(cni_lock::LOCKS_SUBDIR)),
                 opts,
                 cni,
                 watcher,
@@ -249,6 +262,11 @@ impl Ocicni {
     /// The cache directory.
     pub fn cache_dir(&self) -> &Path {
         &self.inner.opts.cache_dir
+    }
+
+    /// The run directory (locks and pending cache entries).
+    pub fn run_dir(&self) -> &Path {
+        &self.inner.opts.run_dir
     }
 
     /// The plugin executor layer, for callers that need a verb this facade does not wrap.
@@ -605,7 +623,7 @@ impl CniPlugin for Ocicni {
             });
         }
         let targets = self.targets(pod).await?;
-        let _locks = self.lock_pod(&pod.id).await?;
+        let (_gc, mut pod_lock) = self.lock_pod(&pod.id).await?;
         if self.inner.opts.loopback {
             netns::bring_up_loopback_async(&pod.netns)
                 .await
@@ -638,6 +656,8 @@ impl CniPlugin for Ocicni {
             }
         }
         if errors.is_empty() {
+            // The pod will be torn down: its lock file stays for that, and goes then (or at GC).
+            pod_lock.keep_file();
             return Ok(done.into_iter().map(|(_, r)| r).collect());
         }
         // Undo what was attached, newest first, so a failed set-up leaves nothing behind.
@@ -698,6 +718,21 @@ impl CniPlugin for Ocicni {
             Err(err) => tracing::warn!(error = %err, "gc: cannot sweep the result cache"),
         }
         let valid: BTreeSet<&str> = valid_pods.iter().map(|p| p.id.as_str()).collect();
+        // Lock files of pods that are gone: kept after a set-up whose teardown never came, or
+        // left by a process that died. Nobody holds a pod lock while we hold the GC lock.
+        let valid_lock_files: BTreeSet<String> = valid
+            .iter()
+            .map(|id| LockKey::container(id).file_name().to_owned())
+            .collect();
+        match self
+            .inner
+            .locks
+            .sweep(|name| valid_lock_files.contains(name))
+        {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(files = n, "gc: removed lock files of pods that are gone"),
+            Err(err) => tracing::warn!(error = %err, "gc: cannot sweep the lock directory"),
+        }
         let cached = self
             .inner
             .cni

@@ -12,6 +12,9 @@ use crate::builtin::BuiltinNetwork;
 /// The configuration directory Go ocicni and CRI-O read.
 pub const DEFAULT_CONF_DIR: &str = "/etc/cni/net.d";
 
+/// Where pod locks and the cache entries of set-ups in progress live unless told otherwise.
+pub const DEFAULT_RUN_DIR: &str = "/run/ocicni";
+
 /// How the configuration and plugin directories are followed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -45,6 +48,7 @@ pub(crate) struct Options {
     pub(crate) conf_dir: PathBuf,
     pub(crate) plugin_dirs: Vec<PathBuf>,
     pub(crate) cache_dir: PathBuf,
+    pub(crate) run_dir: PathBuf,
     pub(crate) default_network: Option<String>,
     pub(crate) watch: WatchPolicy,
     pub(crate) plugin_timeout: Duration,
@@ -63,6 +67,7 @@ impl Default for Options {
             conf_dir: PathBuf::from(DEFAULT_CONF_DIR),
             plugin_dirs: cni_exec::default_plugin_dirs(),
             cache_dir: PathBuf::from(cni_exec::DEFAULT_CACHE_DIR),
+            run_dir: PathBuf::from(DEFAULT_RUN_DIR),
             default_network: None,
             watch: WatchPolicy::default(),
             plugin_timeout: cni_exec::DEFAULT_TIMEOUT,
@@ -83,6 +88,7 @@ impl std::fmt::Debug for Options {
             .field("conf_dir", &self.conf_dir)
             .field("plugin_dirs", &self.plugin_dirs)
             .field("cache_dir", &self.cache_dir)
+            .field("run_dir", &self.run_dir)
             .field("default_network", &self.default_network)
             .field("watch", &self.watch)
             .field("plugin_timeout", &self.plugin_timeout)

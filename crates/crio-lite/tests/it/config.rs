@@ -26,6 +26,7 @@ fn the_defaults_printout_parses_back_to_the_defaults() {
         "network_dir = \"/etc/cni/net.d\"",
         "plugin_dirs = [\"/opt/cni/bin\", \"/usr/lib/cni\"]",
         "cache_dir = \"/var/lib/cni\"",
+        "cni_run_dir = \"/run/ocicni\"",
         "state_dir = \"/var/lib/crio-lite\"",
         "run_dir = \"/var/run/crio-lite\"",
         "plugin_timeout = \"60s\"",

@@ -140,6 +140,7 @@ impl Node {
             flag("run-dir", self.run_dir()),
             flag("network-dir", self.network_dir()),
             flag("cache-dir", self.cache_dir()),
+            flag("cni-run-dir", self.path("run/cni")),
         ]
         .into_iter()
         .flatten()
@@ -300,9 +301,15 @@ impl Node {
             .collect()
     }
 
-    /// ocicni's cached results (`<cache dir>/results/*`).
+    /// ocicni's cached results (`<cache dir>/results/*`) and pending entries (`pending/*`).
     pub(crate) fn cache_entries(&self) -> Vec<String> {
-        support::files(&self.cache_dir().join("results"))
+        let mut all = support::files(&self.cache_dir().join("results"));
+        all.extend(
+            support::files(&self.path("run/cni/pending"))
+                .into_iter()
+                .map(|f| format!("pending/{f}")),
+        );
+        all
     }
 
     /// Mounts under the netns directory (pins); the directory's own self-bind is not one.

@@ -222,6 +222,7 @@ pub(crate) fn config(dir: &Path) -> Config {
     config.daemon.run_dir = dir.join("run");
     config.network.network_dir = dir.join("net.d");
     config.network.cache_dir = dir.join("cache");
+    config.network.cni_run_dir = dir.join("run/cni");
     config
 }
 

@@ -41,6 +41,7 @@ flags:
   --conf-dir DIR              configuration directory (default /etc/cni/net.d)
   --bin-dir DIR[,DIR...]      plugin directories, repeatable (default /opt/cni/bin,/usr/lib/cni)
   --cache-dir DIR             result cache directory (default /var/lib/cni)
+  --run-dir DIR               locks and set-ups in progress (default /run/ocicni)
   --timeout SECONDS           time limit for each plugin run
   --id ID                     the sandbox (container) ID
   --netns PATH                the pod's network namespace
@@ -74,6 +75,7 @@ struct Cli {
     conf_dir: Option<PathBuf>,
     bin_dirs: Vec<PathBuf>,
     cache_dir: Option<PathBuf>,
+    run_dir: Option<PathBuf>,
     timeout: Option<Duration>,
     pod: PodNetwork,
     ports: Vec<PortMapping>,
@@ -173,6 +175,7 @@ fn set_flag(cli: &mut Cli, flag: &str, value: String) -> Result<(), Usage> {
     match flag {
         "conf-dir" => cli.conf_dir = Some(value.into()),
         "cache-dir" => cli.cache_dir = Some(value.into()),
+        "run-dir" => cli.run_dir = Some(value.into()),
         "bin-dir" => cli.bin_dirs.extend(
             value
                 .split(',')
@@ -237,6 +240,9 @@ async fn build(cli: &Cli, cmd: Cmd) -> ocicni::Result<Ocicni> {
     }
     if let Some(dir) = &cli.cache_dir {
         builder = builder.cache_dir(dir);
+    }
+    if let Some(dir) = &cli.run_dir {
+        builder = builder.run_dir(dir);
     }
     if let Some(timeout) = cli.timeout {
         builder = builder.plugin_timeout(timeout);

@@ -331,3 +331,42 @@ async fn wait_until_add_started(node: &Node) {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_dir_holds_the_pending_entry_and_the_pod_lock_until_teardown() {
+    let node = Node::with_fake_networks("1.0.0", &["net"]);
+    node.fake
+        .hang("fake", "ADD", std::time::Duration::from_millis(300));
+    let cni = node.start().await;
+    assert_eq!(cni.run_dir(), node.run_dir());
+    let files = |sub: &str| {
+        let mut names: Vec<String> = std::fs::read_dir(node.run_dir().join(sub))
+            .map(|rd| {
+                rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    let setup = {
+        let (cni, pod) = (cni.clone(), node.pod("p1"));
+        tokio::spawn(async move { cni.setup_pod(&pod).await })
+    };
+    // While ADD runs, its entry is pending in the run dir and the results dir is untouched.
+    wait_until_add_started(&node).await;
+    assert_eq!(node.cache_entries(), ["pending/net-p1-eth0"]);
+    setup.await.unwrap().unwrap();
+    assert_eq!(node.cache_entries(), ["net-p1-eth0"]);
+    // The pod's lock file stays for its teardown, which removes it; the GC lock file stays.
+    assert_eq!(files("locks"), ["ctr@p1.lock", "gc.lock"]);
+    cni.setup_pod(&node.pod("p2")).await.unwrap();
+    cni.teardown_pod(&node.pod("p1")).await.unwrap();
+    assert_eq!(files("locks"), ["ctr@p2.lock", "gc.lock"]);
+    // GC sweeps the lock files of pods that are gone along with their attachments.
+    cni.setup_pod(&node.pod("p3")).await.unwrap();
+    cni.gc(&[node.pod("p3")]).await.unwrap();
+    assert_eq!(files("locks"), ["ctr@p3.lock", "gc.lock"]);
+    assert_eq!(node.cache_entries(), ["net-p3-eth0"]);
+    cni.shutdown().await;
+}

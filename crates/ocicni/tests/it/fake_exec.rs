@@ -278,6 +278,7 @@ impl Node {
             .conf_dir(self.conf.path())
             .plugin_dirs([self.plugins.path()])
             .cache_dir(self.cache.path())
+            .run_dir(self.run_dir())
             .exec(Arc::new(self.fake.clone()))
             .loopback(false)
             .watch(WatchPolicy::Inotify)
@@ -298,17 +299,27 @@ impl Node {
             .expect("build ocicni")
     }
 
-    /// The files of the result cache, sorted.
+    /// The run directory (locks, pending cache entries), inside the cache's temporary dir.
+    pub(crate) fn run_dir(&self) -> std::path::PathBuf {
+        self.cache.path().join("run")
+    }
+
+    /// The files of the result cache, then the pending entries (as `pending/<name>`), sorted.
     pub(crate) fn cache_entries(&self) -> Vec<String> {
-        let Ok(dir) = std::fs::read_dir(self.cache.path().join("results")) else {
-            return Vec::new();
+        let names = |dir: std::path::PathBuf, prefix: &str| -> Vec<String> {
+            std::fs::read_dir(dir).map_or_else(
+                |_| Vec::new(),
+                |rd| {
+                    rd.filter_map(Result::ok)
+                        .map(|e| format!("{prefix}{}", e.file_name().to_string_lossy()))
+                        .collect()
+                },
+            )
         };
-        let mut names: Vec<String> = dir
-            .filter_map(Result::ok)
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
+        let mut all = names(self.cache.path().join("results"), "");
+        all.extend(names(self.run_dir().join("pending"), "pending/"));
+        all.sort();
+        all
     }
 
     /// A pod whose namespace path does not exist (nothing here enters it).

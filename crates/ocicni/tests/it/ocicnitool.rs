@@ -63,6 +63,8 @@ fn list_json_reports_the_good_file_and_why_the_bad_one_is_rejected() {
         &bin.display().to_string(),
         "--cache-dir",
         &cache.display().to_string(),
+        "--run-dir",
+        &cache.join("run").display().to_string(),
     ]);
     assert!(out.status.success(), "stderr: {}", text(&out.stderr));
     let reports: Value = serde_json::from_slice(&out.stdout)
@@ -102,6 +104,8 @@ fn list_json_reports_the_good_file_and_why_the_bad_one_is_rejected() {
         &bin.display().to_string(),
         "--cache-dir",
         &cache.display().to_string(),
+        "--run-dir",
+        &cache.join("run").display().to_string(),
     ]);
     assert!(human.status.success());
     let human = text(&human.stdout);
@@ -139,6 +143,8 @@ fn usage_errors_exit_2_and_failures_exit_1_with_the_reason() {
         &conf.display().to_string(),
         "--cache-dir",
         &tmp.path().join("cache").display().to_string(),
+        "--run-dir",
+        &tmp.path().join("run").display().to_string(),
     ]);
     assert_eq!(out.status.code(), Some(1));
     let err = text(&out.stderr);
@@ -177,6 +183,8 @@ fn real_plugins_add_status_and_del_through_the_tool() {
         crate::real_support::CNI_BIN.to_owned(),
         "--cache-dir".to_owned(),
         lab.cache_dir().display().to_string(),
+        "--run-dir".to_owned(),
+        lab.run_dir().display().to_string(),
     ];
     let pod_flags = [
         "--id",

@@ -192,6 +192,10 @@ impl Lab {
         self.root.join("cache")
     }
 
+    pub(crate) fn run_dir(&self) -> PathBuf {
+        self.root.join("run")
+    }
+
     pub(crate) fn ipam_dir(&self) -> PathBuf {
         self.root.join("ipam")
     }
@@ -244,6 +248,7 @@ impl Lab {
             .conf_dir(self.conf_dir())
             .plugin_dirs([CNI_BIN])
             .cache_dir(self.cache_dir())
+            .run_dir(self.run_dir())
             .watch(WatchPolicy::Off)
             .cni_args(CniArgsPolicy::Kubernetes)
             .lock_timeout(Duration::from_secs(60))
@@ -307,16 +312,21 @@ impl Lab {
             .collect()
     }
 
-    /// Files left in the result cache.
+    /// Files left in the result cache, and pending entries (as `pending/<name>`).
     pub(crate) fn cache_entries(&self) -> Vec<String> {
-        let dir = self.cache_dir().join("results");
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            return Vec::new();
+        let names = |dir: PathBuf, prefix: &str| -> Vec<String> {
+            std::fs::read_dir(dir).map_or_else(
+                |_| Vec::new(),
+                |rd| {
+                    rd.filter_map(Result::ok)
+                        .map(|e| format!("{prefix}{}", e.file_name().to_string_lossy()))
+                        .collect()
+                },
+            )
         };
-        entries
-            .filter_map(Result::ok)
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect()
+        let mut all = names(self.cache_dir().join("results"), "");
+        all.extend(names(self.run_dir().join("pending"), "pending/"));
+        all
     }
 
     /// Lines of the node's iptables that mention any of `ids`.
@@ -335,9 +345,23 @@ impl Lab {
         let rules = self.rules_mentioning(ids);
         let leases = self.leases(network);
         let cache = self.cache_entries();
+        // Only the GC lock's file outlives the pods (never created if nothing ran).
+        let locks: Vec<String> = std::fs::read_dir(self.run_dir().join("locks"))
+            .map(|rd| {
+                rd.filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|name| name != "gc.lock")
+                    .collect()
+            })
+            .unwrap_or_default();
         assert!(
-            veths.is_empty() && rules.is_empty() && leases.is_empty() && cache.is_empty(),
-            "left behind: veths {veths:?}, iptables rules {rules:#?}, leases {leases:?}, cache {cache:?}"
+            veths.is_empty()
+                && rules.is_empty()
+                && leases.is_empty()
+                && cache.is_empty()
+                && locks.is_empty(),
+            "left behind: veths {veths:?}, iptables rules {rules:#?}, leases {leases:?}, \
+             cache {cache:?}, lock files {locks:?}"
         );
     }
 
