@@ -248,7 +248,7 @@ fn summarize_peer(rows: &[Value]) -> Vec<Verdict> {
         groups.entry(key).or_default().push(row);
     }
     println!(
-        "\n{:<5} {:>2} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
+        "\n{:<5} {:>2} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>9}",
         "mode",
         "c",
         "bench",
@@ -260,7 +260,8 @@ fn summarize_peer(rows: &[Value]) -> Vec<Verdict> {
         "p99 ms",
         "own %",
         "own ms",
-        "sync ms"
+        "sync ms",
+        "cpu ms"
     );
     let mut summary = BTreeMap::new();
     for ((mode, c, bench), group) in &groups {
@@ -272,8 +273,10 @@ fn summarize_peer(rows: &[Value]) -> Vec<Verdict> {
                 format!("{x:.digits$}")
             }
         };
+        let cpu = median(group, &["setup", "cpu", "self_ms_per_op"])
+            + median(group, &["setup", "cpu", "children_ms_per_op"]);
         println!(
-            "{mode:<5} {c:>2} {bench:<16} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>8} {:>8} {:>8}",
+            "{mode:<5} {c:>2} {bench:<16} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>8} {:>8} {:>8} {:>9}",
             median(group, &["setup", "pods_per_s"]),
             median(group, &["setup", "p50_ms"]),
             median(group, &["setup", "p99_ms"]),
@@ -283,6 +286,14 @@ fn summarize_peer(rows: &[Value]) -> Vec<Verdict> {
             shown(own, 1),
             shown(median(group, &["overhead", "setup", "own_ms_mean"]), 2),
             shown(median(group, &["cache_write_floor", "mean_ms"]), 2),
+            if cpu.is_nan() {
+                "-".to_owned()
+            } else {
+                format!(
+                    "{cpu:.2} ({:.2})",
+                    median(group, &["setup", "cpu", "self_ms_per_op"])
+                )
+            },
         );
         summary.insert(
             (mode.clone(), *c, bench.clone()),
@@ -296,8 +307,28 @@ fn summarize_peer(rows: &[Value]) -> Vec<Verdict> {
     println!(
         "own %/ms: set-up time per pod spent outside plugin processes (ocicni only); sync ms: one \
          durable result-cache write (temp file, fsync, rename, directory fsync), paid once per \
-         set-up; go-cni's libcni writes its cache without syncing"
+         set-up; go-cni's libcni writes its cache without syncing; cpu ms: CPU time per set-up of \
+         the bench process and its plugins (in brackets: the process alone; ocicni only)"
     );
+    // At concurrency 1 a set-up cannot take less than its plugin processes, which run one after
+    // the other (each gets the previous result), plus the durable cache write: the best ratio any
+    // library running the same plugins could reach in this run.
+    let ours_c1 = groups
+        .get(&("noop".to_owned(), 1, "ocicni-rs-bench".to_owned()))
+        .map(|g| {
+            median(g, &["overhead", "setup", "plugin_ms_mean"])
+                + median(g, &["cache_write_floor", "mean_ms"])
+        });
+    let go_c1 = groups
+        .get(&("noop".to_owned(), 1, "gocni-bench".to_owned()))
+        .map(|g| median(g, &["setup", "mean_ms"]));
+    if let (Some(floor), Some(go)) = (ours_c1, go_c1) {
+        println!(
+            "noop c=1 ceiling: go-cni set-up mean {go:.2} ms / (our plugin time + one durable \
+             cache write = {floor:.2} ms) = {:.2}x at best, with no other work at all",
+            go / floor
+        );
+    }
     let mut verdicts = Vec::new();
     for mode in ["noop", "real"] {
         for c in [1, 8] {

@@ -23,6 +23,8 @@ pub(crate) struct Phase {
     pub(crate) wall: Duration,
     /// Operations that failed.
     pub(crate) errors: usize,
+    /// CPU time (user + system) of this process and of its reaped children during the phase.
+    pub(crate) cpu: Option<(Duration, Duration)>,
 }
 
 impl Phase {
@@ -58,11 +60,16 @@ pub(crate) fn stats(phase: &Phase, rate_key: &str) -> Value {
         ms(lat.iter().sum::<Duration>() / lat.len() as u32)
     };
     let ok = lat.len();
+    let per_op = |d: Duration| if ok == 0 { 0.0 } else { ms(d / ok as u32) };
+    let cpu = phase.cpu.map(|(own, children)| {
+        json!({"self_ms_per_op": per_op(own), "children_ms_per_op": per_op(children)})
+    });
     json!({
         "ops": ok + phase.errors, "errors": phase.errors, "wall_s": (phase.wall.as_secs_f64() * 1e3).round() / 1e3,
         rate_key: if phase.wall.is_zero() { 0.0 } else { (ok as f64 / phase.wall.as_secs_f64() * 1e3).round() / 1e3 },
         "mean_ms": mean, "min_ms": lat.first().map_or(0.0, |d| ms(*d)),
         "p50_ms": pct(50.0), "p90_ms": pct(90.0), "p99_ms": pct(99.0), "max_ms": lat.last().map_or(0.0, |d| ms(*d)),
+        "cpu": cpu,
     })
 }
 
@@ -82,6 +89,7 @@ where
 {
     let next = AtomicUsize::new(0);
     let results = Mutex::new(Phase::default());
+    let cpu_before = cpu_times();
     let started = Instant::now();
     let worker = || async {
         loop {
@@ -116,7 +124,26 @@ where
         .into_inner()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     phase.wall = started.elapsed();
+    phase.cpu = cpu_before
+        .zip(cpu_times())
+        .map(|(a, b)| (b.0.saturating_sub(a.0), b.1.saturating_sub(a.1)));
     phase
+}
+
+/// CPU time (user + system) used so far by this process and by its children that have been
+/// waited for. On 2 cores at high concurrency the sum per operation is what bounds throughput.
+fn cpu_times() -> Option<(Duration, Duration)> {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let total = |who| {
+        getrusage(who).ok().map(|u| {
+            let t = |tv: nix::sys::time::TimeVal| {
+                Duration::from_secs(tv.tv_sec().unsigned_abs())
+                    + Duration::from_micros(tv.tv_usec().unsigned_abs())
+            };
+            t(u.user_time()) + t(u.system_time())
+        })
+    };
+    total(UsageWho::RUSAGE_SELF).zip(total(UsageWho::RUSAGE_CHILDREN))
 }
 
 // ---- leftovers ---------------------------------------------------------------------------------
@@ -165,6 +192,22 @@ pub(crate) fn count_leases(dir: &Path) -> i64 {
 }
 
 // ---- the node ----------------------------------------------------------------------------------
+
+/// A fresh run directory (ocicni's locks and pending cache entries) for one bench process, on a
+/// tmpfs as `/run` is on any systemd host: `/run` itself when it is one, else `/dev/shm`. (On the
+/// benchmark machine `/run` is a plain directory of the root file system.) Falls back to the temp
+/// dir when neither is a tmpfs.
+pub(crate) fn tmpfs_run_dir(name: &str) -> std::path::PathBuf {
+    let is_tmpfs = |dir: &str| {
+        nix::sys::statfs::statfs(dir)
+            .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC)
+    };
+    let base = ["/run", "/dev/shm"]
+        .into_iter()
+        .find(|d| is_tmpfs(d))
+        .map_or_else(std::env::temp_dir, std::path::PathBuf::from);
+    base.join(format!("{name}.{}", std::process::id()))
+}
 
 /// The contents of `path`, empty when it cannot be read.
 pub(crate) fn text(path: &str) -> String {

@@ -211,6 +211,8 @@ struct Dirs {
     plugins: PathBuf,
     ipam: PathBuf,
     ocicni_cache: PathBuf,
+    /// Run directories (locks, pending entries) of both sides, on a tmpfs as on a real node.
+    run: PathBuf,
     ocicni_netns: PathBuf,
     crio: PathBuf,
 }
@@ -227,6 +229,7 @@ impl Dirs {
             },
             ipam: w.join("ipam"),
             ocicni_cache: w.join("ocicni-cache"),
+            run: benchkit::tmpfs_run_dir("crio-bench"),
             ocicni_netns: w.join("ocicni-netns"),
             crio: w.join("crio"),
         }
@@ -391,6 +394,7 @@ async fn main() {
         }
     }
     summarize(&mut rep);
+    let _ = std::fs::remove_dir_all(&dirs.run);
     rep["loadavg_end"] = json!(loadavg());
     let ok = match outcome {
         Ok(()) => rep.get("first_error").is_none() && leftovers_clean(&rep),
@@ -482,6 +486,7 @@ async fn ocicni_plugin(dirs: &Dirs) -> Result<(Ocicni, Arc<TimingExec>), String>
         .conf_dir(&dirs.conf)
         .plugin_dirs([dirs.plugins.clone()])
         .cache_dir(&dirs.ocicni_cache)
+        .run_dir(dirs.run.join("ocicni"))
         .cni_args(CniArgsPolicy::Kubernetes)
         .loopback(true)
         .default_network(NETWORK)
@@ -740,6 +745,8 @@ impl Daemon {
             .arg(&dirs.plugins)
             .arg("--cache-dir")
             .arg(dirs.crio_cache())
+            .arg("--cni-run-dir")
+            .arg(dirs.run.join("crio-lite"))
             .args(["--default-network", NETWORK])
             .args(["--builtin-default-network", "false"])
             .args(["--log-level", "info", "run"])

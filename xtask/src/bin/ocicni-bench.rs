@@ -273,7 +273,10 @@ async fn run(o: &Opts) -> (Value, bool) {
 }
 
 async fn bench(o: &Opts, rep: &mut Value) -> Result<(), String> {
+    // The cache where libcni's is (go-cni's bench writes /var/lib/cni), the run dir on a tmpfs.
     let cache = PathBuf::from(format!("/var/lib/ocicni-bench.{}", std::process::id()));
+    let run_dir = benchkit::tmpfs_run_dir("ocicni-bench");
+    rep["run_dir"] = json!(run_dir);
     let timing = Arc::new(PluginTime::default());
     let exec = {
         let timing = Arc::clone(&timing);
@@ -285,6 +288,7 @@ async fn bench(o: &Opts, rep: &mut Value) -> Result<(), String> {
         .conf_dir(&o.conf_dir)
         .plugin_dirs(o.plugin_dirs.clone())
         .cache_dir(&cache)
+        .run_dir(&run_dir)
         .cni_args(CniArgsPolicy::Kubernetes)
         .watch(WatchPolicy::Inotify)
         .exec(Arc::new(exec))
@@ -294,6 +298,7 @@ async fn bench(o: &Opts, rep: &mut Value) -> Result<(), String> {
     let result = pods_run(o, rep, &plugin, &timing).await;
     plugin.shutdown().await;
     let _ = std::fs::remove_dir_all(&cache);
+    let _ = std::fs::remove_dir_all(&run_dir);
     result
 }
 

@@ -53,6 +53,7 @@ async fn measure(networks: usize, rounds: usize) -> Result<serde_json::Value, St
         .conf_dir(&conf)
         .plugin_dirs([&bin])
         .cache_dir(&cache)
+        .run_dir(root.join("run"))
         .watch(WatchPolicy::Inotify)
         .build()
         .await
