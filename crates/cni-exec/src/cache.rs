@@ -318,6 +318,64 @@ impl ResultCache {
     /// system refuses.
     pub fn put(&self, attachment: &CachedAttachment) -> Result<()> {
         let path = self.store(attachment, Durability::Synced)?;
+        self.remove_pending_of(&path)
+    }
+
+    /// Creates the temporary file that [`ResultCache::put_prepared`] will fill for this
+    /// attachment, creating the results directory if needed.
+    ///
+    /// Creating a file can be the slowest step of a write on a busy file system (ext4 without a
+    /// journal skips every recently deleted inode to find a free one), and it does not need the
+    /// result: ADD prepares its entry while the plugins run.
+    ///
+    /// # Errors
+    ///
+    /// As [`ResultCache::put`].
+    pub fn prepare(
+        &self,
+        network: &str,
+        container_id: &str,
+        if_name: &str,
+    ) -> Result<PreparedEntry> {
+        let path = self.entry_path(network, container_id, if_name)?;
+        let dir = self.results_dir();
+        create_dir(&dir)?;
+        create_temp(&dir, &path)
+    }
+
+    /// [`ResultCache::put`] into a file made by [`ResultCache::prepare`] for the same attachment.
+    ///
+    /// # Errors
+    ///
+    /// As [`ResultCache::put`]; [`Error::InvalidRuntimeConf`] also when `prepared` was made for
+    /// another attachment.
+    pub fn put_prepared(
+        &self,
+        prepared: PreparedEntry,
+        attachment: &CachedAttachment,
+    ) -> Result<()> {
+        let path = self.entry_path(
+            &attachment.network,
+            &attachment.container_id,
+            &attachment.if_name,
+        )?;
+        if prepared.path != path {
+            return Err(Error::InvalidRuntimeConf {
+                field: "network",
+                value: attachment.network.clone(),
+                reason: format!(
+                    "the prepared cache entry is {}, not {}",
+                    prepared.path.display(),
+                    path.display()
+                ),
+            });
+        }
+        finish_write(prepared, &encode(attachment, &path)?, Durability::Synced)?;
+        self.remove_pending_of(&path)
+    }
+
+    /// Removes the pending entry matching the results entry at `path`, if there is a pending dir.
+    fn remove_pending_of(&self, path: &Path) -> Result<()> {
         if let (Some(dir), Some(name)) = (&self.pending_dir, path.file_name()) {
             remove_if_present(&dir.join(name))?;
         }
@@ -354,15 +412,7 @@ impl ResultCache {
             }
             _ => (self.results_dir(), path.clone()),
         };
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)
-            .map_err(|source| Error::Cache {
-                path: dir.clone(),
-                op: "create directory",
-                source,
-            })?;
+        create_dir(&dir)?;
         write_atomic(&dir, &target, &bytes, durability)?;
         Ok(path)
     }
@@ -425,6 +475,19 @@ impl ResultCache {
         }
         Ok(found.into_values().collect())
     }
+}
+
+/// Creates `dir` (mode 0700) and its parents when missing.
+fn create_dir(dir: &Path) -> Result<()> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|source| Error::Cache {
+            path: dir.to_owned(),
+            op: "create directory",
+            source,
+        })
 }
 
 /// Removes `path`; `Ok(false)` when it was not there.
@@ -560,7 +623,34 @@ enum Durability {
     Unsynced,
 }
 
-fn write_atomic(dir: &Path, path: &Path, bytes: &[u8], durability: Durability) -> Result<()> {
+/// A temporary file created ahead of a durable write; see [`ResultCache::prepare`].
+///
+/// Dropping it unused removes the file.
+#[derive(Debug)]
+pub struct PreparedEntry {
+    dir: PathBuf,
+    path: PathBuf,
+    tmp: PathBuf,
+    file: Option<File>,
+}
+
+impl Drop for PreparedEntry {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+impl PreparedEntry {
+    /// The entry's path in the results directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// Creates the temporary file of a write to `path` in `dir` (mode 0600, a name no one else uses).
+fn create_temp(dir: &Path, path: &Path) -> Result<PreparedEntry> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let file_name = path
         .file_name()
@@ -571,38 +661,62 @@ fn write_atomic(dir: &Path, path: &Path, bytes: &[u8], durability: Durability) -
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
-    let fail = |op, source| Error::Cache {
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(|source| Error::Cache {
+            path: path.to_owned(),
+            op: "write",
+            source,
+        })?;
+    Ok(PreparedEntry {
+        dir: dir.to_owned(),
+        path: path.to_owned(),
+        tmp,
+        file: Some(file),
+    })
+}
+
+/// Writes `bytes` to the prepared temporary file, syncs it if asked, renames it over its entry,
+/// then syncs the directory if asked. The temporary file is removed on failure.
+fn finish_write(mut prepared: PreparedEntry, bytes: &[u8], durability: Durability) -> Result<()> {
+    let fail = |path: &Path, op, source| Error::Cache {
         path: path.to_owned(),
         op,
         source,
     };
-    let written = (|| -> io::Result<()> {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&tmp)?;
-        file.write_all(bytes)?;
+    let Some(mut file) = prepared.file.take() else {
+        return Ok(());
+    };
+    let written = file.write_all(bytes).and_then(|()| {
         if durability == Durability::Synced {
-            file.sync_all()?;
+            file.sync_all()
+        } else {
+            Ok(())
         }
-        Ok(())
-    })();
+    });
+    drop(file);
     if let Err(source) = written {
-        let _ = fs::remove_file(&tmp);
-        return Err(fail("write", source));
+        let _ = fs::remove_file(&prepared.tmp);
+        return Err(fail(&prepared.path, "write", source));
     }
-    if let Err(source) = fs::rename(&tmp, path) {
-        let _ = fs::remove_file(&tmp);
-        return Err(fail("rename into place", source));
+    if let Err(source) = fs::rename(&prepared.tmp, &prepared.path) {
+        let _ = fs::remove_file(&prepared.tmp);
+        return Err(fail(&prepared.path, "rename into place", source));
     }
     if durability == Durability::Unsynced {
         return Ok(());
     }
     // The rename is durable only once the directory is synced.
-    File::open(dir)
+    File::open(&prepared.dir)
         .and_then(|d| d.sync_all())
-        .map_err(|source| fail("sync directory", source))
+        .map_err(|source| fail(&prepared.path, "sync directory", source))
+}
+
+fn write_atomic(dir: &Path, path: &Path, bytes: &[u8], durability: Durability) -> Result<()> {
+    finish_write(create_temp(dir, path)?, bytes, durability)
 }
 
 #[cfg(test)]

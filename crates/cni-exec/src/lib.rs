@@ -141,7 +141,7 @@ mod ops;
 mod runtime;
 mod version_cache;
 
-pub use cache::{CACHE_KIND_V1, CachedAttachment, DEFAULT_CACHE_DIR, ResultCache};
+pub use cache::{CACHE_KIND_V1, CachedAttachment, DEFAULT_CACHE_DIR, PreparedEntry, ResultCache};
 pub use discovery::{
     DEFAULT_PLUGIN_DIRS, default_plugin_dirs, find_plugin_in, validate_plugin_name,
 };

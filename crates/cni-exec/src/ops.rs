@@ -119,7 +119,18 @@ impl Cni {
                 Ok(previous)
             })
             .await?;
-        let result = match self.run_add_chain(net, rt).await {
+        // The final entry's file is created while the plugins run: on a busy file system that is
+        // the slow part of the write, and it does not need the result.
+        let (prepared, chain) = {
+            let (network, container, ifname) = (
+                net.name().to_owned(),
+                rt.container_id.clone(),
+                rt.if_name.clone(),
+            );
+            let prepare = self.blocking(move |cache| cache.prepare(&network, &container, &ifname));
+            tokio::join!(prepare, self.run_add_chain(net, rt))
+        };
+        let result = match chain {
             Ok(result) => result,
             Err(err) => {
                 let pending = Self::cache_entry(net, rt, None);
@@ -141,7 +152,9 @@ impl Cni {
             }
         };
         let entry = Self::cache_entry(net, rt, Some(Self::result_json(net.name(), &result)?));
-        self.blocking(move |cache| cache.put(&entry)).await?;
+        let prepared = prepared?;
+        self.blocking(move |cache| cache.put_prepared(prepared, &entry))
+            .await?;
         Ok(result)
     }
 

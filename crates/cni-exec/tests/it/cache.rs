@@ -292,3 +292,61 @@ fn pending_entries_live_in_the_pending_dir_until_the_complete_one_replaces_them(
     assert_eq!(cache.remove_stale_temp_files().unwrap(), 2);
     assert!(files(&pending_dir).is_empty() && files(&cache.results_dir()).is_empty());
 }
+
+#[test]
+fn a_prepared_entry_is_written_durably_or_removed_when_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ResultCache::new(dir.path().join("cache")).with_pending_dir(dir.path().join("p"));
+    let entry = |id: &str| CachedAttachment {
+        container_id: id.into(),
+        network: "net".into(),
+        if_name: "eth0".into(),
+        netns: String::new(),
+        config: b"{}".to_vec(),
+        cni_args: Vec::new(),
+        capability_args: serde_json::Map::new(),
+        result: Some(json!({"cniVersion": "1.0.0"})),
+    };
+    let names = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(cache.results_dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    cache
+        .put_pending(&CachedAttachment {
+            result: None,
+            ..entry("c1")
+        })
+        .unwrap();
+    let prepared = cache.prepare("net", "c1", "eth0").unwrap();
+    assert_eq!(
+        prepared.path(),
+        cache.entry_path("net", "c1", "eth0").unwrap()
+    );
+    // The temporary file is there, invisible to readers.
+    assert_eq!(names().len(), 1);
+    assert!(names()[0].starts_with(".net-c1-eth0.tmp-"));
+    assert_eq!(cache.list(None).unwrap().len(), 1, "the pending entry only");
+
+    // A prepared file only takes its own attachment.
+    let other = cache.prepare("net", "c2", "eth0").unwrap();
+    assert!(cache.put_prepared(other, &entry("c1")).is_err());
+    cache.put_prepared(prepared, &entry("c1")).unwrap();
+    assert_eq!(
+        names(),
+        ["net-c1-eth0"],
+        "the failed one removed its file too"
+    );
+    assert_eq!(cache.get("net", "c1", "eth0").unwrap(), Some(entry("c1")));
+    assert_eq!(
+        cache.list(None).unwrap(),
+        [entry("c1")],
+        "the pending entry is gone"
+    );
+
+    drop(cache.prepare("net", "c3", "eth0").unwrap());
+    assert_eq!(names(), ["net-c1-eth0"], "dropped unused, removed");
+}
