@@ -624,18 +624,26 @@ impl CniPlugin for Ocicni {
         }
         let targets = self.targets(pod).await?;
         let (_gc, mut pod_lock) = self.lock_pod(&pod.id).await?;
-        if self.inner.opts.loopback {
+        // Loopback comes up while the networks attach (as go-cni runs its loopback network):
+        // the two do not depend on each other, and a failure of either rolls both back.
+        let loopback = async {
+            if !self.inner.opts.loopback {
+                return Ok(());
+            }
             netns::bring_up_loopback_async(&pod.netns)
                 .await
                 .map_err(|source| Error::Netns {
                     pod: pod.id.clone(),
                     source,
-                })?;
-        }
-
-        let outcomes: Vec<Result<AttachmentResult>> = if self.inner.opts.parallel_attach {
-            futures_util::future::join_all(targets.iter().map(|t| self.add_one(pod, t))).await
-        } else {
+                })
+        };
+        let attach = async {
+            if self.inner.opts.parallel_attach {
+                return futures_util::future::join_all(
+                    targets.iter().map(|t| self.add_one(pod, t)),
+                )
+                .await;
+            }
             let mut outcomes = Vec::with_capacity(targets.len());
             for target in &targets {
                 let outcome = self.add_one(pod, target).await;
@@ -647,8 +655,10 @@ impl CniPlugin for Ocicni {
             }
             outcomes
         };
+        let (loopback, outcomes): (Result<()>, Vec<Result<AttachmentResult>>) =
+            tokio::join!(loopback, attach);
         let mut done = Vec::new();
-        let mut errors = Vec::new();
+        let mut errors: Vec<Error> = loopback.err().into_iter().collect();
         for (target, outcome) in targets.iter().zip(outcomes) {
             match outcome {
                 Ok(result) => done.push((target, result)),

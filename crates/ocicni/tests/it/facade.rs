@@ -353,9 +353,26 @@ async fn run_dir_holds_the_pending_entry_and_the_pod_lock_until_teardown() {
         let (cni, pod) = (cni.clone(), node.pod("p1"));
         tokio::spawn(async move { cni.setup_pod(&pod).await })
     };
-    // While ADD runs, its entry is pending in the run dir and the results dir is untouched.
+    // While ADD runs, its entry is pending in the run dir; the results dir holds at most the
+    // final entry's temporary file, made while the plugins run, which readers skip.
     wait_until_add_started(&node).await;
-    assert_eq!(node.cache_entries(), ["pending/net-p1-eth0"]);
+    let during = node.cache_entries();
+    assert!(
+        during.contains(&"pending/net-p1-eth0".to_owned()),
+        "{during:?}"
+    );
+    assert!(
+        during
+            .iter()
+            .filter(|n| !n.starts_with("pending/"))
+            .all(|n| n.starts_with(".net-p1-eth0.tmp-")),
+        "{during:?}"
+    );
+    assert_eq!(
+        cni.cni().cache().list(None).unwrap().len(),
+        1,
+        "only the pending entry is listed"
+    );
     setup.await.unwrap().unwrap();
     assert_eq!(node.cache_entries(), ["net-p1-eth0"]);
     // The pod's lock file stays for its teardown, which removes it; the GC lock file stays.
@@ -368,5 +385,20 @@ async fn run_dir_holds_the_pending_entry_and_the_pod_lock_until_teardown() {
     cni.gc(&[node.pod("p3")]).await.unwrap();
     assert_eq!(files("locks"), ["ctr@p3.lock", "gc.lock"]);
     assert_eq!(node.cache_entries(), ["net-p3-eth0"]);
+    cni.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loopback_failure_rolls_back_the_networks_attached_beside_it() {
+    let node = Node::with_fake_networks("1.0.0", &["net"]);
+    let cni = node.start_with(|b| b.loopback(true)).await;
+    // The fake plugin never enters the namespace, so only loopback notices it does not exist.
+    let err = cni.setup_pod(&node.pod("p1")).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Netns { pod, .. } if pod == "p1"),
+        "{err:?}"
+    );
+    assert_eq!(node.fake.pod_commands(), ["ADD", "DEL"], "rolled back");
+    assert!(node.cache_entries().is_empty());
     cni.shutdown().await;
 }
