@@ -1,8 +1,8 @@
 //! Holds one container's lock for a while: run it twice to watch the second one wait.
 //!
 //! ```text
-//! cargo run -p cni-lock --example hold -- /tmp/cni-cache my-container 5 &
-//! cargo run -p cni-lock --example hold -- /tmp/cni-cache my-container 5
+//! cargo run -p cni-lock --example hold -- /tmp/cni-run my-container 5 &
+//! cargo run -p cni-lock --example hold -- /tmp/cni-run my-container 5
 //! ```
 //!
 //! Kill the first one with `kill -9` and the second gets the lock at once.
@@ -13,15 +13,15 @@ use cni_lock::{LockKey, Locks};
 
 fn main() -> ExitCode {
     let args: Vec<String> = env::args().skip(1).collect();
-    let [cache_dir, container, seconds] = args.as_slice() else {
-        eprintln!("usage: hold CACHE_DIR CONTAINER_ID SECONDS");
+    let [run_dir, container, seconds] = args.as_slice() else {
+        eprintln!("usage: hold RUN_DIR CONTAINER_ID SECONDS");
         return ExitCode::from(2);
     };
     let Ok(seconds) = seconds.parse::<u64>() else {
         eprintln!("hold: {seconds:?} is not a number of seconds");
         return ExitCode::from(2);
     };
-    let locks = Locks::for_cache_dir(cache_dir);
+    let locks = Locks::under(run_dir);
     let key = LockKey::container(container);
     let pid = std::process::id();
     println!("{pid}: waiting for {}", locks.path_for(&key).display());

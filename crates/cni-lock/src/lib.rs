@@ -5,7 +5,8 @@
 //! network, an exclusive lock:
 //!
 //! - **Across processes** it is an `flock(2)` (through std's [`File::lock`](std::fs::File::lock)
-//!   family) on a file in a lock directory, typically `<cacheDir>/locks`. The kernel drops it if
+//!   family) on a file in a lock directory, typically `<run dir>/locks` (ocicni: `/run/ocicni/locks`,
+//!   on the tmpfs `/run` is, since locks mean nothing after a reboot). The kernel drops it if
 //!   the holder dies, so a crashed or killed process never wedges the container.
 //! - **Within a process** callers for the same key queue in FIFO order, so only the head of the
 //!   queue contends for the file lock.
@@ -37,13 +38,13 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> cni_lock::Result<()> {
-//! # let cache = tempfile::tempdir().unwrap();
-//! let locks = Locks::for_cache_dir(cache.path());
+//! # let run = tempfile::tempdir().unwrap();
+//! let locks = Locks::under(run.path());
 //! let timeout = Duration::from_secs(5);
 //! {
 //!     let _gc = locks.lock_shared(&LockKey::gc(), timeout).await?;
 //!     let guard = locks.lock(&LockKey::container("3f1c0ffee"), timeout).await?;
-//!     assert!(guard.path().starts_with(cache.path().join("locks")));
+//!     assert!(guard.path().starts_with(run.path().join("locks")));
 //!     // ... run DEL for the container ...
 //! } // both locks released here, their files removed
 //!
@@ -79,7 +80,7 @@ pub use key::LockKey;
 use flock::{Failure, Held};
 use queue::{Queues, Turn, block_on_until};
 
-/// Name of the lock directory inside a runtime's CNI cache directory.
+/// Name of the lock directory inside a runtime's run directory (see [`Locks::under`]).
 pub const LOCKS_SUBDIR: &str = "locks";
 
 /// Whether a lock is held alone or together with other shared holders.
@@ -135,9 +136,10 @@ impl Locks {
         }
     }
 
-    /// Locks kept in `<cache_dir>/locks` (see [`LOCKS_SUBDIR`]).
-    pub fn for_cache_dir(cache_dir: impl AsRef<Path>) -> Self {
-        Self::new(cache_dir.as_ref().join(LOCKS_SUBDIR))
+    /// Locks kept in `<dir>/locks` (see [`LOCKS_SUBDIR`]), `dir` being the runtime's run
+    /// directory: ocicni passes its run dir (`/run/ocicni` by default).
+    pub fn under(dir: impl AsRef<Path>) -> Self {
+        Self::new(dir.as_ref().join(LOCKS_SUBDIR))
     }
 
     /// The lock directory.

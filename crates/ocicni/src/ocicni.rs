@@ -239,7 +239,7 @@ impl Ocicni {
             .map_err(|source| Error::Watch { source })?;
         Ok(Ocicni {
             inner: Arc::new(Inner {
-                locks: Locks::new(opts.run_dir.join(cni_lock::LOCKS_SUBDIR)),
+                locks: Locks::under(&opts.run_dir),
                 opts,
                 cni,
                 watcher,

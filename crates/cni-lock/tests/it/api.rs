@@ -113,7 +113,7 @@ async fn zero_timeout_tries_once() {
 #[tokio::test]
 async fn lock_files_are_removed_when_free() {
     let ws = Workspace::new();
-    let locks = Locks::for_cache_dir(&ws.root);
+    let locks = Locks::under(&ws.root);
     assert_eq!(locks.dir(), ws.locks_dir);
     let keys = [
         LockKey::container("c1"),
