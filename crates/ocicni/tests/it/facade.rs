@@ -339,16 +339,7 @@ async fn run_dir_holds_the_pending_entry_and_the_pod_lock_until_teardown() {
         .hang("fake", "ADD", std::time::Duration::from_millis(300));
     let cni = node.start().await;
     assert_eq!(cni.run_dir(), node.run_dir());
-    let files = |sub: &str| {
-        let mut names: Vec<String> = std::fs::read_dir(node.run_dir().join(sub))
-            .map(|rd| {
-                rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        names.sort();
-        names
-    };
+    let files = |sub: &str| crate::fake_exec::file_names(&node.run_dir().join(sub));
     let setup = {
         let (cni, pod) = (cni.clone(), node.pod("p1"));
         tokio::spawn(async move { cni.setup_pod(&pod).await })

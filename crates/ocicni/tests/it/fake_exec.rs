@@ -304,22 +304,9 @@ impl Node {
         self.cache.path().join("run")
     }
 
-    /// The files of the result cache, then the pending entries (as `pending/<name>`), sorted.
+    /// The files of the result cache, then the pending entries (as `pending/<name>`).
     pub(crate) fn cache_entries(&self) -> Vec<String> {
-        let names = |dir: std::path::PathBuf, prefix: &str| -> Vec<String> {
-            std::fs::read_dir(dir).map_or_else(
-                |_| Vec::new(),
-                |rd| {
-                    rd.filter_map(Result::ok)
-                        .map(|e| format!("{prefix}{}", e.file_name().to_string_lossy()))
-                        .collect()
-                },
-            )
-        };
-        let mut all = names(self.cache.path().join("results"), "");
-        all.extend(names(self.run_dir().join("pending"), "pending/"));
-        all.sort();
-        all
+        cache_entries(&self.cache.path().join("results"), &self.run_dir())
     }
 
     /// A pod whose namespace path does not exist (nothing here enters it).
@@ -398,4 +385,30 @@ pub(crate) async fn wait_for_default(ocicni: &Ocicni, want: Option<&str>) {
         o.default_network_name().as_deref() == want
     })
     .await;
+}
+
+/// Names of the files in `dir`, sorted; none when it does not exist.
+pub(crate) fn file_names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir).map_or_else(
+        |_| Vec::new(),
+        |rd| {
+            rd.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        },
+    );
+    names.sort();
+    names
+}
+
+/// The files of a results directory, then the pending entries of a run directory (as
+/// `pending/<name>`), each sorted.
+pub(crate) fn cache_entries(results: &std::path::Path, run_dir: &std::path::Path) -> Vec<String> {
+    let mut all = file_names(results);
+    all.extend(
+        file_names(&run_dir.join("pending"))
+            .into_iter()
+            .map(|name| format!("pending/{name}")),
+    );
+    all
 }

@@ -314,19 +314,7 @@ impl Lab {
 
     /// Files left in the result cache, and pending entries (as `pending/<name>`).
     pub(crate) fn cache_entries(&self) -> Vec<String> {
-        let names = |dir: PathBuf, prefix: &str| -> Vec<String> {
-            std::fs::read_dir(dir).map_or_else(
-                |_| Vec::new(),
-                |rd| {
-                    rd.filter_map(Result::ok)
-                        .map(|e| format!("{prefix}{}", e.file_name().to_string_lossy()))
-                        .collect()
-                },
-            )
-        };
-        let mut all = names(self.cache_dir().join("results"), "");
-        all.extend(names(self.run_dir().join("pending"), "pending/"));
-        all
+        crate::fake_exec::cache_entries(&self.cache_dir().join("results"), &self.run_dir())
     }
 
     /// Lines of the node's iptables that mention any of `ids`.
@@ -346,14 +334,10 @@ impl Lab {
         let leases = self.leases(network);
         let cache = self.cache_entries();
         // Only the GC lock's file outlives the pods (never created if nothing ran).
-        let locks: Vec<String> = std::fs::read_dir(self.run_dir().join("locks"))
-            .map(|rd| {
-                rd.filter_map(Result::ok)
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|name| name != "gc.lock")
-                    .collect()
-            })
-            .unwrap_or_default();
+        let locks: Vec<String> = crate::fake_exec::file_names(&self.run_dir().join("locks"))
+            .into_iter()
+            .filter(|name| name != "gc.lock")
+            .collect();
         assert!(
             veths.is_empty()
                 && rules.is_empty()
