@@ -25,6 +25,8 @@ pub(crate) struct Phase {
     pub(crate) errors: usize,
     /// CPU time (user + system) of this process and of its reaped children during the phase.
     pub(crate) cpu: Option<(Duration, Duration)>,
+    /// Share of the machine's CPU time that was idle (or waiting for I/O) during the phase.
+    pub(crate) idle_pct: Option<f64>,
 }
 
 impl Phase {
@@ -62,7 +64,8 @@ pub(crate) fn stats(phase: &Phase, rate_key: &str) -> Value {
     let ok = lat.len();
     let per_op = |d: Duration| if ok == 0 { 0.0 } else { ms(d / ok as u32) };
     let cpu = phase.cpu.map(|(own, children)| {
-        json!({"self_ms_per_op": per_op(own), "children_ms_per_op": per_op(children)})
+        json!({"self_ms_per_op": per_op(own), "children_ms_per_op": per_op(children),
+               "machine_idle_pct": phase.idle_pct.map(|p| (p * 10.0).round() / 10.0)})
     });
     json!({
         "ops": ok + phase.errors, "errors": phase.errors, "wall_s": (phase.wall.as_secs_f64() * 1e3).round() / 1e3,
@@ -90,6 +93,7 @@ where
     let next = AtomicUsize::new(0);
     let results = Mutex::new(Phase::default());
     let cpu_before = cpu_times();
+    let idle_before = idle_ticks();
     let started = Instant::now();
     let worker = || async {
         loop {
@@ -127,7 +131,25 @@ where
     phase.cpu = cpu_before
         .zip(cpu_times())
         .map(|(a, b)| (b.0.saturating_sub(a.0), b.1.saturating_sub(a.1)));
+    phase.idle_pct = idle_before.zip(idle_ticks()).and_then(|(a, b)| {
+        let (idle, total) = (b.0.saturating_sub(a.0), b.1.saturating_sub(a.1));
+        (total > 0).then(|| idle as f64 * 100.0 / total as f64)
+    });
     phase
+}
+
+/// Idle (and I/O wait) ticks and all ticks of the machine, from the first line of `/proc/stat`.
+fn idle_ticks() -> Option<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let ticks: Vec<u64> = stat
+        .lines()
+        .next()?
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    let idle = ticks.get(3)? + ticks.get(4)?;
+    Some((idle, ticks.iter().sum()))
 }
 
 /// CPU time (user + system) used so far by this process and by its children that have been
