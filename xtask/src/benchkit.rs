@@ -77,8 +77,12 @@ pub(crate) fn stats(phase: &Phase, rate_key: &str) -> Value {
 }
 
 /// Runs `f(0..n)` with `concurrency` workers, timing each call; the first error is kept.
-/// After each call, `plugin_time(i)` is asked for the time it spent in plugins (and recorded when
-/// the call succeeded and it says one).
+///
+/// Each worker is a task of its own on the multi-threaded runtime, as a runtime serves concurrent
+/// requests (crio-lite: a task per RPC; go-cni's bench: a goroutine per worker). Polling them all
+/// from one task would let only one make progress at a time, and none while that task's thread is
+/// held up, such as in `posix_spawn`. After the phase, `plugin_time(i)` is asked for the time each
+/// successful call spent in plugins (recorded when it says one).
 pub(crate) async fn run_phase<F, Fut>(
     n: usize,
     concurrency: usize,
@@ -87,34 +91,45 @@ pub(crate) async fn run_phase<F, Fut>(
     first_error: &Mutex<Option<String>>,
 ) -> Phase
 where
-    F: Fn(usize) -> Fut + Sync,
-    Fut: std::future::Future<Output = Result<(), String>>,
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<(), String>> + Send + 'static,
 {
-    let next = AtomicUsize::new(0);
-    let results = Mutex::new(Phase::default());
+    let f = std::sync::Arc::new(f);
+    let next = std::sync::Arc::new(AtomicUsize::new(0));
     let cpu_before = cpu_times();
     let idle_before = idle_ticks();
     let started = Instant::now();
-    let worker = || async {
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            if i >= n {
-                break;
-            }
-            let t0 = Instant::now();
-            let outcome = f(i).await;
-            let took = t0.elapsed();
-            let plugin = plugin_time(i);
-            let mut r = results
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let workers: Vec<_> = (0..concurrency)
+        .map(|_| {
+            let (f, next) = (std::sync::Arc::clone(&f), std::sync::Arc::clone(&next));
+            tokio::spawn(async move {
+                let mut done = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n {
+                        break;
+                    }
+                    let t0 = Instant::now();
+                    let outcome = f(i).await;
+                    done.push((i, t0.elapsed(), outcome));
+                }
+                done
+            })
+        })
+        .collect();
+    let mut phase = Phase::default();
+    for worker in workers {
+        let done = worker
+            .await
+            .unwrap_or_else(|e| vec![(usize::MAX, Duration::ZERO, Err(format!("worker: {e}")))]);
+        for (i, took, outcome) in done {
             match outcome {
                 Ok(()) => {
-                    r.latencies.push(took);
-                    r.plugin_time.extend(plugin);
+                    phase.latencies.push(took);
+                    phase.plugin_time.extend(plugin_time(i));
                 }
                 Err(err) => {
-                    r.errors += 1;
+                    phase.errors += 1;
                     first_error
                         .lock()
                         .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -122,11 +137,7 @@ where
                 }
             }
         }
-    };
-    futures_util::future::join_all((0..concurrency).map(|_| worker())).await;
-    let mut phase = results
-        .into_inner()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    }
     phase.wall = started.elapsed();
     phase.cpu = cpu_before
         .zip(cpu_times())

@@ -290,8 +290,8 @@ async fn run_phase<F, Fut>(
     first_error: &Mutex<Option<String>>,
 ) -> Phase
 where
-    F: Fn(usize) -> Fut + Sync,
-    Fut: std::future::Future<Output = Result<(), String>>,
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<(), String>> + Send + 'static,
 {
     benchkit::run_phase(n, concurrency, f, &|_| None, first_error).await
 }
@@ -642,12 +642,19 @@ async fn ocicni_phases(
 ) -> Result<(), String> {
     let pods = ocicni_prepare(o, rep, plugin, all).await?;
     let first_error = Mutex::new(None);
-    let ips = Mutex::new(Vec::new());
+    let ips = Arc::new(Mutex::new(Vec::new()));
+    let pods: Arc<Vec<PodNetwork>> = Arc::new(pods.to_vec());
     let add_before = timing.seconds("ADD");
     let setup = run_phase(
         pods.len(),
         o.concurrency,
-        |i| ocicni_setup(plugin, &pods[i], &ips),
+        {
+            let (plugin, pods, ips) = (plugin.clone(), Arc::clone(&pods), Arc::clone(&ips));
+            move |i| {
+                let (plugin, pods, ips) = (plugin.clone(), Arc::clone(&pods), Arc::clone(&ips));
+                async move { ocicni_setup(&plugin, &pods[i], &ips).await }
+            }
+        },
         &first_error,
     )
     .await;
@@ -659,7 +666,13 @@ async fn ocicni_phases(
     let teardown = run_phase(
         pods.len(),
         o.concurrency,
-        |i| ocicni_teardown(plugin, &pods[i]),
+        {
+            let (plugin, pods) = (plugin.clone(), Arc::clone(&pods));
+            move |i| {
+                let (plugin, pods) = (plugin.clone(), Arc::clone(&pods));
+                async move { ocicni_teardown(&plugin, &pods[i]).await }
+            }
+        },
         &first_error,
     )
     .await;
@@ -915,17 +928,28 @@ async fn run_all(
     ids: &Mutex<Vec<String>>,
     first_error: &Mutex<Option<String>>,
 ) -> Phase {
-    run_phase(
+    let names: Arc<Vec<(String, u16)>> = Arc::new(names.to_vec());
+    let up = Arc::new(Mutex::new(Vec::new()));
+    let (client, out) = (client.clone(), Arc::clone(&up));
+    let phase = run_phase(
         names.len(),
         concurrency,
-        |i| async move {
-            let id = run_sandbox(client, &names[i].0, names[i].1).await?;
-            ids.lock().map_err(|_| "poisoned")?.push(id);
-            Ok(())
+        move |i| {
+            let (client, names, out) = (client.clone(), Arc::clone(&names), Arc::clone(&out));
+            async move {
+                let id = run_sandbox(&client, &names[i].0, names[i].1).await?;
+                out.lock().map_err(|_| "poisoned")?.push(id);
+                Ok(())
+            }
         },
         first_error,
     )
-    .await
+    .await;
+    let up = std::mem::take(&mut *up.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    ids.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .extend(up);
+    phase
 }
 
 async fn stop_remove_all(
@@ -934,10 +958,15 @@ async fn stop_remove_all(
     concurrency: usize,
     first_error: &Mutex<Option<String>>,
 ) -> Phase {
+    let ids: Arc<Vec<String>> = Arc::new(ids.to_vec());
+    let client = client.clone();
     run_phase(
         ids.len(),
         concurrency,
-        |i| stop_remove(client, &ids[i]),
+        move |i| {
+            let (client, ids) = (client.clone(), Arc::clone(&ids));
+            async move { stop_remove(&client, &ids[i]).await }
+        },
         first_error,
     )
     .await

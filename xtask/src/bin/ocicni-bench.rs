@@ -391,25 +391,32 @@ async fn timed_phases(
     with_net: &(dyn Fn(&Pod) -> PodNetwork + Sync),
 ) -> Result<(), String> {
     let first_error = Mutex::new(None);
-    let ips = Mutex::new(BTreeSet::new());
+    let ips = Arc::new(Mutex::new(BTreeSet::new()));
     let plugin_time = |i: usize| Some(timing.take(&pods[i].id));
+    // The workers run as tasks of their own, so they get owned copies.
+    let networks: Arc<Vec<PodNetwork>> = Arc::new(pods.iter().map(with_net).collect());
     let setup = run_phase(
         pods.len(),
         o.concurrency,
-        |i| {
-            let pod = with_net(&pods[i]);
-            let ips = &ips;
-            async move {
-                let results = plugin
-                    .setup_pod(&pod)
-                    .await
-                    .map_err(|e| format!("setup {}: {e}", pod.id))?;
-                let ip = results
-                    .first()
-                    .and_then(|r| r.result.first_ipv4().map(|ip| ip.address.addr()));
-                let ip = ip.ok_or(format!("setup {}: no IPv4 address in the result", pod.id))?;
-                ips.lock().map_err(|_| "poisoned")?.insert(ip);
-                Ok(())
+        {
+            let (plugin, networks, ips) = (plugin.clone(), Arc::clone(&networks), Arc::clone(&ips));
+            move |i| {
+                let (plugin, networks, ips) =
+                    (plugin.clone(), Arc::clone(&networks), Arc::clone(&ips));
+                async move {
+                    let pod = &networks[i];
+                    let results = plugin
+                        .setup_pod(pod)
+                        .await
+                        .map_err(|e| format!("setup {}: {e}", pod.id))?;
+                    let ip = results
+                        .first()
+                        .and_then(|r| r.result.first_ipv4().map(|ip| ip.address.addr()));
+                    let ip =
+                        ip.ok_or(format!("setup {}: no IPv4 address in the result", pod.id))?;
+                    ips.lock().map_err(|_| "poisoned")?.insert(ip);
+                    Ok(())
+                }
             }
         },
         &plugin_time,
@@ -424,13 +431,17 @@ async fn timed_phases(
     let remove = run_phase(
         pods.len(),
         o.concurrency,
-        |i| {
-            let pod = with_net(&pods[i]);
-            async move {
-                plugin
-                    .teardown_pod(&pod)
-                    .await
-                    .map_err(|e| format!("teardown {}: {e}", pod.id))
+        {
+            let plugin = plugin.clone();
+            move |i| {
+                let (plugin, networks) = (plugin.clone(), Arc::clone(&networks));
+                async move {
+                    let pod = &networks[i];
+                    plugin
+                        .teardown_pod(pod)
+                        .await
+                        .map_err(|e| format!("teardown {}: {e}", pod.id))
+                }
             }
         },
         &plugin_time,
