@@ -392,11 +392,30 @@ impl Demo {
             ),
             ("host-local lease files", leases),
             ("CNI cache entries", files(&self.path("cache/results"))),
+            (
+                "pending CNI cache entries",
+                files(&self.path("run/cni/pending")),
+            ),
+            (
+                "pod lock files (the GC lock's stays)",
+                files(&self.path("run/cni/locks"))
+                    .into_iter()
+                    .filter(|name| name != "gc.lock")
+                    .collect(),
+            ),
             ("pinned namespaces", files(&self.netns_dir())),
             ("mounts under the run dir", mounts),
             ("sandbox state files", files(&self.path("state/sandboxes"))),
             ("iptables rules naming the sandboxes", rules),
         ];
+        // The GC lock's file proves the lock check looked where the daemon keeps its locks.
+        let gc_lock = self.path("run/cni/locks/gc.lock");
+        if !gc_lock.exists() {
+            bail!(
+                "{} is missing: the daemon keeps its locks elsewhere",
+                gc_lock.display()
+            );
+        }
         let mut leaked = 0;
         for (what, left) in &checks {
             if left.is_empty() {
