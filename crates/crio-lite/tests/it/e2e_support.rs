@@ -341,13 +341,25 @@ impl Node {
             .collect()
     }
 
-    /// Asserts that no pod left anything behind: veths, leases, cache entries, pins, mounts,
-    /// state files, iptables rules.
+    /// Asserts that no pod left anything behind: veths, leases, cache entries (pending ones too),
+    /// pod lock files, pins, mounts, state files, iptables rules.
     pub(crate) fn assert_nothing_leaked(&self, ids: &[String]) {
+        // The start-up GC takes the GC lock, so its file shows where the daemon's locks are.
+        assert!(
+            self.path("run/cni/locks/gc.lock").exists(),
+            "the daemon keeps its locks somewhere else"
+        );
         let leaks = [
             ("veths in the node namespace", self.veths()),
             ("host-local leases", self.leases()),
             ("cache entries", self.cache_entries()),
+            (
+                "pod lock files",
+                support::files(&self.path("run/cni/locks"))
+                    .into_iter()
+                    .filter(|name| name != "gc.lock")
+                    .collect(),
+            ),
             ("pins", support::files(&self.netns_dir())),
             ("mounts under the run dir", self.pin_mounts()),
             (
