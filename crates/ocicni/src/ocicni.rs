@@ -13,9 +13,6 @@ use cni_lock::{LockGuard, LockKey, Locks};
 use cni_watch::{WatchMode, WatchOptions, Watcher};
 use ipnet::IpNet;
 
-/// Where, inside the run directory, the cache entries of set-ups in progress live.
-const PENDING_SUBDIR: &str = "pending";
-
 use crate::args::{self, CniArgsPolicy};
 use crate::builtin::BuiltinNetwork;
 use crate::error::{Error, Result};
@@ -24,6 +21,9 @@ use crate::options::{CheckPolicy, Options, WatchPolicy};
 use crate::plugin::CniPlugin;
 use crate::pod::{AttachmentResult, NetworkSelection, NetworkStatus, PodNetwork};
 use crate::{netns, status};
+
+/// Where, inside the run directory, the cache entries of set-ups in progress live.
+const PENDING_SUBDIR: &str = "pending";
 
 /// Reason reported while no network can be used, as CRI-O reports it.
 pub const NOT_READY_REASON: &str = "NetworkPluginNotReady";
