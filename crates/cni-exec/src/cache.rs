@@ -317,8 +317,12 @@ impl ResultCache {
     /// [`Error::InvalidRuntimeConf`] for names that break the rules, [`Error::Cache`] when the file
     /// system refuses.
     pub fn put(&self, attachment: &CachedAttachment) -> Result<()> {
-        let path = self.store(attachment, Durability::Synced)?;
-        self.remove_pending_of(&path)
+        let prepared = self.prepare(
+            &attachment.network,
+            &attachment.container_id,
+            &attachment.if_name,
+        )?;
+        self.put_prepared(prepared, attachment)
     }
 
     /// Creates the temporary file that [`ResultCache::put_prepared`] will fill for this
@@ -394,27 +398,18 @@ impl ResultCache {
     ///
     /// As [`ResultCache::put`].
     pub fn put_pending(&self, attachment: &CachedAttachment) -> Result<()> {
-        self.store(attachment, Durability::Unsynced).map(drop)
-    }
-
-    /// Writes `attachment` to its file (in the pending directory when unsynced and there is
-    /// one); returns the path of its entry in the results directory.
-    fn store(&self, attachment: &CachedAttachment, durability: Durability) -> Result<PathBuf> {
         let path = self.entry_path(
             &attachment.network,
             &attachment.container_id,
             &attachment.if_name,
         )?;
         let bytes = encode(attachment, &path)?;
-        let (dir, target) = match (&self.pending_dir, durability, path.file_name()) {
-            (Some(pending), Durability::Unsynced, Some(name)) => {
-                (pending.clone(), pending.join(name))
-            }
+        let (dir, target) = match (&self.pending_dir, path.file_name()) {
+            (Some(pending), Some(name)) => (pending.clone(), pending.join(name)),
             _ => (self.results_dir(), path.clone()),
         };
         create_dir(&dir)?;
-        write_atomic(&dir, &target, &bytes, durability)?;
-        Ok(path)
+        write_atomic(&dir, &target, &bytes, Durability::Unsynced)
     }
 
     /// Removes an entry, complete or pending; `Ok(false)` when there was none.
