@@ -18,9 +18,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail};
 use clap::Parser as _;
+use cri_api::v1 as cri;
+use cri_api::v1::runtime_service_client::RuntimeServiceClient;
 use hyper_util::rt::TokioIo;
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use serde_json::{Value, json};
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};

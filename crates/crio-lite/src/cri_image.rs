@@ -1,8 +1,8 @@
 //! The CRI `ImageService`: present so clients that open both services connect, but crio-lite has
 //! no images: the list is empty and pulls are refused.
 
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::image_service_server::ImageService;
+use cri_api::v1 as cri;
+use cri_api::v1::image_service_server::ImageService;
 use tonic::{Request, Response, Status};
 
 /// Serves ImageService with no images.

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use k8s_cri::v1 as cri;
+use cri_api::v1 as cri;
 use ocicni::cni_types::capabilities::PortMapping;
 use serde::{Deserialize, Serialize};
 use tonic::Status;

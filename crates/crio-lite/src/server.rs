@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_cri::v1::image_service_server::ImageServiceServer;
-use k8s_cri::v1::runtime_service_server::RuntimeServiceServer;
+use cri_api::v1::image_service_server::ImageServiceServer;
+use cri_api::v1::runtime_service_server::RuntimeServiceServer;
 use ocicni::CniPlugin;
 use tokio::net::UnixListener;
 use tokio::task::JoinHandle;

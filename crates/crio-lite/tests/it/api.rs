@@ -1,6 +1,6 @@
 //! Invalid requests, refused RPCs, runtime status and runtime config through the socket.
 
-use k8s_cri::v1 as cri;
+use cri_api::v1 as cri;
 use ocicni::NetworkStatus;
 use tonic::Code;
 

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 
-use k8s_cri::v1 as cri;
+use cri_api::v1 as cri;
 use tokio::task::JoinSet;
 
 use crate::e2e_support::{self, GATEWAY, NETWORK, Node, ready_ip, remove, run, stop};

@@ -14,9 +14,9 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
+use cri_api::v1 as cri;
+use cri_api::v1::runtime_service_client::RuntimeServiceClient;
 use ipnet::IpNet;
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use tonic::transport::Channel;
 
 use crate::support;

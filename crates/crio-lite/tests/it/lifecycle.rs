@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 use std::os::unix::fs::PermissionsExt as _;
 
-use k8s_cri::v1 as cri;
+use cri_api::v1 as cri;
 use tonic::Code;
 
 use crate::support::{

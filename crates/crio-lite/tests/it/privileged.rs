@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use cri_api::v1 as cri;
 use crio_lite::{Daemon, HostNetns};
-use k8s_cri::v1 as cri;
 use ocicni::CniPlugin;
 
 use crate::support::{self, FakeCni, files, run, status};

@@ -3,8 +3,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use cri_api::v1 as cri;
 use crio_lite::sandbox::{DnsSettings, NamespaceModes, Sandbox, SandboxName, SandboxState};
-use k8s_cri::v1 as cri;
 
 use crate::support::{self, FakeCni, Harness, files, ips, list, run, status};
 

@@ -8,12 +8,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use cri_api::v1 as cri;
+use cri_api::v1::image_service_client::ImageServiceClient;
+use cri_api::v1::runtime_service_client::RuntimeServiceClient;
 use crio_lite::{Config, Daemon, NetnsOps};
 use hyper_util::rt::TokioIo;
 use ipnet::IpNet;
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::image_service_client::ImageServiceClient;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use ocicni::cni_types::{CniResult, Interface, IpConfig, Version};
 use ocicni::{AttachmentResult, CniPlugin, NetworkStatus, PodNetwork};
 use tokio::net::UnixStream;
