@@ -21,6 +21,13 @@ const PODS: [&str; 3] = ["demo-pod-1", "demo-pod-2", "demo-pod-3"];
 /// The built-in default network's name (its leases live under `<cache>/networks/<name>`).
 const NETWORK: &str = "ocicni-default";
 
+pub(crate) const USAGE: &str = "usage: cargo xtask demo
+
+crio-lite end to end, as root: builds the daemon and a CRI client, starts the daemon in a node
+network namespace of its own, creates three pod sandboxes over CRI, pings between them, shows the
+status API and the metrics, removes everything and checks that nothing leaked. Installs the Debian
+packages it needs (containernetworking-plugins, iptables, iproute2, iputils-ping) with apt-get.";
+
 pub(crate) fn run(args: &[String]) -> Result<()> {
     if let Some(arg) = args.first() {
         bail!("demo: unknown option {arg:?} (it takes none)");
@@ -28,10 +35,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if !is_root() {
         bail!("the demo creates network namespaces and bridges: run it as root");
     }
-    let mut wanted = packages::BUILD_PACKAGES.to_vec();
-    wanted.extend_from_slice(packages::NETWORK_PACKAGES);
+    let wanted = packages::NETWORK_PACKAGES;
     step("Checking the Debian packages the demo needs (installed with apt-get when missing)");
-    packages::ensure(&wanted)?;
+    packages::ensure(wanted)?;
     println!(
         "    all present: {}",
         wanted
@@ -439,15 +445,15 @@ impl Drop for Demo {
             let _ = child.kill();
             let _ = child.wait();
         }
+        // With umount(8) rather than the ocicni crate: xtask depends on no workspace crate.
         for pin in files(&self.netns_dir()) {
             let path = self.netns_dir().join(pin);
-            if let Err(e) = ocicni::netns::remove_pinned(&path) {
+            unmount(&path);
+            if let Err(e) = std::fs::remove_file(&path) {
                 eprintln!("    cannot remove pin {}: {e}", path.display());
             }
         }
-        if let Err(e) = ocicni::netns::release_dir(&self.netns_dir()) {
-            eprintln!("    cannot release {}: {e}", self.netns_dir().display());
-        }
+        unmount(&self.netns_dir());
         // Fine when it was never made.
         let _ = Command::new("ip")
             .args(["netns", "del", &self.node])
@@ -457,6 +463,15 @@ impl Drop for Demo {
             eprintln!("    cannot remove {}: {e}", self.dir.display());
         }
     }
+}
+
+/// Detaches whatever is mounted at `path`; nothing mounted there is fine.
+fn unmount(path: &Path) {
+    let _ = Command::new("umount")
+        .arg("--lazy")
+        .arg(path)
+        .stderr(Stdio::null())
+        .status();
 }
 
 fn step(title: &str) {

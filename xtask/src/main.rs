@@ -4,27 +4,31 @@
 //!   tests that need root and network namespaces.
 //! - `demo`: the main job, end to end, in network namespaces of its own.
 //! - `bench`: the benchmarks, printed as tables and JSON.
+//! - `fresh`: the README's test command in a clean clone, as a new machine runs it.
 //!
 //! Each command installs the Debian packages it needs when they are missing and it runs as root, and
-//! says so.
+//! says so. xtask depends on no workspace crate, so it starts before anything is installed.
 
 mod bench;
 mod cmd;
 mod demo;
+mod fresh;
 mod packages;
 mod test;
 
 use anyhow::{Result, bail};
 
-const USAGE: &str = "usage: cargo xtask <test|demo|bench> [options]
+const USAGE: &str =
+    "usage: cargo xtask <command> [options]   (cargo xtask <command> --help for more)
 
-  test     rustfmt, clippy, rustdoc, every test (privileged ones too, as root)
-           --no-privileged   skip the tests that need root and network namespaces
-  demo     crio-lite end to end, as root: three pods in a namespace of its own,
-           pinged, removed, checked for leaks
+commands:
+  test     everything CI runs: rustfmt, clippy, rustdoc, every test (privileged ones too, as root)
+  demo     crio-lite end to end, as root, in network namespaces of its own
   bench    the benchmarks beside their peers, as root
-           --quick           fewer pods and repeats
-           --only watch|peer|crio one benchmark";
+  fresh    the README's test command in a clean clone with no protoc, as a new machine runs it";
+
+/// A command's entry point.
+type Command = fn(&[String]) -> Result<()>;
 
 fn main() {
     if let Err(err) = run() {
@@ -37,15 +41,21 @@ fn run() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let command = args.next().unwrap_or_default();
     let rest: Vec<String> = args.collect();
-    match command.as_str() {
-        "test" => test::run(&rest),
-        "demo" => demo::run(&rest),
-        "bench" => bench::run(&rest),
+    let (usage, run): (&str, Command) = match command.as_str() {
+        "test" => (test::USAGE, test::run),
+        "demo" => (demo::USAGE, demo::run),
+        "bench" => (bench::USAGE, bench::run),
+        "fresh" => (fresh::USAGE, fresh::run),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
-            Ok(())
+            return Ok(());
         }
-        "" => bail!("no command given\n{USAGE}"),
-        other => bail!("unknown command {other:?}\n{USAGE}"),
+        "" => bail!("no command given\n\n{USAGE}"),
+        other => bail!("unknown command {other:?}\n\n{USAGE}"),
+    };
+    if rest.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{usage}");
+        return Ok(());
     }
+    run(&rest)
 }

@@ -27,10 +27,6 @@ pub(crate) const PEER_PACKAGES: &[(&str, &str)] = &[
     ("golang-github-appc-cni-dev", "libcni's sources"),
 ];
 
-/// Packages needed to build crio-lite (k8s-cri compiles the CRI protobufs).
-pub(crate) const BUILD_PACKAGES: &[(&str, &str)] =
-    &[("protobuf-compiler", "protoc, for the CRI protobufs")];
-
 /// Installs whichever of `wanted` are missing, when running as root; otherwise says what is missing.
 ///
 /// # Errors

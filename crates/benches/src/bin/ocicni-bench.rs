@@ -6,15 +6,12 @@
 //! with `--concurrency` in flight, tears them down, checks what is left, and prints one JSON line.
 //! Extra keys beyond the peer's: `overhead` (time per pod not spent in plugin processes).
 
-#[path = "../benchkit.rs"]
-mod benchkit;
-
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use benchkit::{Phase, count_veths, loadavg, run_phase, text};
+use benches::{Phase, count_veths, loadavg, run_phase, text};
 
 use ocicni::cni_exec::{self, ObservedExec, PluginRun, ProcessExec};
 use ocicni::cni_types::capabilities::PortMapping;
@@ -155,13 +152,13 @@ impl Pod {
 
 /// A phase's statistics under the peer bench's keys.
 fn stats(phase: &Phase) -> Value {
-    benchkit::stats(phase, "pods_per_s")
+    benches::stats(phase, "pods_per_s")
 }
 
 /// iptables rules whose comment names a container ID starting with `prefix` (portmap's).
 fn count_rules(prefix: &str) -> i64 {
     let needle = format!("id: \\\"{prefix}");
-    benchkit::count_rules(|l| l.contains(&needle))
+    benches::count_rules(|l| l.contains(&needle))
 }
 
 fn overhead(phase: &Phase) -> Value {
@@ -275,7 +272,7 @@ async fn run(o: &Opts) -> (Value, bool) {
 async fn bench(o: &Opts, rep: &mut Value) -> Result<(), String> {
     // The cache where libcni's is (go-cni's bench writes /var/lib/cni), the run dir on a tmpfs.
     let cache = PathBuf::from(format!("/var/lib/ocicni-bench.{}", std::process::id()));
-    let run_dir = benchkit::tmpfs_run_dir("ocicni-bench");
+    let run_dir = benches::tmpfs_run_dir("ocicni-bench");
     rep["run_dir"] = json!(run_dir);
     let timing = Arc::new(PluginTime::default());
     let exec = {
@@ -459,7 +456,7 @@ async fn timed_phases(
     rep["leftover_after_remove"] = json!({
         "veths": count_veths(),
         "iptables_rules_with_pod_ids": count_rules(&format!("{}-", o.id_prefix)),
-        "ipam_leases": o.ipam_dir.as_deref().map_or(0, benchkit::count_leases),
+        "ipam_leases": o.ipam_dir.as_deref().map_or(0, benches::count_leases),
     });
     if let Some(err) = first_error.into_inner().ok().flatten() {
         rep["first_error"] = json!(err);

@@ -2,8 +2,9 @@
 //! a given concurrency, its latency statistics as the peer bench computes them, and counting what
 //! a run left behind on the node.
 //!
-//! Included by each binary with `#[path = "../benchkit.rs"] mod benchkit;` (binaries cannot use
-//! the xtask crate's own modules).
+//! The binaries (`ocicni-bench`, `watch-bench`, and `crio-bench` with the `crio` feature) are
+//! built by `cargo xtask bench`, which builds only what the chosen benchmarks need: xtask itself
+//! depends on no workspace crate, so it starts on a machine where nothing is installed yet.
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -14,24 +15,24 @@ use serde_json::{Value, json};
 
 /// Latencies of one timed phase.
 #[derive(Default)]
-pub(crate) struct Phase {
+pub struct Phase {
     /// Time of each successful operation.
-    pub(crate) latencies: Vec<Duration>,
+    pub latencies: Vec<Duration>,
     /// Time spent in plugin processes by each successful operation, where the caller measures it.
-    pub(crate) plugin_time: Vec<Duration>,
+    pub plugin_time: Vec<Duration>,
     /// Wall time of the whole phase.
-    pub(crate) wall: Duration,
+    pub wall: Duration,
     /// Operations that failed.
-    pub(crate) errors: usize,
+    pub errors: usize,
     /// CPU time (user + system) of this process and of its reaped children during the phase.
-    pub(crate) cpu: Option<(Duration, Duration)>,
+    pub cpu: Option<(Duration, Duration)>,
     /// Share of the machine's CPU time that was idle (or waiting for I/O) during the phase.
-    pub(crate) idle_pct: Option<f64>,
+    pub idle_pct: Option<f64>,
 }
 
 impl Phase {
     /// A phase of successful operations only, for the probes that time one thing `n` times.
-    pub(crate) fn of_latencies(latencies: Vec<Duration>) -> Phase {
+    pub fn of_latencies(latencies: Vec<Duration>) -> Phase {
         Phase {
             latencies,
             ..Phase::default()
@@ -40,13 +41,13 @@ impl Phase {
 }
 
 /// Milliseconds, rounded to the microsecond.
-pub(crate) fn ms(d: Duration) -> f64 {
+pub fn ms(d: Duration) -> f64 {
     (d.as_secs_f64() * 1e6).round() / 1e3
 }
 
 /// Nearest-rank percentiles over the successful operations, as the peer bench computes them.
 /// `rate_key` names the successful-operations-per-second figure (the benches call it differently).
-pub(crate) fn stats(phase: &Phase, rate_key: &str) -> Value {
+pub fn stats(phase: &Phase, rate_key: &str) -> Value {
     let mut lat = phase.latencies.clone();
     lat.sort();
     let pct = |p: f64| -> f64 {
@@ -83,7 +84,7 @@ pub(crate) fn stats(phase: &Phase, rate_key: &str) -> Value {
 /// from one task would let only one make progress at a time, and none while that task's thread is
 /// held up, such as in `posix_spawn`. After the phase, `plugin_time(i)` is asked for the time each
 /// successful call spent in plugins (recorded when it says one).
-pub(crate) async fn run_phase<F, Fut>(
+pub async fn run_phase<F, Fut>(
     n: usize,
     concurrency: usize,
     f: F,
@@ -182,7 +183,7 @@ fn cpu_times() -> Option<(Duration, Duration)> {
 // ---- leftovers ---------------------------------------------------------------------------------
 
 /// veth devices in this network namespace (-1 when `/sys/class/net` cannot be read).
-pub(crate) fn count_veths() -> i64 {
+pub fn count_veths() -> i64 {
     std::fs::read_dir("/sys/class/net").map_or(-1, |rd| {
         rd.flatten()
             .filter(|e| e.file_name().to_string_lossy().starts_with("veth"))
@@ -192,7 +193,7 @@ pub(crate) fn count_veths() -> i64 {
 
 /// iptables rules (`-A` lines of `iptables-save` in this netns) for which `matches` holds; -1
 /// when `iptables-save` cannot run.
-pub(crate) fn count_rules(matches: impl Fn(&str) -> bool) -> i64 {
+pub fn count_rules(matches: impl Fn(&str) -> bool) -> i64 {
     let Ok(out) = std::process::Command::new("iptables-save").output() else {
         return -1;
     };
@@ -203,7 +204,7 @@ pub(crate) fn count_rules(matches: impl Fn(&str) -> bool) -> i64 {
 }
 
 /// Files under `dir` (recursively) whose name passes `keep`; a missing `dir` holds none.
-pub(crate) fn count_files(dir: &Path, keep: &dyn Fn(&str) -> bool) -> i64 {
+pub fn count_files(dir: &Path, keep: &dyn Fn(&str) -> bool) -> i64 {
     fn walk(dir: &Path, keep: &dyn Fn(&str) -> bool, n: &mut i64) {
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             let path = entry.path();
@@ -220,7 +221,7 @@ pub(crate) fn count_files(dir: &Path, keep: &dyn Fn(&str) -> bool) -> i64 {
 }
 
 /// host-local leases under `dir`: files named by an IP address.
-pub(crate) fn count_leases(dir: &Path) -> i64 {
+pub fn count_leases(dir: &Path) -> i64 {
     count_files(dir, &|name| name.parse::<std::net::IpAddr>().is_ok())
 }
 
@@ -230,7 +231,7 @@ pub(crate) fn count_leases(dir: &Path) -> i64 {
 /// tmpfs as `/run` is on any systemd host: `/run` itself when it is one, else `/dev/shm`. (On the
 /// benchmark machine `/run` is a plain directory of the root file system.) Falls back to the temp
 /// dir when neither is a tmpfs.
-pub(crate) fn tmpfs_run_dir(name: &str) -> std::path::PathBuf {
+pub fn tmpfs_run_dir(name: &str) -> std::path::PathBuf {
     let is_tmpfs = |dir: &str| {
         nix::sys::statfs::statfs(dir)
             .is_ok_and(|s| s.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC)
@@ -243,12 +244,12 @@ pub(crate) fn tmpfs_run_dir(name: &str) -> std::path::PathBuf {
 }
 
 /// The contents of `path`, empty when it cannot be read.
-pub(crate) fn text(path: &str) -> String {
+pub fn text(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
 /// The three load averages of `/proc/loadavg`.
-pub(crate) fn loadavg() -> String {
+pub fn loadavg() -> String {
     text("/proc/loadavg")
         .split_whitespace()
         .take(3)

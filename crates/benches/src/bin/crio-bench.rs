@@ -37,9 +37,6 @@
 //! daemon's from its `/metrics`) taken out.
 //! Everything made under `--work-dir` is removed by the caller; pins and the daemon go here.
 
-#[path = "../benchkit.rs"]
-mod benchkit;
-
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -47,9 +44,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use cri_api::v1 as cri;
+use cri_api::v1::runtime_service_client::RuntimeServiceClient;
 use hyper_util::rt::TokioIo;
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::runtime_service_client::RuntimeServiceClient;
 use ocicni::cni_exec::{self, Exec, ProcessExec};
 use ocicni::cni_types::capabilities::PortMapping;
 use ocicni::{CniArgsPolicy, CniPlugin, Ocicni, PodNetwork, RuntimeConfig, netns};
@@ -57,7 +54,7 @@ use serde_json::{Value, json};
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
 
-use benchkit::{Phase, count_files, count_leases, count_veths, loadavg, ms, text};
+use benches::{Phase, count_files, count_leases, count_veths, loadavg, ms, text};
 
 const SUBNET: &str = "10.77.0.0/16";
 const NETWORK: &str = "criobench";
@@ -229,7 +226,7 @@ impl Dirs {
             },
             ipam: w.join("ipam"),
             ocicni_cache: w.join("ocicni-cache"),
-            run: benchkit::tmpfs_run_dir("crio-bench"),
+            run: benches::tmpfs_run_dir("crio-bench"),
             ocicni_netns: w.join("ocicni-netns"),
             crio: w.join("crio"),
         }
@@ -279,7 +276,7 @@ impl Dirs {
 
 /// A phase's statistics; its rate is `per_s`.
 fn stats(phase: &Phase) -> Value {
-    benchkit::stats(phase, "per_s")
+    benches::stats(phase, "per_s")
 }
 
 /// Runs `f(0..n)` with `concurrency` workers, timing each call; the first error is kept.
@@ -293,7 +290,7 @@ where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = Result<(), String>> + Send + 'static,
 {
-    benchkit::run_phase(n, concurrency, f, &|_| None, first_error).await
+    benches::run_phase(n, concurrency, f, &|_| None, first_error).await
 }
 
 fn take_error(first_error: &Mutex<Option<String>>) -> Option<String> {
@@ -308,7 +305,7 @@ fn take_error(first_error: &Mutex<Option<String>>) -> Option<String> {
 /// iptables rules (in this netns) whose text names one of `ids` (portmap puts the container ID
 /// in its comments).
 fn count_rules(ids: &BTreeSet<String>) -> i64 {
-    benchkit::count_rules(|l| ids.iter().any(|id| l.contains(id.as_str())))
+    benches::count_rules(|l| ids.iter().any(|id| l.contains(id.as_str())))
 }
 
 /// Mounts in this mount namespace below `dir` (pins; the directory's own self-bind not counted).
