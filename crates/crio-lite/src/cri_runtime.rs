@@ -4,8 +4,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use k8s_cri::v1 as cri;
-use k8s_cri::v1::runtime_service_server::RuntimeService;
+use cri_api::v1 as cri;
+use cri_api::v1::runtime_service_server::RuntimeService;
 use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status};
 
@@ -234,7 +234,11 @@ impl RuntimeService for RuntimeApi {
         &self,
         _request: Request<cri::ListContainersRequest>,
     ) -> Result<Response<cri::ListContainersResponse>, Status> {
-        Err(no_containers("ListContainers"))
+        // Polled by kubelet and `crictl ps`/`stats`/`statsp`: no containers means an empty
+        // list, as CRI-O answers with none, not an error on every poll.
+        Ok(Response::new(cri::ListContainersResponse {
+            containers: Vec::new(),
+        }))
     }
 
     async fn container_status(
@@ -297,7 +301,11 @@ impl RuntimeService for RuntimeApi {
         &self,
         _request: Request<cri::ListContainerStatsRequest>,
     ) -> Result<Response<cri::ListContainerStatsResponse>, Status> {
-        Err(no_containers("ListContainerStats"))
+        // Polled by kubelet and `crictl ps`/`stats`/`statsp`: no containers means an empty
+        // list, as CRI-O answers with none, not an error on every poll.
+        Ok(Response::new(cri::ListContainerStatsResponse {
+            stats: Vec::new(),
+        }))
     }
 
     async fn pod_sandbox_stats(
@@ -311,7 +319,11 @@ impl RuntimeService for RuntimeApi {
         &self,
         _request: Request<cri::ListPodSandboxStatsRequest>,
     ) -> Result<Response<cri::ListPodSandboxStatsResponse>, Status> {
-        Err(no_containers("ListPodSandboxStats"))
+        // Polled by kubelet and `crictl ps`/`stats`/`statsp`: no containers means an empty
+        // list, as CRI-O answers with none, not an error on every poll.
+        Ok(Response::new(cri::ListPodSandboxStatsResponse {
+            stats: Vec::new(),
+        }))
     }
 
     async fn checkpoint_container(
