@@ -34,7 +34,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         privileged = false;
     }
     if privileged {
-        packages::ensure(packages::NETWORK_PACKAGES)?;
+        let mut wanted = packages::NETWORK_PACKAGES.to_vec();
+        wanted.extend_from_slice(packages::GO_CLIENT_PACKAGES);
+        packages::ensure(&wanted)?;
     }
 
     run_step("rustfmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
@@ -56,7 +58,17 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             .args(["doc", "--workspace", "--no-deps"])
             .env("RUSTDOCFLAGS", "-D warnings"),
     )?;
-    run_step("tests", cargo().args(["test", "--workspace"]))?;
+    let seed = proptest_seed();
+    println!(
+        "\nxtask: property tests use PROPTEST_RNG_SEED={seed}; a failure reproduces with \
+         PROPTEST_RNG_SEED={seed} cargo xtask test"
+    );
+    run_step(
+        "tests",
+        cargo()
+            .args(["test", "--workspace"])
+            .env("PROPTEST_RNG_SEED", &seed),
+    )?;
     if privileged {
         // Only the ignored tests: the ones that need root and network namespaces. Each creates and
         // removes its own namespaces, so they may run in parallel.
@@ -98,4 +110,18 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     }
     println!("\nxtask: all test steps passed");
     Ok(())
+}
+
+/// The seed every property test of this run starts from: the caller's `PROPTEST_RNG_SEED`, or a
+/// new one printed up front, so a red run can be replayed exactly.
+fn proptest_seed() -> String {
+    std::env::var("PROPTEST_RNG_SEED")
+        .ok()
+        .filter(|s| s.parse::<u64>().is_ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+                .to_string()
+        })
 }

@@ -375,6 +375,20 @@ fn down_to_0_2_0_keeps_the_first_address_and_the_routes_of_each_family() {
     }
 }
 
+/// The seed that made the round-trip property fail in CI: IPv6 listed before IPv4 in a 0.1.0
+/// result comes back IPv4 first, because the wire form has an "ip4" and an "ip6" block, not a list.
+#[test]
+fn a_0_1_0_result_with_ipv6_first_keeps_its_wire_form() {
+    let v6_first =
+        br#"{"cniVersion":"1.0.0","ips":[{"address":"fd00::2/64"},{"address":"10.1.0.2/24"}]}"#;
+    let result = CniResult::from_slice(v6_first, Version::V1_0_0).unwrap();
+    let old = result.to_version(Version::V0_1_0).unwrap();
+    let bytes = old.to_vec().unwrap();
+    let back = CniResult::from_slice(&bytes, Version::V0_1_0).unwrap();
+    assert_eq!(addrs(&back), ["10.1.0.2/24", "fd00::2/64"]);
+    assert_eq!(back.to_vec().unwrap(), bytes);
+}
+
 #[test]
 fn up_from_0_2_0_has_no_interfaces_or_indexes_like_libcni() {
     let old = CniResult::from_slice(&fixture("host-local-0.2.0.json"), Version::V0_2_0).unwrap();
@@ -780,7 +794,14 @@ proptest! {
         if let Ok(out) = result.to_version(to) {
             prop_assert_eq!(out.cni_version(), to);
             let bytes = out.to_vec().unwrap();
-            prop_assert_eq!(CniResult::from_slice(&bytes, to).unwrap(), out);
+            let back = CniResult::from_slice(&bytes, to).unwrap();
+            if to < Version::V0_3_0 {
+                // 0.1.0 and 0.2.0 hold one "ip4" and one "ip6" block, not a list: the order of
+                // the ips is not theirs to keep, so what they must keep is their own wire form.
+                prop_assert_eq!(back.to_vec().unwrap(), bytes);
+            } else {
+                prop_assert_eq!(back, out);
+            }
         }
         let _ = result.to_json_value();
     }
