@@ -41,3 +41,18 @@ pub enum Command {
     /// Print the version.
     Version,
 }
+
+/// An error and its causes on one line, as `context: cause: cause`, leaving out a cause whose text
+/// the line already ends with (error types that print their source in their own message would
+/// otherwise show it twice).
+pub fn error_text(err: &anyhow::Error) -> String {
+    let mut text = err.to_string();
+    for cause in err.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.ends_with(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}

@@ -9,7 +9,7 @@ fn main() -> ExitCode {
     match crio_lite::wiring::main(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("crio-lite: {e:#}");
+            eprintln!("crio-lite: {}", crio_lite::cli::error_text(&e));
             ExitCode::FAILURE
         }
     }

@@ -55,11 +55,18 @@ pub async fn build_cni(config: &Config, metrics: &Metrics) -> anyhow::Result<Arc
             net.network_dir.display()
         )
     })?;
-    tracing::info!(
-        network_dir = %net.network_dir.display(),
-        default_network = ?cni.default_network_name(),
-        "CNI configuration loaded"
-    );
+    match cni.default_network_name() {
+        Some(name) => tracing::info!(
+            network_dir = %net.network_dir.display(),
+            default_network = name,
+            "CNI configuration loaded"
+        ),
+        None => tracing::warn!(
+            network_dir = %net.network_dir.display(),
+            "CNI configuration loaded, but no network is usable: RunPodSandbox fails and the \
+             runtime status says why until one is (the directory is watched)"
+        ),
+    }
     Ok(Arc::new(cni))
 }
 
@@ -102,6 +109,13 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Run => {
+            let euid = nix::unistd::geteuid();
+            if !euid.is_root() {
+                anyhow::bail!(
+                    "crio-lite must run as root: it pins network namespaces and runs CNI plugins \
+                     (running as uid {euid})"
+                );
+            }
             let config = Config::load(cli.config.as_deref(), &cli.overrides)?;
             init_logging(&config)?;
             runtime()?.block_on(run_daemon(config))

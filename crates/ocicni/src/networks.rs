@@ -148,6 +148,14 @@ async fn install_builtin(out: &mut Networks, cni: &Cni, builtin: &BuiltinNetwork
                 out.default = Some(Arc::new(net));
             }
             Err(err) => {
+                // The first thing a new user meets when the plugins are not installed: say it
+                // once, with what to do, instead of a silent "no default network".
+                tracing::warn!(
+                    network = builtin.name, error = %err,
+                    "no network configured in {} and the built-in default network cannot be used \
+                     (its plugins come from the containernetworking-plugins package on Debian \
+                     and Ubuntu): pods cannot get a network", dir.display()
+                );
                 report.verdict = "unusable";
                 report.default = false;
                 report.reason = Some(err.to_string());
