@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
 use crate::parse::{Format, NetworkList, decode_list, finish, json_object, parse_conf};
+use crate::read::{MAX_CONFIG_BYTES, read_regular_file};
 
 /// The extensions [`load_dir`] reads, as libcni and ocicni do.
 pub const EXTENSIONS: &[&str] = &["conf", "conflist", "json"];
@@ -35,24 +36,36 @@ fn extension(name: &OsStr) -> Option<&[u8]> {
 /// subdirectory adds nothing. Such a list may then omit `plugins`. `.conf` files never read a
 /// subdirectory (libcni promotes them without one).
 ///
+/// Files are read with [`read_regular_file`]: anything but a regular file (symlinks followed) is
+/// refused, and so is a file larger than [`MAX_CONFIG_BYTES`].
+///
 /// # Errors
 ///
-/// [`Error::Read`] when the file or the plugin subdirectory cannot be read, and every error of
-/// [`crate::parse_conflist`] and [`crate::parse_conf`], naming `path` (or the plugin file at
-/// fault).
+/// [`Error::Read`] when the file or the plugin subdirectory cannot be read, is not a regular file
+/// or is too large, and every error of [`crate::parse_conflist`] and [`crate::parse_conf`],
+/// naming `path` (or the plugin file at fault).
 pub fn load_file(path: &Path) -> Result<NetworkList> {
-    let bytes = fs::read(path).map_err(|source| Error::Read {
+    load_bytes(path, &read_file(path)?)
+}
+
+/// Reads a configuration or plugin file through the one bounded, regular-files-only reader.
+fn read_file(path: &Path) -> Result<Vec<u8>> {
+    read_regular_file(path, MAX_CONFIG_BYTES).map_err(|source| Error::Read {
         path: path.to_owned(),
         source,
-    })?;
+    })
+}
+
+/// [`load_file`] on bytes already read from `path`.
+fn load_bytes(path: &Path, bytes: &[u8]) -> Result<NetworkList> {
     let is_list = path
         .file_name()
         .and_then(extension)
         .is_some_and(|ext| ext == b"conflist");
     let network = if is_list {
-        load_list(path, &bytes)
+        load_list(path, bytes)
     } else {
-        parse_conf(&bytes)
+        parse_conf(bytes)
     };
     let mut network = network.map_err(|e| e.in_file(path))?;
     network.source = Some(path.to_owned());
@@ -100,10 +113,7 @@ fn plugin_conf_files(subdir: &Path) -> Result<Vec<PathBuf>> {
 }
 
 fn load_plugin_file(file: &Path) -> Result<PluginConfig> {
-    let bytes = fs::read(file).map_err(|source| Error::Read {
-        path: file.to_owned(),
-        source,
-    })?;
+    let bytes = read_file(file)?;
     let map = json_object(&bytes).map_err(|e| e.in_file(file))?;
     PluginConfig::from_map(map).map_err(|e| Error::from(e).in_file(file))
 }
@@ -261,7 +271,12 @@ pub fn load_dir(dir: &Path) -> Result<DirLoad> {
     let mut files = Vec::with_capacity(paths.len());
     let mut networks: Vec<NetworkList> = Vec::new();
     for path in paths {
-        let report = match load_file(&path) {
+        // Read once: the name of a rejected file comes from these bytes, not a second read.
+        let (loaded, bytes) = match read_file(&path) {
+            Ok(bytes) => (load_bytes(&path, &bytes), Some(bytes)),
+            Err(error) => (Err(error), None),
+        };
+        let report = match loaded {
             Ok(network) => {
                 let mut report = FileReport {
                     path: path.clone(),
@@ -287,7 +302,7 @@ pub fn load_dir(dir: &Path) -> Result<DirLoad> {
             Err(error) => {
                 tracing::warn!(%error, "network configuration rejected");
                 FileReport {
-                    network: peek_name(&path),
+                    network: bytes.as_deref().and_then(peek_name),
                     path,
                     version: None,
                     plugin_types: Vec::new(),
@@ -305,9 +320,8 @@ pub fn load_dir(dir: &Path) -> Result<DirLoad> {
 }
 
 /// The top-level `name` of a file that failed to load, if its JSON has one.
-fn peek_name(path: &Path) -> Option<String> {
-    let bytes = fs::read(path).ok()?;
-    match json_object(&bytes).ok()?.get("name")? {
+fn peek_name(bytes: &[u8]) -> Option<String> {
+    match json_object(bytes).ok()?.get("name")? {
         Value::String(s) => Some(s.clone()),
         _ => None,
     }

@@ -17,6 +17,8 @@
 //! - [`NetworkList`]: the parsed [`NetworkConfigList`], its effective [`Version`], the exact file
 //!   bytes and the bytes libcni would cache for it.
 //! - [`effective_version`], [`is_valid_network_name`], [`is_plain_file_name`]: the rules.
+//! - [`read_regular_file`]: how every file is read: regular files only (a FIFO, socket or device
+//!   is refused without blocking), at most [`MAX_CONFIG_BYTES`] for a configuration file.
 //!
 //! # Rules
 //!
@@ -64,6 +66,7 @@ mod dir;
 mod error;
 mod golang;
 mod parse;
+mod read;
 mod validate;
 
 pub use cni_types::Version;
@@ -73,6 +76,7 @@ pub use cni_types::config::{
 pub use dir::{DirLoad, EXTENSIONS, FileReport, Verdict, load_dir, load_file};
 pub use error::{Error, Result};
 pub use parse::{Format, NetworkList, parse_conf, parse_conflist};
+pub use read::{MAX_CONFIG_BYTES, read_regular_file};
 pub use validate::{
     effective_version, is_plain_file_name, is_valid_network_name, validate_network_name,
 };

@@ -194,3 +194,164 @@ fn reports_render_as_json_lines() {
             .contains("plain file name")
     );
 }
+
+/// Runs `f` on its own thread and fails the test if it takes longer than `secs`: a file that makes
+/// the loader block (a FIFO) must fail the test, not hang it.
+fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(secs))
+        .unwrap_or_else(|_| panic!("did not finish within {secs} s (blocked on a file?)"))
+}
+
+fn reasons(load: &cni_config::DirLoad) -> Vec<(String, &'static str, String)> {
+    load.files
+        .iter()
+        .map(|f| {
+            (
+                f.path.file_name().unwrap().to_string_lossy().into_owned(),
+                f.verdict.as_str(),
+                f.reason().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn only_regular_files_are_read_and_never_without_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_owned();
+    let fifo = dir.join("01-fifo.conf");
+    let status = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("run mkfifo");
+    assert!(status.success());
+    std::os::unix::fs::symlink("/dev/zero", dir.join("02-zero.conf")).unwrap();
+    let _socket = std::os::unix::net::UnixListener::bind(dir.join("03-socket.conf")).unwrap();
+    // Valid JSON, padded past the cap: it would load if it were read whole.
+    let mut big = br#"{"name":"big","type":"ptp"}"#.to_vec();
+    big.resize(1024 * 1024 + 1, b' ');
+    std::fs::write(dir.join("04-big.conf"), &big).unwrap();
+    std::fs::write(dir.join("real.json"), r#"{"name":"ok","type":"ptp"}"#).unwrap();
+    std::os::unix::fs::symlink(dir.join("real.json"), dir.join("05-link.conf")).unwrap();
+    std::fs::write(dir.join("06-at-cap.conf"), {
+        let mut at_cap = br#"{"name":"at-cap","type":"ptp"}"#.to_vec();
+        at_cap.resize(1024 * 1024, b' ');
+        at_cap
+    })
+    .unwrap();
+
+    let load = within(20, move || load_dir(&dir).unwrap());
+    let path_of = |name: &str| tmp.path().join(name).display().to_string();
+    let got = reasons(&load);
+    let want = [
+        (
+            "01-fifo.conf",
+            "rejected",
+            format!(
+                "{}: cannot read: not a regular file (fifo)",
+                path_of("01-fifo.conf")
+            ),
+        ),
+        (
+            "02-zero.conf",
+            "rejected",
+            format!(
+                "{}: cannot read: not a regular file (character device)",
+                path_of("02-zero.conf")
+            ),
+        ),
+        (
+            "03-socket.conf",
+            "rejected",
+            format!(
+                "{}: cannot read: not a regular file (socket)",
+                path_of("03-socket.conf")
+            ),
+        ),
+        (
+            "04-big.conf",
+            "rejected",
+            format!("{}: cannot read: larger than 1 MiB", path_of("04-big.conf")),
+        ),
+        ("05-link.conf", "loaded", String::new()),
+        ("06-at-cap.conf", "loaded", String::new()),
+        (
+            "real.json",
+            "shadowed",
+            format!(
+                "network \"ok\" is already defined by {}",
+                path_of("05-link.conf")
+            ),
+        ),
+    ];
+    let want: Vec<_> = want
+        .into_iter()
+        .map(|(n, v, r)| (n.to_owned(), v, r))
+        .collect();
+    assert_eq!(got, want);
+    // Nothing was learnt from files that were not read.
+    assert!(load.files[..4].iter().all(|f| f.network.is_none()));
+}
+
+#[test]
+fn load_file_refuses_directories_and_fifos_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fifo = tmp.path().join("x.conflist");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("run mkfifo")
+            .success()
+    );
+    let err = within(20, move || load_file(&fifo).unwrap_err().to_string());
+    assert_eq!(
+        err,
+        format!(
+            "{}: cannot read: not a regular file (fifo)",
+            tmp.path().join("x.conflist").display()
+        )
+    );
+    std::fs::create_dir(tmp.path().join("d.conf")).unwrap();
+    std::os::unix::fs::symlink(tmp.path().join("d.conf"), tmp.path().join("l.conf")).unwrap();
+    for name in ["d.conf", "l.conf"] {
+        let path = tmp.path().join(name);
+        assert_eq!(
+            load_file(&path).unwrap_err().to_string(),
+            format!(
+                "{}: cannot read: not a regular file (directory)",
+                path.display()
+            )
+        );
+    }
+}
+
+#[test]
+fn a_fifo_among_plugin_files_is_rejected_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(
+        tmp.path().join("10-x.conflist"),
+        r#"{"cniVersion":"1.1.0","name":"x","plugins":[{"type":"bridge"}]}"#,
+    )
+    .unwrap();
+    std::fs::create_dir(tmp.path().join("x")).unwrap();
+    let fifo = tmp.path().join("x/20-fifo.conf");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("run mkfifo")
+            .success()
+    );
+    let dir = tmp.path().to_owned();
+    let load = within(20, move || load_dir(&dir).unwrap());
+    let (_, err) = load.rejected().next().expect("the list is rejected");
+    assert_eq!(
+        err.to_string(),
+        format!("{}: cannot read: not a regular file (fifo)", fifo.display())
+    );
+}
