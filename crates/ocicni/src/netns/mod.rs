@@ -137,7 +137,8 @@ pub fn exists(path: &Path) -> bool {
 /// True when `path` is a network namespace: a pinned one, or a `/proc/<pid>/ns/net` link. A plain
 /// file (an unmounted pin) or another kind of namespace gives `false`.
 ///
-/// Cheap (a `statfs`, an `open` and an `ioctl`); it does not enter the namespace.
+/// Cheap (a `statfs`, an `open` that cannot block, an `fstatfs` and an `ioctl`); it does not enter
+/// the namespace. A FIFO, socket or device at `path` gives `false`.
 ///
 /// # Errors
 ///
@@ -268,6 +269,63 @@ mod tests {
         );
         assert!(!err.is_not_found());
         assert_eq!(err.path(), file.path());
+    }
+
+    /// Runs `f` on its own thread; fails the test (instead of hanging it) after `secs`.
+    fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(secs))
+            .unwrap_or_else(|_| panic!("did not return within {secs} s (blocked opening a FIFO?)"))
+    }
+
+    fn fifo(dir: &Path) -> PathBuf {
+        let path = dir.join("not-a-netns");
+        let status = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .expect("run mkfifo");
+        assert!(status.success(), "mkfifo {}", path.display());
+        path
+    }
+
+    #[test]
+    fn a_fifo_is_refused_at_once_and_named() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = fifo(dir.path());
+        let want = format!(
+            "cannot enter network namespace {}: not a network namespace",
+            path.display()
+        );
+        let p = path.clone();
+        let err = within(10, move || with_netns(&p, || ()).expect_err("a FIFO"));
+        assert_eq!(err.to_string(), want);
+        assert!(!err.is_not_found());
+        let p = path.clone();
+        let err = within(10, move || interfaces(&p).expect_err("a FIFO"));
+        assert_eq!(err.to_string(), want);
+        let p = path.clone();
+        let err = within(10, move || bring_up_loopback(&p).expect_err("a FIFO"));
+        assert_eq!(err.to_string(), want);
+        let p = path.clone();
+        assert!(!within(10, move || is_netns(&p).expect("a FIFO can be examined")));
+    }
+
+    #[tokio::test]
+    async fn a_fifo_is_refused_at_once_by_the_async_variants() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = fifo(dir.path());
+        let err = tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            bring_up_loopback_async(path.clone()),
+        )
+        .await
+        .expect("returns instead of blocking on the FIFO")
+        .expect_err("a FIFO");
+        assert_eq!(err.path(), path);
+        assert!(matches!(err, Error::NotNetns { .. }), "{err}");
     }
 
     #[test]

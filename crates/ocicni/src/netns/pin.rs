@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use nix::errno::Errno;
 use nix::mount::{MntFlags, MsFlags, mount, umount2};
 use nix::sched::{CloneFlags, unshare};
-use nix::sys::statfs::{NSFS_MAGIC, statfs};
+use nix::sys::statfs::{NSFS_MAGIC, fstatfs, statfs};
 use nix::unistd::gettid;
 
 use super::error::{Error, Result};
@@ -154,18 +154,42 @@ pub(super) fn is_netns(path: &Path) -> Result<bool> {
         path: path.to_owned(),
         source,
     };
+    // statfs first: a plain file (an unmounted pin is mode 000) is told apart without opening it.
     let fs = statfs(path).map_err(|errno| err(errno.into()))?;
     if fs.filesystem_type() != NSFS_MAGIC {
         return Ok(false);
     }
+    let Some(file) = open_nsfs(path).map_err(err)? else {
+        return Ok(false);
+    };
     // nsfs holds every kind of namespace; ask which kind this one is.
-    let file = File::open(path).map_err(err)?;
     match ns_type(&file) {
         Ok(kind) => Ok(kind == libc::CLONE_NEWNET),
         // Kernels before 4.11 cannot tell; nsfs is the best answer they give.
         Err(Errno::ENOTTY) => Ok(true),
         Err(errno) => Err(err(errno.into())),
     }
+}
+
+/// Opens `path` read-only and returns it when the descriptor is on nsfs (a namespace of some
+/// kind), `None` when it is something else.
+///
+/// The open never blocks: with `O_NONBLOCK` a FIFO without a writer opens at once instead of
+/// waiting forever, which would hold the caller's pod and GC locks with it. The check is on the
+/// descriptor, so the path cannot change between the check and the use.
+pub(super) fn open_nsfs(path: &Path) -> io::Result<Option<File>> {
+    let opened = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC | libc::O_NOCTTY)
+        .open(path);
+    let file = match opened {
+        Ok(file) => file,
+        // A socket cannot be opened, and is no namespace either.
+        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let fs = fstatfs(&file).map_err(io::Error::from)?;
+    Ok((fs.filesystem_type() == NSFS_MAGIC).then_some(file))
 }
 
 fn is_nsfs(path: &Path) -> bool {

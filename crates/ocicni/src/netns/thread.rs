@@ -4,7 +4,6 @@
 //! either is never handed back to anyone: it runs one job and exits. That keeps tokio's worker and
 //! blocking pools (which reuse threads) in the namespace the process started in.
 
-use std::fs::File;
 use std::io;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -13,6 +12,7 @@ use nix::errno::Errno;
 use nix::sched::{CloneFlags, setns};
 
 use super::error::{Error, Result};
+use super::pin::open_nsfs;
 
 const THREAD_NAME: &str = "netns";
 
@@ -70,10 +70,14 @@ where
 ///
 /// Only for threads started by [`run_blocking`] or [`run_async`].
 pub(super) fn enter(path: &Path) -> Result<()> {
-    let file = File::open(path).map_err(|source| Error::Enter {
-        path: path.to_owned(),
-        source,
-    })?;
+    let file = open_nsfs(path)
+        .map_err(|source| Error::Enter {
+            path: path.to_owned(),
+            source,
+        })?
+        .ok_or_else(|| Error::NotNetns {
+            path: path.to_owned(),
+        })?;
     match setns(&file, CloneFlags::CLONE_NEWNET) {
         Ok(()) => Ok(()),
         // The kernel says EINVAL when the file is not a namespace of the requested type.

@@ -3,6 +3,7 @@
 mod facade;
 mod facade_args;
 mod facade_config;
+mod facade_inputs;
 mod facade_status;
 mod fake_exec;
 mod netns;
