@@ -23,6 +23,15 @@ pub enum Error {
         /// The configuration directory searched.
         dir: PathBuf,
     },
+    /// A pod asked for a network whose configuration exists but cannot be used: its file was
+    /// rejected, or a plugin it needs is missing or does not support its version.
+    #[error("network {name:?} is not usable: {reason}")]
+    NetworkUnusable {
+        /// The requested network.
+        name: String,
+        /// Why it cannot be used, naming the file or the plugin at fault.
+        reason: String,
+    },
     /// The pod description cannot be used as it is.
     #[error("pod {pod}: {field}: {reason}")]
     InvalidPod {

@@ -51,6 +51,31 @@ impl Networks {
             .find(|n| n.name() == name)
             .or_else(|| self.default.as_ref().filter(|d| d.name() == name))
     }
+
+    /// Why the network called `name` exists but cannot be used: the reason given for its file
+    /// (or the built-in network) when that is unusable or rejected. An unusable file, which
+    /// parsed, is the better answer than a rejected one with the same name.
+    pub(crate) fn unusable_reason(&self, name: &str) -> Option<&str> {
+        ["unusable", "rejected"].iter().find_map(|verdict| {
+            self.reports
+                .iter()
+                .find(|r| r.verdict == *verdict && r.network.as_deref() == Some(name))
+                .and_then(|r| r.reason.as_deref())
+        })
+    }
+}
+
+/// The reason to report for a network that failed validation: the problems found, without the
+/// "network ... is not usable" that the report (and any error built on it) already says.
+fn validation_reason(err: &cni_exec::Error) -> String {
+    match err {
+        cni_exec::Error::Validation { errors, .. } if !errors.is_empty() => errors
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; "),
+        other => other.to_string(),
+    }
 }
 
 /// Loads `dir` and checks every network against the plugins it needs.
@@ -103,7 +128,7 @@ pub(crate) async fn load(
             Err(err) => {
                 tracing::warn!(network = net.name(), error = %err, "network is not usable");
                 out.reports[index].verdict = "unusable";
-                out.reports[index].reason = Some(err.to_string());
+                out.reports[index].reason = Some(validation_reason(&err));
             }
         }
     }
@@ -158,7 +183,7 @@ async fn install_builtin(out: &mut Networks, cni: &Cni, builtin: &BuiltinNetwork
                 );
                 report.verdict = "unusable";
                 report.default = false;
-                report.reason = Some(err.to_string());
+                report.reason = Some(validation_reason(&err));
             }
         },
         Err(err) => {

@@ -381,13 +381,18 @@ impl Ocicni {
         }
         let mut targets = Vec::with_capacity(pod.networks.len());
         for (sel, ifname) in pod.networks.iter().zip(assign_ifnames(&pod.networks)) {
-            let net = nets
-                .get(&sel.name)
-                .cloned()
-                .ok_or_else(|| Error::NetworkNotFound {
-                    name: sel.name.clone(),
-                    dir: self.inner.opts.conf_dir.clone(),
-                })?;
+            let net = nets.get(&sel.name).cloned().ok_or_else(|| {
+                match nets.unusable_reason(&sel.name) {
+                    Some(reason) => Error::NetworkUnusable {
+                        name: sel.name.clone(),
+                        reason: reason.to_owned(),
+                    },
+                    None => Error::NetworkNotFound {
+                        name: sel.name.clone(),
+                        dir: self.inner.opts.conf_dir.clone(),
+                    },
+                }
+            })?;
             targets.push(Target {
                 name: sel.name.clone(),
                 network: Some(net),
