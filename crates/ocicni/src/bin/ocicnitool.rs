@@ -182,14 +182,7 @@ fn set_flag(cli: &mut Cli, flag: &str, value: String) -> Result<(), Usage> {
                 .filter(|d| !d.is_empty())
                 .map(PathBuf::from),
         ),
-        "timeout" => {
-            let secs: f64 = value
-                .parse()
-                .ok()
-                .filter(|s: &f64| s.is_finite() && *s > 0.0)
-                .ok_or_else(|| Usage(format!("--timeout {value:?}: expected seconds")))?;
-            cli.timeout = Some(Duration::from_secs_f64(secs));
-        }
+        "timeout" => cli.timeout = Some(parse_seconds(flag, &value)?),
         "id" => cli.pod.id = value,
         "netns" => cli.pod.netns = value,
         "name" => cli.pod.name = value,
@@ -207,6 +200,27 @@ fn set_flag(cli: &mut Cli, flag: &str, value: String) -> Result<(), Usage> {
         other => return Err(Usage(format!("unknown flag --{other}"))),
     }
     Ok(())
+}
+
+/// A positive number of seconds, fractions allowed. Checked, never `Duration::from_secs_f64`:
+/// that panics on values a user can type (`1e300`, `inf`, `NaN`).
+fn parse_seconds(flag: &str, value: &str) -> Result<Duration, Usage> {
+    let bad = |why: &str| Usage(format!("--{flag} {value:?}: {why}"));
+    let secs: f64 = value
+        .trim()
+        .parse()
+        .map_err(|_| bad("expected a number of seconds"))?;
+    if secs.is_nan() {
+        return Err(bad("expected a number of seconds"));
+    }
+    if secs <= 0.0 {
+        return Err(bad("must be more than 0 seconds"));
+    }
+    let duration = Duration::try_from_secs_f64(secs).map_err(|_| bad("too long"))?;
+    if duration.is_zero() {
+        return Err(bad("shorter than a nanosecond"));
+    }
+    Ok(duration)
 }
 
 /// Checks that the command has the pod flags it needs.
@@ -517,6 +531,8 @@ mod tests {
         assert_eq!(cli.ports[1].host_port, 53);
         assert_eq!(cli.pod.extra_args, [("FOO".to_owned(), "bar".to_owned())]);
         assert!(cli.k8s_args && cli.json);
+        let cli = parse(&["gc", "--timeout", "1.5"]).unwrap_or_else(|Usage(m)| panic!("{m}"));
+        assert_eq!(cli.timeout, Some(Duration::from_millis(1500)));
     }
 
     #[test]
@@ -545,7 +561,24 @@ mod tests {
             (&["add", "del"], "unexpected argument \"del\""),
             (
                 &["gc", "--timeout", "-1"],
-                "--timeout \"-1\": expected seconds",
+                "--timeout \"-1\": must be more than 0 seconds",
+            ),
+            (
+                &["gc", "--timeout", "1e300"],
+                "--timeout \"1e300\": too long",
+            ),
+            (&["gc", "--timeout", "inf"], "--timeout \"inf\": too long"),
+            (
+                &["gc", "--timeout", "NaN"],
+                "--timeout \"NaN\": expected a number of seconds",
+            ),
+            (
+                &["gc", "--timeout", "1e-300"],
+                "--timeout \"1e-300\": shorter than a nanosecond",
+            ),
+            (
+                &["gc", "--timeout", "soon"],
+                "--timeout \"soon\": expected a number of seconds",
             ),
         ];
         for (args, want) in cases {

@@ -238,3 +238,17 @@ fn real_plugins_add_status_and_del_through_the_tool() {
     assert_eq!(deleted["deleted"], pod.id.as_str());
     lab.assert_nothing_left("toolnet", &BTreeSet::from([pod.id.clone()]));
 }
+
+#[test]
+fn durations_nobody_can_wait_for_are_usage_errors_not_panics() {
+    for value in ["1e300", "NaN", "inf", "-1", "0", "-0", "1e-300", "soon"] {
+        let out = tool(&["list", "--timeout", value]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "--timeout {value}: {err}");
+        assert!(!err.contains("panicked"), "--timeout {value}: {err}");
+        assert!(
+            err.starts_with(&format!("ocicnitool: --timeout {value:?}: ")),
+            "--timeout {value}: {err}"
+        );
+    }
+}
