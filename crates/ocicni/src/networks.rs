@@ -65,6 +65,16 @@ impl Networks {
     }
 }
 
+/// Why the directory cannot be read, without its path: every error built on it
+/// ([`crate::Error::ConfDir`]) names the directory already.
+fn dir_error_reason(err: cni_config::Error) -> String {
+    match err {
+        cni_config::Error::DirNotFound { .. } => "does not exist".to_owned(),
+        cni_config::Error::ReadDir { source, .. } => source.to_string(),
+        other => other.to_string(),
+    }
+}
+
 /// The reason to report for a network that failed validation: the problems found, without the
 /// "network ... is not usable" that the report (and any error built on it) already says.
 fn validation_reason(err: &cni_exec::Error) -> String {
@@ -92,7 +102,7 @@ pub(crate) async fn load(
     let load = match cni_config::load_dir(dir) {
         Ok(load) => Some(load),
         Err(err) => {
-            out.dir_error = Some(err.to_string());
+            out.dir_error = Some(dir_error_reason(err));
             None
         }
     };

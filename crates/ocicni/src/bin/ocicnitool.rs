@@ -345,6 +345,8 @@ async fn run(cli: &Cli, cmd: Cmd) -> ocicni::Result<String> {
     let cni = build(cli, cmd).await?;
     let out = match cmd {
         Cmd::List => {
+            // The reports of a directory that cannot be read are empty: say why, and fail.
+            cni.reload().await?;
             let reports = cni.networks();
             if cli.json {
                 serde_json::to_string_pretty(&reports).unwrap_or_default()

@@ -252,3 +252,34 @@ fn durations_nobody_can_wait_for_are_usage_errors_not_panics() {
         );
     }
 }
+
+#[test]
+fn list_on_a_missing_conf_dir_fails_naming_it_once() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let conf = tmp.path().join("no-such-net.d");
+    let conf_text = conf.display().to_string();
+    for json in [false, true] {
+        let mut args = vec![
+            "list",
+            "--conf-dir",
+            &conf_text,
+            "--cache-dir",
+            tmp.path().to_str().expect("utf-8 temp dir"),
+            "--run-dir",
+            tmp.path().to_str().expect("utf-8 temp dir"),
+        ];
+        if json {
+            args.push("--json");
+        }
+        let out = tool(&args);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "json={json}: {err}");
+        assert!(out.stdout.is_empty(), "json={json}: {}", text(&out.stdout));
+        assert_eq!(
+            err.trim_end(),
+            format!(
+                "ocicnitool: list: cannot read CNI configuration directory {conf_text}: does not exist"
+            ),
+        );
+    }
+}
