@@ -71,6 +71,21 @@ pub(crate) fn cni_args(
     Ok(args)
 }
 
+/// Checks, before anything is created for the pod, that its CNI_ARGS can be encoded for each of
+/// its networks under `policy`: what [`crate::CniPlugin::setup_pod`] would refuse later, refused
+/// while there is still nothing to roll back.
+///
+/// # Errors
+///
+/// [`Error::InvalidPod`] naming the argument, as setup would.
+pub fn validate_pod_args(pod: &PodNetwork, policy: CniArgsPolicy) -> Result<()> {
+    cni_args(pod, None, policy)?;
+    for runtime in pod.runtime_config.values() {
+        cni_args(pod, Some(runtime), policy)?;
+    }
+    Ok(())
+}
+
 /// Builds the capability arguments of one attachment to `network`.
 ///
 /// The pod's own IP ranges win over the node's pod CIDR, which reaches plugins declaring

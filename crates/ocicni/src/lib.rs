@@ -66,7 +66,7 @@ mod plugin;
 mod pod;
 mod status;
 
-pub use args::CniArgsPolicy;
+pub use args::{CniArgsPolicy, validate_pod_args};
 pub use builtin::BuiltinNetwork;
 pub use error::{Error, Result};
 pub use networks::NetworkReport;

@@ -49,12 +49,14 @@
 mod error;
 mod link;
 mod pin;
+mod sysctl;
 mod thread;
 
 use std::path::{Path, PathBuf};
 
 pub use error::{Error, Result};
 pub use link::InterfaceInfo;
+pub use sysctl::{SysctlError, check_sysctl, set_sysctls, set_sysctls_async, sysctl_path};
 
 use thread::{enter, run_async, run_blocking};
 
