@@ -22,7 +22,8 @@
 //!
 //! # Rules
 //!
-//! - `name` is required and follows the spec: `^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`.
+//! - `name` is required and follows the spec: `^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`; it is at most 255
+//!   bytes, as files named after it (plugin directory, cache entries) must be.
 //! - There is at least one plugin, and every `type` (and `ipam.type`) is a plain file name.
 //! - A missing `cniVersion` means 0.1.0; `cniVersions` (spec 1.1) picks the highest supported
 //!   version; every entry must parse.

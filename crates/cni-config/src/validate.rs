@@ -13,7 +13,13 @@ pub fn is_valid_network_name(name: &str) -> bool {
         && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
-/// Checks a network name with [`is_valid_network_name`].
+/// The longest network name, in bytes: a file name's limit (`NAME_MAX`). The network's plugin
+/// directory (`<conf dir>/<name>/`) and its cache entries are files named after it.
+const MAX_NETWORK_NAME_BYTES: usize = 255;
+
+/// Checks a network name with [`is_valid_network_name`], and that it is no longer than a file
+/// name can be (255 bytes), which the spec does not say but every file named after the network
+/// needs.
 ///
 /// # Errors
 ///
@@ -21,6 +27,17 @@ pub fn is_valid_network_name(name: &str) -> bool {
 pub fn validate_network_name(name: &str) -> Result<()> {
     if name.is_empty() {
         return Err(Error::invalid("name", "must not be empty"));
+    }
+    if name.len() > MAX_NETWORK_NAME_BYTES {
+        // Said before the read of `<dir>/<name>/` fails with a bare "file name too long".
+        return Err(Error::invalid(
+            "name",
+            format!(
+                "{} bytes, longer than a file name can be ({MAX_NETWORK_NAME_BYTES}); the \
+                 network's plugin directory and cache entries are files named after it",
+                name.len()
+            ),
+        ));
     }
     if !is_valid_network_name(name) {
         return Err(Error::invalid(

@@ -355,3 +355,36 @@ fn a_fifo_among_plugin_files_is_rejected_by_name() {
         format!("{}: cannot read: not a regular file (fifo)", fifo.display())
     );
 }
+
+#[test]
+fn a_network_name_longer_than_a_file_name_is_rejected_for_its_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let name = "n".repeat(256);
+    let file = tmp.path().join("10-long.conflist");
+    std::fs::write(
+        &file,
+        format!(r#"{{"cniVersion":"1.1.0","name":"{name}","plugins":[{{"type":"bridge"}}]}}"#),
+    )
+    .unwrap();
+    let load = load_dir(tmp.path()).unwrap();
+    let (path, err) = load.rejected().next().expect("rejected");
+    assert_eq!(path, file);
+    assert_eq!(err.field(), Some("name"));
+    let text = err.to_string();
+    assert_eq!(
+        text,
+        format!(
+            "{}: name: 256 bytes, longer than a file name can be (255); the network's plugin \
+             directory and cache entries are files named after it",
+            file.display()
+        )
+    );
+    // At the limit, a missing plugin directory is just missing.
+    let name = "n".repeat(255);
+    std::fs::write(
+        &file,
+        format!(r#"{{"cniVersion":"1.1.0","name":"{name}","plugins":[{{"type":"bridge"}}]}}"#),
+    )
+    .unwrap();
+    assert_eq!(load_dir(tmp.path()).unwrap().networks().len(), 1);
+}
