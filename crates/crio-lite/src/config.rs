@@ -34,6 +34,10 @@ pub struct DaemonConfig {
     pub run_dir: PathBuf,
     /// A tracing filter: a level (`info`) or directives (`crio_lite=debug,ocicni=trace`).
     pub log_level: String,
+    /// Whether an HTTP/2 `:authority` that is not a valid authority (the socket path older Go gRPC
+    /// clients such as crictl < 1.31 send) is replaced by `localhost` before the HTTP/2 server
+    /// sees it. Off, such clients get PROTOCOL_ERROR on every call; off only to measure its cost.
+    pub normalize_authority: bool,
 }
 
 impl Default for DaemonConfig {
@@ -43,6 +47,7 @@ impl Default for DaemonConfig {
             state_dir: PathBuf::from("/var/lib/crio-lite"),
             run_dir: PathBuf::from("/var/run/crio-lite"),
             log_level: "info".to_owned(),
+            normalize_authority: true,
         }
     }
 }
@@ -106,6 +111,15 @@ impl CniArgsPolicy {
         match self {
             CniArgsPolicy::Kubernetes => "kubernetes",
             CniArgsPolicy::Plain => "plain",
+        }
+    }
+}
+
+impl From<CniArgsPolicy> for ocicni::CniArgsPolicy {
+    fn from(policy: CniArgsPolicy) -> Self {
+        match policy {
+            CniArgsPolicy::Kubernetes => ocicni::CniArgsPolicy::Kubernetes,
+            CniArgsPolicy::Plain => ocicni::CniArgsPolicy::Plain,
         }
     }
 }
@@ -327,6 +341,12 @@ impl Config {
             "A tracing filter: a level or directives such as \"crio_lite=debug\".",
             "log_level",
             &string_value(&d.log_level),
+        );
+        key(
+            &mut out,
+            "Replace an invalid HTTP/2 :authority (the socket path crictl < 1.31 sends) by localhost.",
+            "normalize_authority",
+            &d.normalize_authority.to_string(),
         );
         out.push_str("\n[network]\n");
         key(

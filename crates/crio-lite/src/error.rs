@@ -45,6 +45,16 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
+    /// Another crio-lite holds the state directory or the socket.
+    #[error(
+        "another crio-lite is running with this state directory or socket (it holds {}); \
+         stop it first or give this one its own --state-dir and --socket",
+        lock.display()
+    )]
+    AlreadyRunning {
+        /// The lock file held by the other daemon.
+        lock: PathBuf,
+    },
     /// A sandbox state file cannot be decoded.
     #[error("sandbox state file {}: {reason}", path.display())]
     State {

@@ -44,10 +44,13 @@
 pub mod cli;
 pub mod cni_metrics;
 pub mod config;
+mod connections;
 mod cri_image;
 mod cri_runtime;
 mod error;
+mod h2_front;
 pub mod http_api;
+mod instance;
 mod manager;
 pub mod metrics;
 pub mod netns;

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ocicni::{CniPlugin, NetworkSelection, PodNetwork, RuntimeConfig};
 use tonic::Status;
@@ -59,7 +59,21 @@ pub(crate) struct Manager {
     store: Store,
     netns_dir: PathBuf,
     metrics: Metrics,
+    args_policy: ocicni::CniArgsPolicy,
     index: Mutex<Index>,
+    /// False until recovery has finished (see [`Manager::recover`]).
+    recovered: tokio::sync::watch::Sender<bool>,
+}
+
+/// How long a request waits for recovery to finish before it is told to retry.
+const RECOVERY_WAIT: Duration = Duration::from_secs(120);
+
+/// A sandbox found at start-up that needs work before it is what its state file says; its
+/// operation lock is held until the work is done, so requests for it wait instead of racing it.
+struct Pending {
+    sandbox: Sandbox,
+    entry: Option<Arc<Entry>>,
+    _op: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
 impl Manager {
@@ -69,6 +83,7 @@ impl Manager {
         store: Store,
         netns_dir: PathBuf,
         metrics: Metrics,
+        args_policy: ocicni::CniArgsPolicy,
     ) -> Manager {
         Manager {
             cni,
@@ -76,7 +91,9 @@ impl Manager {
             store,
             netns_dir,
             metrics,
+            args_policy,
             index: Mutex::default(),
+            recovered: tokio::sync::watch::channel(false).0,
         }
     }
 
@@ -103,9 +120,16 @@ impl Manager {
     /// A sandbox with the same metadata that is ready already is returned as it is (a retried
     /// request); one being created or stopped gives `AlreadyExists`.
     pub(crate) async fn run(self: Arc<Self>, mut sandbox: Sandbox) -> Result<String, Status> {
+        // Startup GC decides from the sandboxes it knows; one made before it ran could be
+        // collected, so creation waits for recovery to finish.
+        self.wait_recovered().await?;
         let id = new_sandbox_id().map_err(|e| {
             Status::internal(format!("cannot read /dev/urandom for a sandbox ID: {e}"))
         })?;
+        // What the network setup would refuse, refused before a state file or a pin exists.
+        sandbox.id.clone_from(&id);
+        ocicni::validate_pod_args(&self.pod_network(&sandbox), self.args_policy)
+            .map_err(|e| Status::invalid_argument(format!("RunPodSandbox: {e}")))?;
         let (entry, _op) = {
             let mut index = self.index();
             if let Some(existing) = index.by_name.get(&sandbox.name) {
@@ -131,6 +155,25 @@ impl Manager {
                         "{who} and is stopped: remove it, or run the pod with a new attempt number"
                     ))),
                 };
+            }
+            // Checked under the index lock, so two requests racing for one port cannot both pass.
+            for (holder, entry) in &index.by_id {
+                let Some(other) = entry.get() else { continue };
+                if matches!(other.state, SandboxState::NotReady | SandboxState::Removing) {
+                    continue;
+                }
+                if let Some(port) = sandbox.host_port_clash(&other) {
+                    return Err(Status::failed_precondition(format!(
+                        "host port {}/{}{} is already mapped by sandbox {holder} (pod {}/{})",
+                        port.host_port,
+                        port.protocol,
+                        port.host_ip
+                            .map(|ip| format!(" on {ip}"))
+                            .unwrap_or_default(),
+                        other.name.namespace,
+                        other.name.name
+                    )));
+                }
             }
             if index.by_id.contains_key(&id) {
                 return Err(Status::internal(format!(
@@ -179,6 +222,15 @@ impl Manager {
                     path.display()
                 ))
             })?;
+            if !sandbox.sysctls.is_empty() {
+                let sysctls = sandbox.sysctls.clone().into_iter().collect();
+                self.netns.set_sysctls(path, sysctls).await.map_err(|e| {
+                    Status::invalid_argument(format!(
+                        "sandbox {}: config.linux.sysctls: {e}",
+                        sandbox.id
+                    ))
+                })?;
+            }
         }
         if !sandbox.host_network {
             let pod = self.pod_network(sandbox);
@@ -260,7 +312,7 @@ impl Manager {
             tracing::info!(sandbox = %id, "StopPodSandbox: no such sandbox, nothing to do");
             return Ok(());
         };
-        let _op = entry.op.lock().await;
+        let _op = self.lock_op(&entry, &id).await?;
         let Some(mut sandbox) = entry.get() else {
             return Ok(());
         };
@@ -272,10 +324,19 @@ impl Manager {
     }
 
     async fn stop_locked(&self, sandbox: &mut Sandbox) -> Result<(), Status> {
-        if sandbox.state == SandboxState::NotReady {
+        if matches!(
+            sandbox.state,
+            SandboxState::NotReady | SandboxState::Removing
+        ) {
             return Ok(());
         }
         if !sandbox.host_network {
+            // The intent first: killed during the teardown, the next start finishes it instead
+            // of finding a ready sandbox whose network is half gone.
+            if sandbox.state != SandboxState::Stopping {
+                sandbox.state = SandboxState::Stopping;
+                self.save(sandbox).await?;
+            }
             self.cni
                 .teardown_pod(&self.pod_network(sandbox))
                 .await
@@ -294,7 +355,7 @@ impl Manager {
             tracing::info!(sandbox = %id, "RemovePodSandbox: no such sandbox, nothing to do");
             return Ok(());
         };
-        let _op = entry.op.lock().await;
+        let _op = self.lock_op(&entry, &id).await?;
         let Some(mut sandbox) = entry.get() else {
             return Ok(());
         };
@@ -312,6 +373,10 @@ impl Manager {
 
     async fn remove_locked(&self, sandbox: &mut Sandbox) -> Result<(), Status> {
         self.stop_locked(sandbox).await?;
+        if sandbox.state != SandboxState::Removing {
+            sandbox.state = SandboxState::Removing;
+            self.save(sandbox).await?;
+        }
         if let Some(path) = &sandbox.netns_path {
             self.netns.remove_pinned(path).await.map_err(|e| {
                 Status::internal(format!(
@@ -452,12 +517,52 @@ impl Manager {
         }
     }
 
-    /// Brings the daemon back to a consistent state after a restart or a crash: half-made sandboxes
-    /// are rolled back, ready ones whose namespace is gone are stopped, pins without a sandbox are
-    /// removed, and ocicni collects every attachment not owned by a ready sandbox.
+    /// Becomes true when recovery has finished.
+    pub(crate) fn recovered(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.recovered.subscribe()
+    }
+
+    /// Waits until recovery has finished, for up to [`RECOVERY_WAIT`].
+    async fn wait_recovered(&self) -> Result<(), Status> {
+        let mut done = self.recovered.subscribe();
+        match tokio::time::timeout(RECOVERY_WAIT, done.wait_for(|done| *done)).await {
+            Ok(Ok(_)) => Ok(()),
+            _ => Err(Status::unavailable(
+                "crio-lite is still recovering the sandboxes of its last run; retry shortly",
+            )),
+        }
+    }
+
+    /// Takes a sandbox's operation lock; while recovery runs, for up to [`RECOVERY_WAIT`].
+    async fn lock_op(
+        &self,
+        entry: &Arc<Entry>,
+        id: &str,
+    ) -> Result<tokio::sync::OwnedMutexGuard<()>, Status> {
+        let lock = Arc::clone(&entry.op).lock_owned();
+        if *self.recovered.borrow() {
+            return Ok(lock.await);
+        }
+        tokio::time::timeout(RECOVERY_WAIT, lock)
+            .await
+            .map_err(|_| {
+                Status::unavailable(format!(
+                    "sandbox {id} is still being recovered from the last run; retry shortly"
+                ))
+            })
+    }
+
+    /// Brings the daemon back to a consistent state after a restart or a crash, in two parts.
+    ///
+    /// This part reads every state file and indexes every sandbox, taking the operation lock of
+    /// each one that needs work; it is quick, so the socket serves within moments of a start even
+    /// with many sandboxes. The work (rolling back half-made sandboxes, finishing interrupted
+    /// stops and removals, stopping ready ones whose namespace is gone, removing stray pins, CNI
+    /// garbage collection) is the returned future, run in the background: requests for a sandbox
+    /// still being recovered wait for it, RunPodSandbox waits for all of it.
     ///
     /// Only an unreadable state directory is an error; everything else is logged and kept going.
-    pub(crate) async fn recover(&self) -> Result<()> {
+    pub(crate) async fn recover(self: &Arc<Self>) -> Result<impl Future<Output = ()> + use<>> {
         let loaded = {
             let store = self.store.clone();
             tokio::task::spawn_blocking(move || store.load_all())
@@ -470,38 +575,109 @@ impl Manager {
                     )
                 })??
         };
-        let mut keep = Vec::new();
+        let mut pending = Vec::new();
         for item in loaded {
-            match item {
+            let (sandbox, unreadable) = match item {
                 Loaded::Unreadable { id, error } => {
                     tracing::warn!(sandbox = %id, error = %error, "unreadable sandbox state: rolling the sandbox back");
-                    let orphan = self.orphan(&id);
-                    self.roll_back(&orphan).await;
+                    (self.orphan(&id), true)
                 }
-                Loaded::Sandbox(sandbox) => match sandbox.state {
-                    SandboxState::Creating => {
-                        tracing::info!(sandbox = %sandbox.id, "sandbox caught half-way through creation: rolling back");
-                        self.roll_back(&sandbox).await;
+                Loaded::Sandbox(sandbox) => (*sandbox, false),
+            };
+            let needs_work = unreadable
+                || match sandbox.state {
+                    SandboxState::Creating | SandboxState::Stopping | SandboxState::Removing => {
+                        true
                     }
-                    SandboxState::Ready if !self.netns_alive(&sandbox).await => {
-                        tracing::warn!(sandbox = %sandbox.id, "network namespace of a ready sandbox is gone: stopping it");
-                        let mut sandbox = *sandbox;
-                        if let Err(status) = self.stop_locked(&mut sandbox).await {
-                            tracing::warn!(sandbox = %sandbox.id, error = %status.message(), "cannot stop sandbox");
-                        }
-                        keep.push(sandbox);
-                    }
-                    _ => keep.push(*sandbox),
-                },
+                    SandboxState::Ready => !self.netns_alive(&sandbox).await,
+                    SandboxState::NotReady => false,
+                };
+            let mut index = self.index();
+            if unreadable {
+                // Known by its ID only: not listed, not findable by name.
+                pending.push(Pending {
+                    sandbox,
+                    entry: None,
+                    _op: None,
+                });
+                continue;
+            }
+            let mut shown = sandbox.clone();
+            if needs_work && shown.state == SandboxState::Ready {
+                // Never reported ready once its network may be gone.
+                shown.state = SandboxState::Stopping;
+            }
+            let entry = Entry::new(shown);
+            index
+                .by_name
+                .insert(sandbox.name.clone(), sandbox.id.clone());
+            index.by_id.insert(sandbox.id.clone(), Arc::clone(&entry));
+            if needs_work {
+                let op = Arc::clone(&entry.op).try_lock_owned().ok();
+                pending.push(Pending {
+                    sandbox,
+                    entry: Some(entry),
+                    _op: op,
+                });
             }
         }
+        tracing::info!(
+            sandboxes = self.index().by_id.len(),
+            to_recover = pending.len(),
+            "sandbox states loaded; recovering in the background"
+        );
+        let manager = Arc::clone(self);
+        Ok(async move { manager.finish_recovery(pending).await })
+    }
+
+    async fn finish_recovery(&self, pending: Vec<Pending>) {
+        for Pending {
+            mut sandbox,
+            entry,
+            _op,
+        } in pending
         {
-            let mut index = self.index();
-            for sandbox in keep {
-                index
-                    .by_name
-                    .insert(sandbox.name.clone(), sandbox.id.clone());
-                index.by_id.insert(sandbox.id.clone(), Entry::new(sandbox));
+            match sandbox.state {
+                SandboxState::Creating => {
+                    tracing::info!(sandbox = %sandbox.id, "sandbox caught half-way through creation: rolling back");
+                    self.roll_back(&sandbox).await;
+                    self.forget(&sandbox);
+                    if let Some(entry) = &entry {
+                        entry.set(None);
+                    }
+                    continue;
+                }
+                SandboxState::Stopping => {
+                    tracing::info!(sandbox = %sandbox.id, "sandbox caught half-way through stopping: finishing the stop");
+                    if let Err(status) = self.stop_locked(&mut sandbox).await {
+                        tracing::warn!(sandbox = %sandbox.id, error = %status.message(), "cannot finish stopping the sandbox; StopPodSandbox retries");
+                    }
+                }
+                SandboxState::Removing => {
+                    tracing::info!(sandbox = %sandbox.id, "sandbox caught half-way through removal: finishing it");
+                    match self.remove_locked(&mut sandbox).await {
+                        Ok(()) => {
+                            self.forget(&sandbox);
+                            if let Some(entry) = &entry {
+                                entry.set(None);
+                            }
+                            continue;
+                        }
+                        Err(status) => {
+                            tracing::warn!(sandbox = %sandbox.id, error = %status.message(), "cannot finish removing the sandbox; RemovePodSandbox retries");
+                        }
+                    }
+                }
+                SandboxState::Ready => {
+                    tracing::warn!(sandbox = %sandbox.id, "network namespace of a ready sandbox is gone: stopping it");
+                    if let Err(status) = self.stop_locked(&mut sandbox).await {
+                        tracing::warn!(sandbox = %sandbox.id, error = %status.message(), "cannot stop sandbox");
+                    }
+                }
+                SandboxState::NotReady => {}
+            }
+            if let Some(entry) = &entry {
+                entry.set(Some(sandbox));
             }
         }
         self.remove_stray_pins().await;
@@ -515,8 +691,8 @@ impl Manager {
             tracing::warn!(error = %e, "CNI garbage collection failed");
         }
         self.update_ready_gauge();
+        self.recovered.send_replace(true);
         tracing::info!(sandboxes = self.index().by_id.len(), "sandboxes recovered");
-        Ok(())
     }
 
     async fn netns_alive(&self, sandbox: &Sandbox) -> bool {
@@ -550,6 +726,7 @@ impl Manager {
             runtime_handler: String::new(),
             log_directory: String::new(),
             attachments: Vec::new(),
+            sysctls: BTreeMap::new(),
         }
     }
 

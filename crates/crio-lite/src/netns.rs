@@ -27,6 +27,13 @@ pub trait NetnsOps: Send + Sync {
 
     /// True when `path` holds a live network namespace (false for a bare file left by a reboot).
     async fn is_live(&self, path: &Path) -> bool;
+
+    /// Sets network sysctls inside the namespace at `path`, in order.
+    ///
+    /// # Errors
+    ///
+    /// When a key is not a network sysctl, or the kernel refuses a value; the error names the key.
+    async fn set_sysctls(&self, path: &Path, sysctls: Vec<(String, String)>) -> io::Result<()>;
 }
 
 /// The real thing: namespaces created in-process and bind-mounted, as CRI-O's `pinns` does.
@@ -43,6 +50,12 @@ impl NetnsOps for HostNetns {
 
     async fn remove_pinned(&self, path: &Path) -> io::Result<()> {
         ocicni::netns::remove_pinned_async(path)
+            .await
+            .map_err(io::Error::other)
+    }
+
+    async fn set_sysctls(&self, path: &Path, sysctls: Vec<(String, String)>) -> io::Result<()> {
+        ocicni::netns::set_sysctls_async(path, sysctls)
             .await
             .map_err(io::Error::other)
     }

@@ -4,15 +4,18 @@
 //! # States
 //!
 //! ```text
-//!   RunPodSandbox                       StopPodSandbox            RemovePodSandbox
-//! ─────────────────► Creating ──────► Ready ──────────► NotReady ─────────────────► (file gone)
-//!                       │  setup ok          teardown ok        unpin netns, delete file
-//!                       │
-//!                       └── failure, or found at start-up: teardown, unpin netns, delete file
+//!   RunPodSandbox                  StopPodSandbox                   RemovePodSandbox
+//! ──────────► Creating ──────► Ready ──────► Stopping ──────► NotReady ──────► Removing ──────► (gone)
+//!                │  setup ok                    teardown ok                      unpin netns,
+//!                │                                                               delete file
+//!                └── failure, or found at start-up: teardown, unpin netns, delete file
 //! ```
 //!
-//! `Creating` is written before the namespace or the network is touched, so a daemon killed at any
-//! moment finds, on its next start, every sandbox that might own a namespace or an attachment.
+//! Every state is written before the step that leaves it is taken: `Creating` before the
+//! namespace or the network is touched, `Stopping` before the teardown, `Removing` before the
+//! unpin. A daemon killed at any moment finds on its next start what it was doing and finishes
+//! it (a `Stopping` sandbox is torn down again, a `Removing` one removed), so a sandbox is never
+//! reported ready once its network may be gone.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
@@ -31,8 +34,12 @@ pub enum SandboxState {
     Creating,
     /// The namespace and the network are up.
     Ready,
+    /// Being stopped: the network may be partly torn down. CRI clients see it as not ready.
+    Stopping,
     /// Stopped: the network is torn down; the namespace stays pinned until removal.
     NotReady,
+    /// Being removed: stopped, the namespace may be unpinned already. Seen as not ready.
+    Removing,
 }
 
 impl SandboxState {
@@ -41,16 +48,19 @@ impl SandboxState {
         match self {
             SandboxState::Creating => "creating",
             SandboxState::Ready => "ready",
+            SandboxState::Stopping => "stopping",
             SandboxState::NotReady => "not_ready",
+            SandboxState::Removing => "removing",
         }
     }
 
     fn to_cri(self) -> cri::PodSandboxState {
         match self {
             SandboxState::Ready => cri::PodSandboxState::SandboxReady,
-            SandboxState::Creating | SandboxState::NotReady => {
-                cri::PodSandboxState::SandboxNotready
-            }
+            SandboxState::Creating
+            | SandboxState::Stopping
+            | SandboxState::NotReady
+            | SandboxState::Removing => cri::PodSandboxState::SandboxNotready,
         }
     }
 }
@@ -140,6 +150,9 @@ pub struct Sandbox {
     pub log_directory: String,
     /// The network attachments, once set up.
     pub attachments: Vec<Attachment>,
+    /// Network sysctls set in the sandbox's namespace before its network is set up.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sysctls: BTreeMap<String, String>,
 }
 
 impl Sandbox {
@@ -179,6 +192,7 @@ impl Sandbox {
                 "empty: the pod needs a namespace",
             ));
         }
+        check_metadata_size(&config.labels, &config.annotations)?;
         let linux = config.linux.unwrap_or_default();
         let options = linux
             .security_context
@@ -199,6 +213,16 @@ impl Sandbox {
             }
         }
         let host_network = options.network == cri::NamespaceMode::Node as i32;
+        for (key, value) in &linux.sysctls {
+            let field = format!("config.linux.sysctls[{key:?}]");
+            if host_network {
+                return Err(invalid(
+                    &field,
+                    "a pod on the host network cannot set network sysctls (they would change the node)",
+                ));
+            }
+            ocicni::netns::check_sysctl(key, value).map_err(|e| invalid(&field, &e.to_string()))?;
+        }
         let dns = config.dns_config.unwrap_or_default();
         for (i, server) in dns.servers.iter().enumerate() {
             if server.parse::<IpAddr>().is_err() {
@@ -245,6 +269,7 @@ impl Sandbox {
             runtime_handler: request.runtime_handler,
             log_directory: config.log_directory,
             attachments: Vec::new(),
+            sysctls: linux.sysctls.into_iter().collect(),
         })
     }
 
@@ -396,6 +421,60 @@ fn port_mapping(i: usize, mapping: &cri::PortMapping) -> Result<Option<PortMappi
         protocol: protocol.to_owned(),
         host_ip,
     }))
+}
+
+/// What Kubernetes allows for a pod's annotations (and crio-lite for its labels and annotations
+/// together): a sandbox is listed whole in every ListPodSandbox answer, and clients refuse answers
+/// over 4 MiB, so a few oversized sandboxes would break listing for everyone.
+pub const MAX_METADATA_BYTES: usize = 256 * 1024;
+
+fn check_metadata_size(
+    labels: &HashMap<String, String>,
+    annotations: &HashMap<String, String>,
+) -> Result<(), Status> {
+    let size = |map: &HashMap<String, String>| -> usize {
+        map.iter().map(|(k, v)| k.len() + v.len()).sum()
+    };
+    let (labels, annotations) = (size(labels), size(annotations));
+    if labels + annotations > MAX_METADATA_BYTES {
+        let field = if labels > annotations {
+            "config.labels"
+        } else {
+            "config.annotations"
+        };
+        return Err(invalid(
+            field,
+            &format!(
+                "labels and annotations take {} bytes, more than the {MAX_METADATA_BYTES} allowed \
+                 (labels {labels}, annotations {annotations})",
+                labels + annotations
+            ),
+        ));
+    }
+    Ok(())
+}
+
+impl Sandbox {
+    /// The first of this sandbox's host ports that `other` maps too: same port and protocol, on
+    /// host addresses that overlap (either unset, either the wildcard of the same family, or equal).
+    pub fn host_port_clash(&self, other: &Sandbox) -> Option<&PortMapping> {
+        let overlap = |a: Option<IpAddr>, b: Option<IpAddr>| match (a, b) {
+            (Some(a), Some(b)) => {
+                a == b || ((a.is_unspecified() || b.is_unspecified()) && a.is_ipv4() == b.is_ipv4())
+            }
+            _ => true,
+        };
+        self.port_mappings
+            .iter()
+            .filter(|mine| mine.host_port != 0)
+            .find(|mine| {
+                other.port_mappings.iter().any(|theirs| {
+                    theirs.host_port == mine.host_port
+                        && theirs.protocol == mine.protocol
+                        && overlap(mine.host_ip, theirs.host_ip)
+                })
+            })
+    }
 }
 
 fn invalid(field: &str, reason: &str) -> Status {

@@ -18,10 +18,12 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
+use crate::connections;
 use crate::cri_image::ImageApi;
 use crate::cri_runtime::RuntimeApi;
 use crate::error::{Error, Result};
 use crate::http_api;
+use crate::instance::InstanceLocks;
 use crate::manager::Manager;
 use crate::metrics::Metrics;
 use crate::netns::NetnsOps;
@@ -37,8 +39,10 @@ pub struct Daemon {
     cni: Arc<dyn CniPlugin>,
     metrics: Metrics,
     cancel: CancellationToken,
-    server: JoinHandle<std::io::Result<()>>,
+    server: JoinHandle<()>,
     tasks: TaskTracker,
+    recovered: tokio::sync::watch::Receiver<bool>,
+    instance: InstanceLocks,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -78,6 +82,8 @@ impl Daemon {
         metrics: Metrics,
     ) -> Result<Daemon> {
         config.validate()?;
+        // Before anything is read or changed: a second daemon must change nothing.
+        let instance = InstanceLocks::acquire(&config.daemon.state_dir, &config.daemon.socket)?;
         let config = Arc::new(config);
         let netns_dir = config.netns_dir();
         for dir in [&config.daemon.state_dir, &config.daemon.run_dir, &netns_dir] {
@@ -91,12 +97,20 @@ impl Daemon {
             store,
             netns_dir,
             metrics.clone(),
+            config.network.cni_args_policy.into(),
         ));
-        manager.recover().await?;
+        let recovery = manager.recover().await?;
+        let recovered = manager.recovered();
 
         let socket = config.daemon.socket.clone();
+        let limits = connections::Limits {
+            normalize_authority: config.daemon.normalize_authority,
+            ..connections::Limits::default()
+        };
         let listener = bind(&socket).await?;
         let tasks = TaskTracker::new();
+        // Shutdown waits for it like for any sandbox operation; killed, the next start redoes it.
+        tasks.spawn(recovery);
         let runtime = RuntimeApi::new(Arc::clone(&manager), Arc::clone(&config), tasks.clone());
         let grpc = tonic::service::Routes::new(RuntimeServiceServer::new(runtime))
             .add_service(ImageServiceServer::new(ImageApi))
@@ -105,12 +119,13 @@ impl Daemon {
             .merge(http_api::router(manager, config, metrics.clone()))
             .fallback(http_api::fallback);
         let cancel = CancellationToken::new();
-        let stop = cancel.clone().cancelled_owned();
-        let server = tokio::spawn(async move {
-            axum::serve(listener, router)
-                .with_graceful_shutdown(stop)
-                .await
-        });
+        let server = tokio::spawn(connections::serve(
+            listener,
+            router,
+            limits,
+            cancel.clone(),
+            SHUTDOWN_GRACE,
+        ));
         tracing::info!(socket = %socket.display(), "serving CRI and the status API");
         Ok(Daemon {
             socket,
@@ -119,7 +134,27 @@ impl Daemon {
             cancel,
             server,
             tasks,
+            recovered,
+            instance,
         })
+    }
+
+    /// Leaves the daemon as a SIGKILL would: no shutdown, no cleanup, state as it is on disk; only
+    /// the instance locks are released, as the kernel releases them for a dead process. For tests
+    /// of crash recovery that run the daemon in-process.
+    #[doc(hidden)]
+    pub fn abandon(self) {
+        drop(self.instance);
+        std::mem::forget(self.cancel);
+        std::mem::forget(self.tasks);
+    }
+
+    /// Waits until the sandboxes of the last run are recovered (half-made ones rolled back,
+    /// interrupted stops and removals finished, CNI garbage collected). The socket serves before
+    /// that; RunPodSandbox waits for it.
+    pub async fn wait_recovered(&self) {
+        let mut recovered = self.recovered.clone();
+        let _ = recovered.wait_for(|done| *done).await;
     }
 
     /// The socket served.
@@ -150,16 +185,8 @@ impl Daemon {
     /// [`Error::Io`] when the server failed or the socket file cannot be removed.
     pub async fn shutdown(self) -> Result<()> {
         self.cancel.cancel();
-        let mut server = self.server;
-        let served = match tokio::time::timeout(SHUTDOWN_GRACE, &mut server).await {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(join)) => Err(std::io::Error::other(join)),
-            Err(_) => {
-                tracing::warn!("connections still open after the grace period: closing them");
-                server.abort();
-                Ok(())
-            }
-        };
+        // serve() bounds its own wait for open connections by SHUTDOWN_GRACE.
+        let served = self.server.await;
         self.tasks.close();
         if tokio::time::timeout(SHUTDOWN_GRACE, self.tasks.wait())
             .await
@@ -177,7 +204,8 @@ impl Daemon {
             _ => Ok(()),
         };
         tracing::info!("shut down");
-        served.map_err(|e| Error::io("server failed on", &self.socket, e))?;
+        served
+            .map_err(|e| Error::io("server failed on", &self.socket, std::io::Error::other(e)))?;
         removed
     }
 }

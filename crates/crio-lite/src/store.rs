@@ -7,6 +7,7 @@
 
 use std::fs;
 use std::io::Write as _;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
@@ -83,7 +84,13 @@ impl Store {
             reason: format!("cannot encode: {e}"),
         })?;
         let write = || -> std::io::Result<()> {
-            let mut file = fs::File::create(&tmp)?;
+            // 0600: a sandbox's labels, annotations and network results are not for every user.
+            let mut file = fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&tmp)?;
             file.write_all(&bytes)?;
             if durable {
                 file.sync_all()?;
@@ -208,6 +215,7 @@ mod tests {
             runtime_handler: String::new(),
             log_directory: String::new(),
             attachments: Vec::new(),
+            sysctls: std::collections::BTreeMap::new(),
         }
     }
 

@@ -9,7 +9,7 @@ use tokio::signal::unix::{SignalKind, signal};
 
 use crate::cli::{Cli, Command};
 use crate::cni_metrics::metered;
-use crate::config::{CniArgsPolicy, Config};
+use crate::config::Config;
 use crate::cri_runtime::CRI_API_VERSION;
 use crate::metrics::Metrics;
 use crate::netns::{HostNetns, NetnsOps};
@@ -34,10 +34,7 @@ pub async fn build_cni(config: &Config, metrics: &Metrics) -> anyhow::Result<Arc
         .cache_dir(&net.cache_dir)
         .run_dir(&net.cni_run_dir)
         .plugin_timeout(net.plugin_timeout)
-        .cni_args(match net.cni_args_policy {
-            CniArgsPolicy::Kubernetes => ocicni::CniArgsPolicy::Kubernetes,
-            CniArgsPolicy::Plain => ocicni::CniArgsPolicy::Plain,
-        })
+        .cni_args(net.cni_args_policy.into())
         .loopback(true)
         .exec(exec);
     if let Some(name) = &net.default_network {
@@ -55,17 +52,18 @@ pub async fn build_cni(config: &Config, metrics: &Metrics) -> anyhow::Result<Arc
             net.network_dir.display()
         )
     })?;
-    match cni.default_network_name() {
-        Some(name) => tracing::info!(
+    if let Some(name) = cni.default_network_name() {
+        tracing::info!(
             network_dir = %net.network_dir.display(),
             default_network = name,
             "CNI configuration loaded"
-        ),
-        None => tracing::warn!(
+        );
+    } else {
+        tracing::warn!(
             network_dir = %net.network_dir.display(),
             "CNI configuration loaded, but no network is usable: RunPodSandbox fails and the \
              runtime status says why until one is (the directory is watched)"
-        ),
+        );
     }
     Ok(Arc::new(cni))
 }

@@ -365,3 +365,154 @@ async fn pod_cidr_and_reload_reach_ocicni() {
         ]
     );
 }
+
+/// Two sandboxes claiming one host port used to both succeed, the second one's mapping shadowed
+/// until the first went. The second claim is refused, naming the port and the holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_port_is_held_by_one_sandbox_at_a_time() {
+    let Harness {
+        dir: _dir,
+        cni: _,
+        daemon,
+        mut client,
+    } = support::harness().await;
+    let mapping = |protocol: cri::Protocol, host_ip: &str| cri::PortMapping {
+        protocol: protocol as i32,
+        container_port: 80,
+        host_port: 8080,
+        host_ip: host_ip.to_owned(),
+    };
+    let named = |name: &str, m: cri::PortMapping| {
+        let mut request = with_mapping(m);
+        request
+            .config
+            .as_mut()
+            .unwrap()
+            .metadata
+            .as_mut()
+            .unwrap()
+            .name = name.to_owned();
+        request
+    };
+    let holder = client
+        .run_pod_sandbox(named("holder", mapping(cri::Protocol::Tcp, "")))
+        .await
+        .unwrap()
+        .into_inner()
+        .pod_sandbox_id;
+    for (name, m) in [
+        ("same", mapping(cri::Protocol::Tcp, "")),
+        ("one-ip", mapping(cri::Protocol::Tcp, "127.0.0.1")),
+    ] {
+        let err = client.run_pod_sandbox(named(name, m)).await.unwrap_err();
+        assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+        assert!(
+            err.message().contains("host port 8080/tcp"),
+            "{}",
+            err.message()
+        );
+        assert!(err.message().contains(&holder), "{}", err.message());
+    }
+    // Another protocol is another port.
+    client
+        .run_pod_sandbox(named("udp", mapping(cri::Protocol::Udp, "")))
+        .await
+        .expect("udp/8080 is free");
+    // Once the holder is gone the port is free again.
+    client
+        .stop_pod_sandbox(support::stop_request(&holder))
+        .await
+        .unwrap();
+    client
+        .remove_pod_sandbox(support::remove_request(&holder))
+        .await
+        .unwrap();
+    client
+        .run_pod_sandbox(named("next", mapping(cri::Protocol::Tcp, "")))
+        .await
+        .expect("tcp/8080 is free once its holder is removed");
+    daemon.shutdown().await.unwrap();
+}
+
+/// A few sandboxes with megabyte annotations made ListPodSandbox larger than clients accept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_metadata_is_refused_at_creation() {
+    let Harness {
+        dir,
+        cni: _,
+        daemon,
+        mut client,
+    } = support::harness().await;
+    let mut request = pod("big");
+    request
+        .config
+        .as_mut()
+        .unwrap()
+        .annotations
+        .insert("blob".into(), "x".repeat(300 * 1024));
+    let err = client.run_pod_sandbox(request).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(
+        err.message().contains("config.annotations"),
+        "{}",
+        err.message()
+    );
+    assert!(files(&dir.path().join("state/sandboxes")).is_empty());
+    let mut request = pod("fits");
+    request
+        .config
+        .as_mut()
+        .unwrap()
+        .annotations
+        .insert("blob".into(), "x".repeat(200 * 1024));
+    client.run_pod_sandbox(request).await.expect("200 KiB fits");
+    daemon.shutdown().await.unwrap();
+}
+
+/// Pod sysctls used to be ignored silently. Network ones are set in the pod's namespace before its
+/// network; anything else is refused naming the key, before anything is created.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn network_sysctls_are_applied_and_others_refused() {
+    let Harness {
+        dir,
+        cni,
+        daemon,
+        mut client,
+    } = support::harness().await;
+    let with_sysctls = |name: &str, pairs: &[(&str, &str)]| {
+        let mut request = pod(name);
+        let config = request.config.as_mut().unwrap();
+        config.linux.get_or_insert_default().sysctls = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        request
+    };
+    for (key, why) in [
+        ("kernel.shmmax", "only network sysctls"),
+        ("net/../../etc/passwd", "'..'"),
+    ] {
+        let err = client
+            .run_pod_sandbox(with_sysctls("bad", &[(key, "1")]))
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert!(err.message().contains(key), "{}", err.message());
+        assert!(err.message().contains(why), "{}", err.message());
+    }
+    assert!(files(&dir.path().join("state/sandboxes")).is_empty());
+    assert!(cni.summary().iter().all(|c| !c.starts_with("setup")));
+
+    let id = client
+        .run_pod_sandbox(with_sysctls(
+            "tuned",
+            &[("net.ipv4.ip_unprivileged_port_start", "0")],
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .pod_sandbox_id;
+    let pin = std::fs::read_to_string(dir.path().join("run/netns").join(&id)).unwrap();
+    assert_eq!(pin, "net.ipv4.ip_unprivileged_port_start=0\n");
+    daemon.shutdown().await.unwrap();
+}

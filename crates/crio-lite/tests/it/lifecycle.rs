@@ -65,7 +65,7 @@ async fn run_status_list_stop_remove() {
             rc.port_mappings[0].host_port,
             rc.port_mappings[0].container_port
         ),
-        (8080, 80)
+        (u16::try_from(support::host_port_of("web")).unwrap(), 80)
     );
     assert_eq!(rc.port_mappings[0].protocol, "tcp");
     assert_eq!(rc.cgroup_path.as_deref(), Some("/kubepods/pod-web"));
@@ -389,5 +389,41 @@ async fn host_network_pods_get_no_namespace_and_no_cni() {
         "{:?}",
         cni.summary()
     );
+    daemon.shutdown().await.unwrap();
+}
+
+/// A pod the network setup would refuse (';' cannot travel in CNI_ARGS) used to leave its
+/// `creating` state file behind; it is refused before anything is made.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_refused_leaves_no_state_file_and_state_files_are_private() {
+    let Harness {
+        dir,
+        cni,
+        daemon,
+        mut client,
+    } = support::harness().await;
+    for name in ["a;b", "x=y"] {
+        let err = client.run_pod_sandbox(pod(name)).await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert!(err.message().contains("CNI_ARGS"), "{}", err.message());
+        assert!(err.message().contains(name), "{}", err.message());
+    }
+    assert_eq!(
+        files(&dir.path().join("state/sandboxes")),
+        Vec::<String>::new()
+    );
+    assert_eq!(files(&dir.path().join("run/netns")), Vec::<String>::new());
+    assert!(
+        cni.calls().iter().all(|c| matches!(c, Call::Gc(_))),
+        "{:?}",
+        cni.summary()
+    );
+
+    run(&mut client, "private").await;
+    for name in files(&dir.path().join("state/sandboxes")) {
+        let path = dir.path().join("state/sandboxes").join(&name);
+        let mode = std::fs::metadata(path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{name}: {mode:o}");
+    }
     daemon.shutdown().await.unwrap();
 }

@@ -23,9 +23,11 @@ impl Drop for ReleaseDir {
 
 async fn start(dir: &std::path::Path, cni: &Arc<FakeCni>) -> Daemon {
     let cni: Arc<dyn CniPlugin> = Arc::clone(cni) as Arc<dyn CniPlugin>;
-    Daemon::start(support::config(dir), cni, Arc::new(HostNetns))
+    let daemon = Daemon::start(support::config(dir), cni, Arc::new(HostNetns))
         .await
-        .expect("daemon starts")
+        .expect("daemon starts");
+    daemon.wait_recovered().await;
+    daemon
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -67,5 +69,71 @@ async fn real_namespaces_are_pinned_kept_and_released() {
         .unwrap();
     assert!(!pin.exists(), "the pin is gone");
     assert_eq!(files(&netns_dir), Vec::<String>::new());
+    daemon.shutdown().await.unwrap();
+}
+
+/// A network sysctl lands in the pod's namespace, and only there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + netns: cargo xtask test"]
+async fn network_sysctls_land_in_the_pod_namespace_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let netns_dir = dir.path().join("run/netns");
+    let _release = ReleaseDir(netns_dir.clone());
+    let cni = FakeCni::new();
+    let daemon = start(dir.path(), &cni).await;
+    let mut client = support::runtime_client(daemon.socket_path()).await;
+    let knob = "/proc/sys/net/ipv4/ip_unprivileged_port_start";
+    let host_before = std::fs::read_to_string(knob).unwrap();
+    let mut request = support::pod(&format!("sysctl-{}", std::process::id()));
+    request
+        .config
+        .as_mut()
+        .unwrap()
+        .linux
+        .get_or_insert_default()
+        .sysctls
+        .insert("net.ipv4.ip_unprivileged_port_start".into(), "81".into());
+    let id = client
+        .run_pod_sandbox(request)
+        .await
+        .unwrap()
+        .into_inner()
+        .pod_sandbox_id;
+    let in_pod = ocicni::netns::with_netns(&netns_dir.join(&id), || std::fs::read_to_string(knob))
+        .unwrap()
+        .unwrap();
+    assert_eq!(in_pod.trim(), "81");
+    assert_eq!(
+        std::fs::read_to_string(knob).unwrap(),
+        host_before,
+        "the node is untouched"
+    );
+
+    // One the kernel does not know in a network namespace fails the request and leaves nothing.
+    let mut request = support::pod(&format!("sysctl-bad-{}", std::process::id()));
+    request
+        .config
+        .as_mut()
+        .unwrap()
+        .linux
+        .get_or_insert_default()
+        .sysctls
+        .insert("net.ipv4.no_such_knob".into(), "1".into());
+    let err = client.run_pod_sandbox(request).await.unwrap_err();
+    assert!(
+        err.message().contains("net.ipv4.no_such_knob"),
+        "{}",
+        err.message()
+    );
+    assert_eq!(files(&netns_dir), vec![id.clone()]);
+    client
+        .stop_pod_sandbox(support::stop_request(&id))
+        .await
+        .unwrap();
+    client
+        .remove_pod_sandbox(support::remove_request(&id))
+        .await
+        .unwrap();
+    drop(client);
     daemon.shutdown().await.unwrap();
 }

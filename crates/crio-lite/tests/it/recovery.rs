@@ -129,6 +129,7 @@ fn creating(id: &str, netns: &Path) -> Sandbox {
         runtime_handler: String::new(),
         log_directory: String::new(),
         attachments: Vec::new(),
+        sysctls: BTreeMap::new(),
     }
 }
 
@@ -197,7 +198,7 @@ fn killed_during_setup_then_restarted() {
         while first.leases().is_empty() {
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
-        std::mem::forget(daemon);
+        daemon.abandon();
     });
     killed.shutdown_background();
     let Some(support::Call::Setup(pod)) = first
@@ -243,4 +244,178 @@ fn killed_during_setup_then_restarted() {
         );
         daemon.shutdown().await.unwrap();
     });
+}
+
+/// A second daemon on the same state directory used to run recovery first and roll back the
+/// first daemon's sandbox while it was being created. It must stop before touching anything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_daemon_on_the_same_state_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = FakeCni::new();
+    first.hang_setups();
+    let (daemon, mut client) = support::start_with_client(dir.path(), &first).await;
+    let creating = tokio::spawn(async move { client.run_pod_sandbox(support::pod("busy")).await });
+    while first.leases().is_empty() {
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    let state_before = files(&dir.path().join("state/sandboxes"));
+    let pins_before = files(&dir.path().join("run/netns"));
+    assert_eq!(state_before.len(), 1, "{state_before:?}");
+
+    let second = FakeCni::new();
+    let cni: std::sync::Arc<dyn ocicni::CniPlugin> = second.clone();
+    let err = crio_lite::Daemon::start(
+        support::config(dir.path()),
+        cni,
+        std::sync::Arc::new(support::FakeNetns),
+    )
+    .await
+    .expect_err("a second daemon on the same state dir is refused");
+    assert!(
+        err.to_string().contains("another crio-lite is running"),
+        "{err}"
+    );
+    assert!(
+        second.calls().is_empty(),
+        "the second daemon acted: {:?}",
+        second.summary()
+    );
+    assert_eq!(files(&dir.path().join("state/sandboxes")), state_before);
+    assert_eq!(files(&dir.path().join("run/netns")), pins_before);
+    assert!(
+        first
+            .calls()
+            .iter()
+            .all(|c| matches!(c, support::Call::Setup(_) | support::Call::Gc(_))),
+        "{:?}",
+        first.summary()
+    );
+    creating.abort();
+    daemon.abandon();
+}
+
+/// Killed in the middle of StopPodSandbox (network torn down, state not yet saved), the daemon used
+/// to come back reporting the sandbox READY with no network. The intent is saved first now, and the
+/// next start finishes the stop.
+#[test]
+fn killed_during_stop_comes_back_not_ready_and_finishes_the_stop() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = FakeCni::new();
+    let killed = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let id = killed.block_on(async {
+        let (daemon, mut client) = support::start_with_client(dir.path(), &first).await;
+        let id = run(&mut client, "stopping").await;
+        first.hang_teardowns();
+        let stopping = id.clone();
+        tokio::spawn(async move {
+            client
+                .stop_pod_sandbox(support::stop_request(&stopping))
+                .await
+        });
+        while !first.summary().iter().any(|c| c.starts_with("teardown")) {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        daemon.abandon();
+        id
+    });
+    killed.shutdown_background();
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let second = FakeCni::new();
+        let (daemon, mut client) = support::start_with_client(dir.path(), &second).await;
+        let pods = list(&mut client, None).await;
+        assert_eq!(pods.len(), 1);
+        assert_eq!(
+            pods[0].state,
+            cri::PodSandboxState::SandboxNotready as i32,
+            "a sandbox caught stopping must never come back ready"
+        );
+        assert!(
+            second.summary().contains(&format!("teardown {id}")),
+            "the restart finishes the teardown: {:?}",
+            second.summary()
+        );
+        client
+            .remove_pod_sandbox(support::remove_request(&id))
+            .await
+            .unwrap();
+        assert!(list(&mut client, None).await.is_empty());
+        assert!(files(&dir.path().join("state/sandboxes")).is_empty());
+        daemon.shutdown().await.unwrap();
+    });
+}
+
+/// After a reboot every pin is gone and every ready sandbox needs a teardown; with slow plugins
+/// that kept the socket down for the sum of them (37 s was seen). The socket serves at once now,
+/// nothing is reported ready meanwhile, and RunPodSandbox waits for recovery to finish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_socket_serves_while_recovery_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = FakeCni::new();
+    let (daemon, mut client) = support::start_with_client(dir.path(), &first).await;
+    let mut ids = Vec::new();
+    for name in ["r1", "r2", "r3"] {
+        ids.push(run(&mut client, name).await);
+    }
+    drop(client);
+    daemon.shutdown().await.unwrap();
+    // A reboot: the pins are gone.
+    for id in &ids {
+        std::fs::remove_file(dir.path().join("run/netns").join(id)).unwrap();
+    }
+
+    let second = FakeCni::new();
+    second.slow_teardowns(std::time::Duration::from_secs(2));
+    let cni: std::sync::Arc<dyn ocicni::CniPlugin> = second.clone();
+    let started = std::time::Instant::now();
+    let daemon = crio_lite::Daemon::start(
+        support::config(dir.path()),
+        cni,
+        std::sync::Arc::new(support::FakeNetns),
+    )
+    .await
+    .unwrap();
+    let mut client = support::runtime_client(daemon.socket_path()).await;
+    client
+        .version(cri::VersionRequest::default())
+        .await
+        .expect("the socket answers during recovery");
+    let serving_after = started.elapsed();
+    assert!(
+        serving_after < std::time::Duration::from_millis(1500),
+        "serving took {serving_after:?}; the teardowns alone take 6 s"
+    );
+    for pod in list(&mut client, None).await {
+        assert_eq!(
+            pod.state,
+            cri::PodSandboxState::SandboxNotready as i32,
+            "{} reported ready without a namespace",
+            pod.id
+        );
+    }
+    // Creation waits for recovery (and its GC) to finish, then works.
+    let new = run(&mut client, "after-reboot").await;
+    assert!(started.elapsed() >= std::time::Duration::from_secs(6));
+    for id in &ids {
+        assert!(
+            second.summary().contains(&format!("teardown {id}")),
+            "{:?}",
+            second.summary()
+        );
+    }
+    assert!(second.summary().iter().any(|c| c.starts_with("gc")));
+    assert_eq!(
+        status(&mut client, &new).await.state,
+        cri::PodSandboxState::SandboxReady as i32
+    );
+    daemon.shutdown().await.unwrap();
 }

@@ -42,6 +42,8 @@ pub(crate) struct FakeCni {
     not_ready: Mutex<Option<NetworkStatus>>,
     fail_setup: AtomicBool,
     hang_setup: AtomicBool,
+    hang_teardown: AtomicBool,
+    teardown_delay_ms: AtomicU32,
 }
 
 impl FakeCni {
@@ -83,6 +85,17 @@ impl FakeCni {
     /// Setups attach the pod, then never return (as if the daemon died inside a plugin).
     pub(crate) fn hang_setups(&self) {
         self.hang_setup.store(true, Ordering::SeqCst);
+    }
+
+    /// Teardowns take this long (a slow plugin).
+    pub(crate) fn slow_teardowns(&self, delay: Duration) {
+        self.teardown_delay_ms
+            .store(u32::try_from(delay.as_millis()).unwrap(), Ordering::SeqCst);
+    }
+
+    /// Teardowns detach the pod, then never return (as if the daemon died inside a plugin).
+    pub(crate) fn hang_teardowns(&self) {
+        self.hang_teardown.store(true, Ordering::SeqCst);
     }
 
     fn record(&self, call: Call) {
@@ -143,6 +156,11 @@ impl CniPlugin for FakeCni {
     async fn teardown_pod(&self, pod: &PodNetwork) -> ocicni::Result<()> {
         self.record(Call::Teardown(pod.clone()));
         self.leases.lock().unwrap().remove(&pod.id);
+        let delay = self.teardown_delay_ms.load(Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(u64::from(delay))).await;
+        if self.hang_teardown.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
         Ok(())
     }
 
@@ -212,6 +230,22 @@ impl NetnsOps for FakeNetns {
     async fn is_live(&self, path: &Path) -> bool {
         path.exists()
     }
+
+    /// Appends `key=value` lines to the pin (a plain file here), for tests to read back; refuses
+    /// keys the real thing refuses.
+    async fn set_sysctls(
+        &self,
+        path: &Path,
+        sysctls: Vec<(String, String)>,
+    ) -> std::io::Result<()> {
+        use std::io::Write as _;
+        let mut pin = std::fs::OpenOptions::new().append(true).open(path)?;
+        for (key, value) in sysctls {
+            ocicni::netns::check_sysctl(&key, &value).map_err(std::io::Error::other)?;
+            writeln!(pin, "{key}={value}")?;
+        }
+        Ok(())
+    }
 }
 
 /// A configuration with every path under `dir`.
@@ -228,9 +262,11 @@ pub(crate) fn config(dir: &Path) -> Config {
 
 pub(crate) async fn start(dir: &Path, cni: &Arc<FakeCni>) -> Daemon {
     let cni: Arc<dyn CniPlugin> = Arc::clone(cni) as Arc<dyn CniPlugin>;
-    Daemon::start(config(dir), cni, Arc::new(FakeNetns))
+    let daemon = Daemon::start(config(dir), cni, Arc::new(FakeNetns))
         .await
-        .expect("daemon starts")
+        .expect("daemon starts");
+    daemon.wait_recovered().await;
+    daemon
 }
 
 /// A daemon on the fake CNI side in a fresh temporary directory, with a runtime client.
@@ -287,6 +323,15 @@ pub(crate) async fn image_client(socket: &Path) -> ImageServiceClient<Channel> {
 
 /// A RunPodSandbox request for pod `name` in `default`, with a port mapping, a cgroup parent,
 /// a label `app=<name>` and an annotation.
+/// The host port `pod(name)` maps: one per name, so sandboxes of one test do not clash (crio-lite
+/// refuses a host port another sandbox holds).
+pub(crate) fn host_port_of(name: &str) -> i32 {
+    let hash = name
+        .bytes()
+        .fold(17u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    20_000 + i32::try_from(hash % 40_000).unwrap()
+}
+
 pub(crate) fn pod(name: &str) -> cri::RunPodSandboxRequest {
     cri::RunPodSandboxRequest {
         config: Some(cri::PodSandboxConfig {
@@ -305,7 +350,7 @@ pub(crate) fn pod(name: &str) -> cri::RunPodSandboxRequest {
             port_mappings: vec![cri::PortMapping {
                 protocol: cri::Protocol::Tcp as i32,
                 container_port: 80,
-                host_port: 8080,
+                host_port: host_port_of(name),
                 host_ip: String::new(),
             }],
             labels: HashMap::from([("app".to_owned(), name.to_owned())]),
