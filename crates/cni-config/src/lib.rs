@@ -77,7 +77,7 @@ pub use cni_types::config::{
 pub use dir::{DirLoad, EXTENSIONS, FileReport, Verdict, load_dir, load_file};
 pub use error::{Error, Result};
 pub use parse::{Format, NetworkList, parse_conf, parse_conflist};
-pub use read::{MAX_CONFIG_BYTES, read_regular_file};
+pub use read::{MAX_CONFIG_BYTES, open_regular_file, read_regular_file};
 pub use validate::{
     effective_version, is_plain_file_name, is_valid_network_name, validate_network_name,
 };

@@ -25,7 +25,7 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// otherwise); for a longer file, `larger than <limit>` (kind `FileTooLarge`). The messages do
 /// not repeat the path: callers name it.
 pub fn read_regular_file(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
-    let file = open_regular(path)?;
+    let file = open_regular_file(path)?;
     let mut bytes = Vec::new();
     // One byte over the limit is enough to know it was exceeded; memory stays bounded.
     file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
@@ -38,8 +38,13 @@ pub fn read_regular_file(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Opens `path` for reading if, once open, it is a regular file.
-fn open_regular(path: &Path) -> io::Result<File> {
+/// Opens `path` for reading if, once open, it is a regular file: the open half of
+/// [`read_regular_file`], for callers that read only part of a file.
+///
+/// # Errors
+///
+/// As [`read_regular_file`], without the size limit.
+pub fn open_regular_file(path: &Path) -> io::Result<File> {
     // O_NONBLOCK: opening a FIFO without a writer returns at once instead of waiting for one.
     // On a regular file it changes nothing. O_NOCTTY: a terminal never becomes ours.
     let opened = OpenOptions::new()

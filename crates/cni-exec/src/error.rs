@@ -131,7 +131,8 @@ pub enum Error {
 
     /// A plugin failed and said why with the spec's error object (`code`, `msg`, `details`).
     #[error(
-        "plugin {plugin:?} failed ({command}) on network {network:?}{}: {error}{}",
+        "plugin {plugin:?} failed ({command}){}{}: {error}{}",
+        network_suffix(network),
         container_suffix(container_id),
         stderr_suffix(stderr_tail)
     )]
@@ -140,7 +141,8 @@ pub enum Error {
         plugin: String,
         /// The CNI command: `ADD`, `DEL`, `CHECK`, `STATUS`, `GC` or `VERSION`.
         command: &'static str,
-        /// The network (configuration list name); empty for VERSION.
+        /// The network (configuration list name); empty for VERSION, which asks a plugin binary
+        /// and not a network (the message then names none).
         network: String,
         /// The container; empty for commands without one.
         container_id: String,
@@ -154,7 +156,8 @@ pub enum Error {
     /// not found, did not start, timed out, died by a signal or exited non-zero printing something
     /// else. `source` (usually [`Error::Failed`]) holds the status and the tail of its stderr.
     #[error(
-        "plugin {plugin:?} ({command}) on network {network:?}{}: {source}",
+        "plugin {plugin:?} ({command}){}{}: {source}",
+        network_suffix(network),
         container_suffix(container_id)
     )]
     PluginExec {
@@ -162,7 +165,7 @@ pub enum Error {
         plugin: String,
         /// The CNI command.
         command: &'static str,
-        /// The network; empty for VERSION.
+        /// The network; empty for VERSION (the message then names none).
         network: String,
         /// The container; empty for commands without one.
         container_id: String,
@@ -174,7 +177,8 @@ pub enum Error {
     /// A plugin exited with 0 but printed something that is not a valid result for the network's
     /// version (or, for VERSION, not a VERSION answer).
     #[error(
-        "plugin {plugin:?} ({command}) on network {network:?} printed an invalid result: {reason}{}",
+        "plugin {plugin:?} ({command}){} printed an invalid result: {reason}{}",
+        network_suffix(network),
         stderr_suffix(stderr_tail)
     )]
     InvalidResult {
@@ -182,7 +186,7 @@ pub enum Error {
         plugin: String,
         /// The CNI command.
         command: &'static str,
-        /// The network; empty for VERSION.
+        /// The network; empty for VERSION (the message then names none).
         network: String,
         /// Why the output was rejected.
         reason: String,
@@ -215,7 +219,9 @@ pub enum Error {
     },
 
     /// A plugin does not accept the network's version, according to its VERSION answer.
-    #[error("plugin {plugin:?} of network {network:?} does not support version {version} (it supports: {})",
+    ///
+    /// Only found inside [`Error::Validation`], which names the network: the message does not.
+    #[error("plugin {plugin:?} does not support the network's version {version} (it supports: {})",
         supported.join(", "))]
     UnsupportedVersion {
         /// The plugin's `type`.
@@ -293,6 +299,14 @@ pub enum Error {
         #[source]
         source: cni_types::Error,
     },
+}
+
+fn network_suffix(network: &str) -> String {
+    if network.is_empty() {
+        String::new()
+    } else {
+        format!(" on network {network:?}")
+    }
 }
 
 fn container_suffix(container_id: &str) -> String {

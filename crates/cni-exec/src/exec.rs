@@ -282,6 +282,11 @@ impl ProcessExec {
                     attempt += 1;
                 }
                 Err(source) => {
+                    let source = if self.launcher.is_empty() {
+                        explain_missing(plugin, source)
+                    } else {
+                        source
+                    };
                     return Err(Error::Spawn {
                         plugin: plugin.to_owned(),
                         source,
@@ -399,6 +404,38 @@ impl Exec for ProcessExec {
         .instrument(span)
         .await
     }
+}
+
+/// How much of a plugin's first line is read to find its `#!` interpreter (Linux reads 256 bytes).
+const SHEBANG_BYTES: u64 = 256;
+
+/// Says what is missing when exec answers "no such file" for a plugin that exists: the
+/// interpreter on its `#!` line, or (for a binary) its dynamic loader.
+fn explain_missing(plugin: &Path, source: std::io::Error) -> std::io::Error {
+    if source.kind() != std::io::ErrorKind::NotFound || !plugin.is_file() {
+        return source;
+    }
+    let message = match shebang_interpreter(plugin) {
+        Some(interpreter) if !Path::new(&interpreter).exists() => {
+            format!("its interpreter {interpreter} (from its #! line) does not exist")
+        }
+        _ => "it exists, but the interpreter or dynamic loader it needs does not".to_owned(),
+    };
+    std::io::Error::new(std::io::ErrorKind::NotFound, message)
+}
+
+/// The program named on the `#!` line of the script at `path`, if it is one.
+fn shebang_interpreter(path: &Path) -> Option<String> {
+    use std::io::Read as _;
+    let mut head = Vec::new();
+    cni_config::open_regular_file(path)
+        .ok()?
+        .take(SHEBANG_BYTES)
+        .read_to_end(&mut head)
+        .ok()?;
+    let line = head.strip_prefix(b"#!")?.split(|b| *b == b'\n').next()?;
+    let line = String::from_utf8_lossy(line);
+    line.split_ascii_whitespace().next().map(str::to_owned)
 }
 
 /// Writes stdin while reading stdout and stderr, then waits for the plugin to exit.

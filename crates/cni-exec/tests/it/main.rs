@@ -5,6 +5,7 @@ mod cache;
 mod discovery;
 mod fake_plugin;
 mod matrix;
+mod messages;
 mod netns;
 mod ops;
 mod process;

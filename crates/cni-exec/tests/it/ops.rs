@@ -562,7 +562,7 @@ async fn validation_lists_every_problem() {
     assert!(matches!(&errors[2], Error::PluginNotFound { name, .. } if name == "missing"));
     let text = err.to_string();
     assert!(
-        text.starts_with(r#"network "vnet" is not usable: plugin "old" of network "vnet" does not support version 1.0.0 (it supports: 0.3.1, 0.4.0); plugin "no-such-ipam" not found in "#),
+        text.starts_with(r#"network "vnet" is not usable: plugin "old" does not support the network's version 1.0.0 (it supports: 0.3.1, 0.4.0); plugin "no-such-ipam" not found in "#),
         "{text}"
     );
 }
