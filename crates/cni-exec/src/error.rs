@@ -1,5 +1,6 @@
 //! The crate's error type.
 
+use std::borrow::Cow;
 use std::fmt::{self, Write as _};
 use std::io;
 use std::path::PathBuf;
@@ -131,9 +132,10 @@ pub enum Error {
 
     /// A plugin failed and said why with the spec's error object (`code`, `msg`, `details`).
     #[error(
-        "plugin {plugin:?} failed ({command}){}{}: {error}{}",
+        "plugin {plugin:?} failed ({command}){}{}: {}{}",
         network_suffix(network),
         container_suffix(container_id),
+        one_line(&error.to_string()),
         stderr_suffix(stderr_tail)
     )]
     Plugin {
@@ -177,8 +179,9 @@ pub enum Error {
     /// A plugin exited with 0 but printed something that is not a valid result for the network's
     /// version (or, for VERSION, not a VERSION answer).
     #[error(
-        "plugin {plugin:?} ({command}){} printed an invalid result: {reason}{}",
+        "plugin {plugin:?} ({command}){} printed an invalid result: {}{}",
         network_suffix(network),
+        one_line(reason),
         stderr_suffix(stderr_tail)
     )]
     InvalidResult {
@@ -321,7 +324,7 @@ fn stderr_suffix(tail: &str) -> String {
     if tail.is_empty() {
         String::new()
     } else {
-        format!("; stderr: {tail}")
+        format!("; stderr: {}", one_line(tail))
     }
 }
 
@@ -369,6 +372,27 @@ impl fmt::Display for PluginStatus {
     }
 }
 
+/// Plugin output made safe for one line of a message or a log: control characters other than tab
+/// (line breaks above all, and terminal escapes) and the Unicode line and paragraph separators
+/// become Rust escapes (`\n`, `\r`, `\u{1b}`), so a plugin cannot start a log line of its own.
+pub(crate) fn one_line(text: &str) -> Cow<'_, str> {
+    fn unsafe_char(c: char) -> bool {
+        (c.is_control() && c != '\t') || matches!(c, '\u{2028}' | '\u{2029}')
+    }
+    if !text.chars().any(unsafe_char) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.extend(c.escape_debug());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
 /// The last `STDERR_TAIL_BYTES` of `stderr`, decoded lossily and trimmed.
 pub(crate) fn stderr_tail(stderr: &[u8]) -> String {
     let start = stderr.len().saturating_sub(STDERR_TAIL_BYTES);
@@ -404,14 +428,14 @@ fn failed_message(
     let out = out.trim();
     if !out.is_empty() {
         msg.push_str("; stdout: ");
-        msg.push_str(out);
+        msg.push_str(&one_line(out));
         if stdout.len() > end {
             msg.push_str("...");
         }
     }
     if !stderr_tail.is_empty() {
         msg.push_str("; stderr: ");
-        msg.push_str(stderr_tail);
+        msg.push_str(&one_line(stderr_tail));
     }
     msg
 }
@@ -447,6 +471,28 @@ mod tests {
         assert_eq!(
             e.to_string(),
             r#"plugin /opt/cni/bin/bridge failed with exit code 1; stdout: {"code":7}; stderr: boom"#
+        );
+    }
+
+    #[test]
+    fn plugin_output_stays_on_one_line() {
+        assert!(matches!(
+            one_line("plain\ttext"),
+            Cow::Borrowed("plain\ttext")
+        ));
+        assert_eq!(
+            one_line("a\nb\r\u{1b}[0m\u{0}\u{85}\u{2028}é"),
+            r"a\nb\r\u{1b}[0m\0\u{85}\u{2028}é"
+        );
+        let e = Error::Failed {
+            plugin: "/p".into(),
+            status: PluginStatus::Code(1),
+            stdout: b"x\ny".to_vec(),
+            stderr_tail: "1\n2".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            r"plugin /p failed with exit code 1; stdout: x\ny; stderr: 1\n2"
         );
     }
 

@@ -14,7 +14,7 @@ use tokio::process::{Child, Command};
 use tracing::Instrument;
 
 use crate::discovery::find_plugin_in;
-use crate::error::{Error, OutputStream, PluginStatus, Result, stderr_tail};
+use crate::error::{Error, OutputStream, PluginStatus, Result, one_line, stderr_tail};
 
 /// Finds and runs plugin binaries.
 ///
@@ -330,7 +330,7 @@ impl ProcessExec {
         if status.success() {
             let stderr_tail = stderr_tail(&stderr);
             if !stderr_tail.is_empty() {
-                tracing::debug!(stderr = %stderr_tail, "plugin wrote to stderr");
+                tracing::debug!(stderr = %one_line(&stderr_tail), "plugin wrote to stderr");
             }
             return Ok(PluginOutput {
                 stdout,
@@ -416,9 +416,10 @@ fn explain_missing(plugin: &Path, source: std::io::Error) -> std::io::Error {
         return source;
     }
     let message = match shebang_interpreter(plugin) {
-        Some(interpreter) if !Path::new(&interpreter).exists() => {
-            format!("its interpreter {interpreter} (from its #! line) does not exist")
-        }
+        Some(interpreter) if !Path::new(&interpreter).exists() => format!(
+            "its interpreter {} (from its #! line) does not exist",
+            one_line(&interpreter)
+        ),
         _ => "it exists, but the interpreter or dynamic loader it needs does not".to_owned(),
     };
     std::io::Error::new(std::io::ErrorKind::NotFound, message)
