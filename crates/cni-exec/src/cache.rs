@@ -273,19 +273,49 @@ impl ResultCache {
         self.dir.join("results")
     }
 
-    /// The file of one attachment: `results/<network>-<container id>-<ifname>`.
+    /// The file of one attachment: `results/<network>-<container id>-<ifname>`, libcni's name,
+    /// whenever that name says whose entry it is.
+    ///
+    /// libcni's names collide: network `a` with container `b-c` and network `a-b` with container
+    /// `c` are both `a-b-c-eth0`. Read from the right, a name is unambiguous as long as the
+    /// container id and the interface name hold no `-`, which is the case for every id a
+    /// kubelet makes; only when one of them does (or holds a `%`), both are written with `-` as
+    /// `%2D` and `%` as `%25`, a name libcni never makes. Readers also check whose entry a file
+    /// holds, so a file written by libcni under a colliding name is never taken for another
+    /// attachment's.
     ///
     /// # Errors
     ///
     /// [`Error::InvalidRuntimeConf`] when a part breaks libcni's rules, so no name escapes the
-    /// results directory.
+    /// results directory, or when the name (with its temporary file's suffix) would be longer
+    /// than a file name may be.
     pub fn entry_path(&self, network: &str, container_id: &str, if_name: &str) -> Result<PathBuf> {
         validate_network_name(network)?;
         validate_container_id(container_id)?;
         validate_if_name(if_name)?;
-        Ok(self
-            .results_dir()
-            .join(format!("{network}-{container_id}-{if_name}")))
+        let name = entry_file_name(network, container_id, if_name);
+        if name.len() > MAX_ENTRY_NAME {
+            return Err(Error::InvalidRuntimeConf {
+                field: "network",
+                value: network.to_owned(),
+                reason: format!(
+                    "with container id {container_id:?} and interface {if_name:?} its cache entry \
+                     name is {} bytes, more than the {MAX_ENTRY_NAME} a cache file name may have",
+                    name.len()
+                ),
+            });
+        }
+        Ok(self.results_dir().join(name))
+    }
+
+    /// libcni's own name for an attachment whose container id or interface holds a `-`: where
+    /// libcni (and this crate before it escaped such names) put it. Read only with an identity
+    /// check.
+    fn legacy_path(&self, network: &str, container_id: &str, if_name: &str) -> Option<PathBuf> {
+        let legacy = format!("{network}-{container_id}-{if_name}");
+        (legacy != entry_file_name(network, container_id, if_name)
+            && legacy.len() <= MAX_ENTRY_NAME)
+            .then(|| self.results_dir().join(legacy))
     }
 
     /// Reads one entry. A missing entry is `None`; so is a corrupt, empty or unreadable one, with a
@@ -301,10 +331,19 @@ impl ResultCache {
         if_name: &str,
     ) -> Result<Option<CachedAttachment>> {
         let path = self.entry_path(network, container_id, if_name)?;
-        Ok(read_entry(&path).or_else(|| {
-            let name = path.file_name()?;
-            read_entry(&self.pending_dir.as_ref()?.join(name))
-        }))
+        let id = Identity {
+            network,
+            container_id,
+            if_name,
+        };
+        let pending = path
+            .file_name()
+            .and_then(|name| Some(self.pending_dir.as_ref()?.join(name)));
+        let legacy = self.legacy_path(network, container_id, if_name);
+        Ok([Some(path), legacy, pending]
+            .into_iter()
+            .flatten()
+            .find_map(|candidate| read_entry_of(&candidate, &id)))
     }
 
     /// Writes an entry atomically: a temporary file in the same directory (mode 0600) is written,
@@ -423,6 +462,17 @@ impl ResultCache {
         let mut removed = remove_if_present(&path)?;
         if let (Some(dir), Some(name)) = (&self.pending_dir, path.file_name()) {
             removed |= remove_if_present(&dir.join(name))?;
+        }
+        // A file under libcni's colliding name goes only if it is this attachment's.
+        let id = Identity {
+            network,
+            container_id,
+            if_name,
+        };
+        if let Some(legacy) = self.legacy_path(network, container_id, if_name)
+            && read_entry_of(&legacy, &id).is_some()
+        {
+            removed |= remove_if_present(&legacy)?;
         }
         Ok(removed)
     }
@@ -548,7 +598,8 @@ fn list_dir(dir: &Path, container_id: Option<&str>) -> Result<Vec<(String, Cache
         .filter(|name| !name.starts_with('.'))
         .collect();
     names.sort();
-    let needle = container_id.map(|id| format!("-{id}-"));
+    // A container id is written escaped (or as it is, which is the same when it needs no escape).
+    let needle = container_id.map(|id| format!("-{}-", escape_name_part(id)));
     let mut out = Vec::new();
     for name in names {
         if needle.as_ref().is_some_and(|n| !name.contains(n.as_str())) {
@@ -568,13 +619,80 @@ fn list_dir(dir: &Path, container_id: Option<&str>) -> Result<Vec<(String, Cache
             tracing::warn!(file = %path.display(), error = %e, "skipping cache entry");
             continue;
         }
+        // The file must be where this crate or libcni would have put the entry it holds;
+        // anything else is another attachment's name and is not acted on.
+        let own = entry_file_name(&entry.network, &entry.container_id, &entry.if_name);
+        let libcni = format!("{}-{}-{}", entry.network, entry.container_id, entry.if_name);
+        if name != own && name != libcni {
+            tracing::warn!(
+                file = %path.display(),
+                network = entry.network, container = entry.container_id, ifname = entry.if_name,
+                "skipping cache entry: the file is named for another attachment"
+            );
+            continue;
+        }
         out.push((name, entry));
     }
     Ok(out)
 }
 
+/// Longest entry name: a file name may have 255 bytes, and the temporary file a write goes
+/// through adds a dot and `.tmp-<pid>-<counter>`.
+const MAX_ENTRY_NAME: usize = 255 - 32;
+
+/// See [`ResultCache::entry_path`].
+fn entry_file_name(network: &str, container_id: &str, if_name: &str) -> String {
+    if [container_id, if_name]
+        .iter()
+        .any(|part| part.contains(['-', '%']))
+    {
+        format!(
+            "{network}-{}-{}",
+            escape_name_part(container_id),
+            escape_name_part(if_name)
+        )
+    } else {
+        format!("{network}-{container_id}-{if_name}")
+    }
+}
+
+fn escape_name_part(part: &str) -> String {
+    part.replace('%', "%25").replace('-', "%2D")
+}
+
+/// Whose entry a read is for.
+struct Identity<'a> {
+    network: &'a str,
+    container_id: &'a str,
+    if_name: &'a str,
+}
+
+/// [`read_entry`], and `None` (with a warning) when the file holds another attachment's entry.
+fn read_entry_of(path: &Path, id: &Identity<'_>) -> Option<CachedAttachment> {
+    let entry = read_entry(path)?;
+    if entry.network == id.network
+        && entry.container_id == id.container_id
+        && entry.if_name == id.if_name
+    {
+        return Some(entry);
+    }
+    tracing::warn!(
+        file = %path.display(),
+        holds = format!("{}/{}/{}", entry.network, entry.container_id, entry.if_name),
+        wanted = format!("{}/{}/{}", id.network, id.container_id, id.if_name),
+        "cache entry belongs to another attachment; ignoring it"
+    );
+    None
+}
+
+/// The most bytes read from one cache entry: a result and its base64 configuration are a few
+/// KiB; anything near this is not an entry.
+const MAX_ENTRY_BYTES: u64 = 4 << 20;
+
 fn read_entry(path: &Path) -> Option<CachedAttachment> {
-    let bytes = match fs::read(path) {
+    // Regular files only, bounded: a FIFO or /dev/zero planted in the cache must not hang or
+    // exhaust the runtime.
+    let bytes = match cni_config::read_regular_file(path, MAX_ENTRY_BYTES) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
         Err(e) => {

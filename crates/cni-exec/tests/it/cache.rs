@@ -350,3 +350,91 @@ fn a_prepared_entry_is_written_durably_or_removed_when_dropped() {
     drop(cache.prepare("net", "c3", "eth0").unwrap());
     assert_eq!(names(), ["net-c1-eth0"], "dropped unused, removed");
 }
+
+/// libcni's names collide: network "col" with container "x-y" and network "col-x" with container
+/// "y" were one file, and a read took whatever entry was there. Both now have their own file, and
+/// an entry under a name that is not its own is never returned.
+#[test]
+fn colliding_libcni_names_are_kept_apart_and_identity_is_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ResultCache::new(dir.path());
+    let a = attachment("col", "x-y", "eth0");
+    let b = attachment("col-x", "y", "eth0");
+    cache.put(&a).unwrap();
+    cache.put(&b).unwrap();
+    assert_eq!(
+        cache.get("col", "x-y", "eth0").unwrap().unwrap().network,
+        "col"
+    );
+    assert_eq!(
+        cache.get("col-x", "y", "eth0").unwrap().unwrap().network,
+        "col-x"
+    );
+    assert_eq!(cache.list(None).unwrap().len(), 2);
+    // An id without '-' keeps libcni's exact name, so Go runtimes find it.
+    assert!(
+        cache
+            .entry_path("col-x", "y", "eth0")
+            .unwrap()
+            .ends_with("results/col-x-y-eth0")
+    );
+    // A file libcni wrote under the colliding name holds b's entry: a read for a gets nothing.
+    let results = dir.path().join("results");
+    std::fs::remove_file(cache.entry_path("col", "x-y", "eth0").unwrap()).unwrap();
+    assert!(results.join("col-x-y-eth0").exists());
+    assert_eq!(cache.get("col", "x-y", "eth0").unwrap(), None);
+    assert!(
+        !cache.remove("col", "x-y", "eth0").unwrap(),
+        "b's file is not a's to remove"
+    );
+    assert!(cache.get("col-x", "y", "eth0").unwrap().is_some());
+    // An entry copied under another attachment's name is not listed as that attachment.
+    std::fs::copy(results.join("col-x-y-eth0"), results.join("other-z-eth0")).unwrap();
+    let listed: Vec<String> = cache
+        .list(None)
+        .unwrap()
+        .into_iter()
+        .map(|e| format!("{}/{}/{}", e.network, e.container_id, e.if_name))
+        .collect();
+    assert_eq!(listed, ["col-x/y/eth0"]);
+}
+
+/// A FIFO or a huge file in the results directory is treated as a bad entry, not waited on.
+#[test]
+fn a_fifo_in_the_cache_is_skipped_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ResultCache::new(dir.path());
+    let results = dir.path().join("results");
+    std::fs::create_dir_all(&results).unwrap();
+    nix::unistd::mkfifo(
+        &results.join("net-c1-eth0"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = ResultCache::new(dir.path());
+    std::thread::spawn(move || {
+        let got = reader.get("net", "c1", "eth0").map(|e| e.is_none());
+        let listed = reader.list(None).map(|l| l.len());
+        let _ = tx.send((got, listed));
+    });
+    let (got, listed) = rx
+        .recv_timeout(std::time::Duration::from_secs(5))
+        .expect("reading a FIFO entry must not block");
+    assert!(got.unwrap());
+    assert_eq!(listed.unwrap(), 0);
+    drop(cache);
+}
+
+fn attachment(network: &str, container_id: &str, if_name: &str) -> CachedAttachment {
+    CachedAttachment {
+        container_id: container_id.into(),
+        network: network.into(),
+        if_name: if_name.into(),
+        netns: String::new(),
+        config: b"{}".to_vec(),
+        cni_args: Vec::new(),
+        capability_args: serde_json::Map::new(),
+        result: None,
+    }
+}
