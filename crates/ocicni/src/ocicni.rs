@@ -759,7 +759,18 @@ impl CniPlugin for Ocicni {
         let nets = self.snapshot();
         let mut errors = Vec::new();
         let mut still_valid: BTreeMap<String, Vec<GcAttachment>> = BTreeMap::new();
-        for mut att in cached {
+        // Namespace paths that live pods use now, by their own cache entries or as the caller
+        // gives them: a stale entry naming one of them names a recycled path, not its own
+        // namespace, and its DEL must not run in there (it would remove the live pod's eth0).
+        let live_paths: BTreeSet<&str> = cached
+            .iter()
+            .filter(|att| valid.contains(att.container_id.as_str()))
+            .map(|att| att.netns.as_str())
+            .chain(valid_pods.iter().map(|p| p.netns.as_str()))
+            .filter(|path| !path.is_empty())
+            .collect();
+        let mut stale_dels = Vec::new();
+        for att in &cached {
             if valid.contains(att.container_id.as_str()) {
                 still_valid
                     .entry(att.network.clone())
@@ -776,7 +787,22 @@ impl CniPlugin for Ocicni {
             if gc_disabled {
                 continue;
             }
-            att.netns = teardown_netns(&att.netns);
+            let mut att = att.clone();
+            att.netns = if live_paths.contains(att.netns.as_str()) {
+                tracing::info!(
+                    container = att.container_id,
+                    network = att.network,
+                    netns = att.netns,
+                    "gc: the stale attachment's namespace path now belongs to a live pod; \
+                     tearing down without entering it"
+                );
+                String::new()
+            } else {
+                teardown_netns(&att.netns)
+            };
+            stale_dels.push(att);
+        }
+        for att in stale_dels {
             tracing::info!(
                 container = att.container_id,
                 network = att.network,

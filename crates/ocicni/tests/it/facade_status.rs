@@ -230,3 +230,50 @@ async fn gc_tears_down_stale_attachments_of_networks_gone_from_disk() {
     assert!(node.cache_entries().is_empty());
     cni.shutdown().await;
 }
+
+/// GC used to pass a stale attachment's cached namespace path to DEL whenever a namespace was
+/// there. Paths get reused: a new pod pinned at the same path had its interface removed by the
+/// DEL of the pod that used the path before. The DEL of a stale attachment whose path a live pod
+/// now uses runs without entering it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + netns: cargo xtask test"]
+async fn gc_never_enters_a_recycled_namespace_path() {
+    struct Release(std::path::PathBuf);
+    impl Drop for Release {
+        fn drop(&mut self) {
+            let _ = ocicni::netns::remove_pinned(&self.0.join("pin"));
+            let _ = ocicni::netns::release_dir(&self.0);
+        }
+    }
+    let node = Node::with_fake_networks("1.0.0", &["net"]);
+    let pins = tempfile::tempdir().unwrap();
+    let _release = Release(pins.path().to_owned());
+    let path = pins.path().join("pin");
+    let cni = node.start().await;
+
+    ocicni::netns::create_pinned(&path).unwrap();
+    let mut old = node.pod("old");
+    old.netns = path.display().to_string();
+    cni.setup_pod(&old).await.unwrap();
+    // The old pod's runtime lost it without a teardown; its namespace went, a new pod got the path.
+    ocicni::netns::remove_pinned(&path).unwrap();
+    ocicni::netns::create_pinned(&path).unwrap();
+    let mut new = node.pod("new");
+    new.netns = path.display().to_string();
+    cni.setup_pod(&new).await.unwrap();
+
+    // As ocicnitool gc --valid new: ids only, the path comes from the new pod's cache entry.
+    let mut by_id = node.pod("new");
+    by_id.netns.clear();
+    cni.gc(std::slice::from_ref(&by_id)).await.unwrap();
+    let dels = node.fake.calls_of("DEL");
+    assert_eq!(dels.len(), 1, "{dels:?}");
+    assert_eq!(dels[0].var("CNI_CONTAINERID"), "old");
+    assert_eq!(
+        dels[0].var("CNI_NETNS"),
+        "",
+        "the DEL of the stale pod must not run in the new pod's namespace"
+    );
+    assert_eq!(node.cache_entries(), ["net-new-eth0"]);
+    cni.shutdown().await;
+}
