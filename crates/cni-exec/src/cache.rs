@@ -293,19 +293,30 @@ impl ResultCache {
         validate_network_name(network)?;
         validate_container_id(container_id)?;
         validate_if_name(if_name)?;
-        let name = entry_file_name(network, container_id, if_name);
-        if name.len() > MAX_ENTRY_NAME {
-            return Err(Error::InvalidRuntimeConf {
+        self.lookup_path(network, container_id, if_name)?
+            .ok_or_else(|| Error::InvalidRuntimeConf {
                 field: "network",
                 value: network.to_owned(),
                 reason: format!(
-                    "with container id {container_id:?} and interface {if_name:?} its cache entry \
-                     name is {} bytes, more than the {MAX_ENTRY_NAME} a cache file name may have",
-                    name.len()
+                    "its cache entry name with this container id and interface would be longer \
+                     than the {MAX_ENTRY_NAME} bytes a cache file name may have"
                 ),
-            });
-        }
-        Ok(self.results_dir().join(name))
+            })
+    }
+
+    /// [`Self::entry_path`], or `None` when the name is too long to exist: what reads and
+    /// removals use, so a teardown of such an attachment finds no entry instead of failing.
+    fn lookup_path(
+        &self,
+        network: &str,
+        container_id: &str,
+        if_name: &str,
+    ) -> Result<Option<PathBuf>> {
+        validate_network_name(network)?;
+        validate_container_id(container_id)?;
+        validate_if_name(if_name)?;
+        let name = entry_file_name(network, container_id, if_name);
+        Ok((name.len() <= MAX_ENTRY_NAME).then(|| self.results_dir().join(name)))
     }
 
     /// libcni's own name for an attachment whose container id or interface holds a `-`: where
@@ -330,7 +341,9 @@ impl ResultCache {
         container_id: &str,
         if_name: &str,
     ) -> Result<Option<CachedAttachment>> {
-        let path = self.entry_path(network, container_id, if_name)?;
+        let Some(path) = self.lookup_path(network, container_id, if_name)? else {
+            return Ok(None);
+        };
         let id = Identity {
             network,
             container_id,
@@ -458,7 +471,9 @@ impl ResultCache {
     /// [`Error::InvalidRuntimeConf`] for names that break the rules, [`Error::Cache`] when the file
     /// cannot be removed.
     pub fn remove(&self, network: &str, container_id: &str, if_name: &str) -> Result<bool> {
-        let path = self.entry_path(network, container_id, if_name)?;
+        let Some(path) = self.lookup_path(network, container_id, if_name)? else {
+            return Ok(false);
+        };
         let mut removed = remove_if_present(&path)?;
         if let (Some(dir), Some(name)) = (&self.pending_dir, path.file_name()) {
             removed |= remove_if_present(&dir.join(name))?;

@@ -438,3 +438,22 @@ fn attachment(network: &str, container_id: &str, if_name: &str) -> CachedAttachm
         result: None,
     }
 }
+
+/// An attachment whose entry name would be too long can never have been stored: writing it is
+/// refused naming the network, reading and removing it find nothing (so its teardown proceeds).
+#[test]
+fn names_too_long_for_a_file_are_refused_on_write_and_absent_on_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = ResultCache::new(dir.path());
+    let long_id = "c".repeat(240);
+    let err = cache.put(&attachment("net", &long_id, "eth0")).unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("\"net\""), "{text}");
+    assert!(text.contains("longer than"), "{text}");
+    assert!(
+        !text.contains(".tmp"),
+        "the temporary file is not the user's business: {text}"
+    );
+    assert_eq!(cache.get("net", &long_id, "eth0").unwrap(), None);
+    assert!(!cache.remove("net", &long_id, "eth0").unwrap());
+}
