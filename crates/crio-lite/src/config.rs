@@ -232,9 +232,15 @@ impl Config {
     ///
     /// [`Error::ReadConfig`] when the file cannot be read, and the errors of [`Config::from_toml`].
     pub fn from_file(path: &Path) -> Result<Config> {
-        let text = std::fs::read_to_string(path).map_err(|source| Error::ReadConfig {
+        let bytes =
+            ocicni::cni_config::read_regular_file(path, ocicni::cni_config::MAX_CONFIG_BYTES)
+                .map_err(|source| Error::ReadConfig {
+                    path: path.to_owned(),
+                    source,
+                })?;
+        let text = String::from_utf8(bytes).map_err(|e| Error::ReadConfig {
             path: path.to_owned(),
-            source,
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
         })?;
         Config::from_toml(&text, &path.display().to_string())
     }

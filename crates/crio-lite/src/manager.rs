@@ -771,9 +771,9 @@ fn cni_status(id: &str, what: &str, error: &ocicni::Error) -> Status {
     let message = format!("sandbox {id}: {what} failed: {error}");
     match error {
         ocicni::Error::InvalidPod { .. } => Status::invalid_argument(message),
-        ocicni::Error::NoNetwork { .. } | ocicni::Error::NetworkNotFound { .. } => {
-            Status::failed_precondition(message)
-        }
+        ocicni::Error::NoNetwork { .. }
+        | ocicni::Error::NetworkNotFound { .. }
+        | ocicni::Error::NetworkUnusable { .. } => Status::failed_precondition(message),
         _ => Status::internal(message),
     }
 }

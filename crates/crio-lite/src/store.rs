@@ -13,6 +13,9 @@ use std::path::{Path, PathBuf};
 use crate::error::{Error, Result};
 use crate::sandbox::Sandbox;
 
+/// The most bytes read from one sandbox state file.
+const MAX_STATE_BYTES: u64 = 4 << 20;
+
 /// What a state directory holds at start-up.
 #[derive(Debug)]
 pub(crate) enum Loaded {
@@ -136,7 +139,9 @@ impl Store {
                 continue;
             }
             let path = entry.path();
-            let decoded = fs::read(&path)
+            // A state file is a few KiB (metadata is capped at 256 KiB); a FIFO or a huge file
+            // planted here must not hang or exhaust the daemon.
+            let decoded = ocicni::cni_config::read_regular_file(&path, MAX_STATE_BYTES)
                 .map_err(|e| Error::io("cannot read sandbox state", &path, e))
                 .and_then(|bytes| {
                     serde_json::from_slice::<Sandbox>(&bytes).map_err(|e| Error::State {

@@ -163,3 +163,26 @@ fn config_subcommand_prints_the_effective_configuration() {
             .starts_with(&format!("crio-lite {}", env!("CARGO_PKG_VERSION")))
     );
 }
+
+/// A FIFO given as the config file used to hang the start; it is refused at once, named.
+#[test]
+fn a_fifo_as_the_config_file_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("crio-lite.conf");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = fifo.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(
+            crio_lite::Config::from_file(&path)
+                .map(drop)
+                .map_err(|e| e.to_string()),
+        );
+    });
+    let err = rx
+        .recv_timeout(std::time::Duration::from_secs(5))
+        .expect("reading a FIFO config must not block")
+        .unwrap_err();
+    assert!(err.contains("not a regular file"), "{err}");
+    assert!(err.contains("crio-lite.conf"), "{err}");
+}

@@ -419,3 +419,26 @@ async fn the_socket_serves_while_recovery_runs() {
     );
     daemon.shutdown().await.unwrap();
 }
+
+/// A FIFO planted as a state file used to hang the start; it reads as an unreadable state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fifo_among_the_state_files_does_not_hang_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let states = dir.path().join("state/sandboxes");
+    std::fs::create_dir_all(&states).unwrap();
+    nix::unistd::mkfifo(
+        &states.join(format!("{GARBLED_ID}.json")),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let cni = FakeCni::new();
+    let started = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        support::start_with_client(dir.path(), &cni),
+    )
+    .await
+    .expect("the start must not wait on a FIFO");
+    let (daemon, mut client) = started;
+    assert!(list(&mut client, None).await.is_empty());
+    daemon.shutdown().await.unwrap();
+}
