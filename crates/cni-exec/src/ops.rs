@@ -133,21 +133,7 @@ impl Cni {
         let result = match chain {
             Ok(result) => result,
             Err(err) => {
-                let pending = Self::cache_entry(net, rt, None);
-                let restored = self
-                    .blocking(move |cache| match previous {
-                        // A pending entry goes back where pending entries live.
-                        Some(entry) if entry.result.is_none() => cache.put_pending(&entry),
-                        Some(entry) => cache.put(&entry),
-                        None => cache
-                            .remove(&pending.network, &pending.container_id, &pending.if_name)
-                            .map(drop),
-                    })
-                    .await;
-                if let Err(cache_err) = restored {
-                    tracing::warn!(network = net.name(), container = rt.container_id, error = %cache_err,
-                        "cannot restore the cache entry after a failed ADD");
-                }
+                self.undo_failed_add(net, rt, previous).await;
                 return Err(err);
             }
         };
@@ -156,6 +142,34 @@ impl Cni {
         self.blocking(move |cache| cache.put_prepared(prepared, &entry))
             .await?;
         Ok(result)
+    }
+
+    /// After an ADD chain failed or timed out part-way: a plugin before the failing one (or the
+    /// failing one itself, before it gave up) may have made a veth, a lease, iptables rules.
+    /// As a runtime would, DEL the list with the same configuration and arguments, then drop the
+    /// pending entry; if that DEL fails too, the pending entry stays, so GC owns the attachment
+    /// rather than nobody. An attachment that was complete before this ADD is left as it was
+    /// (its entry restored), since a DEL would take down what worked.
+    async fn undo_failed_add(
+        &self,
+        net: &NetworkList,
+        rt: &RuntimeConf,
+        previous: Option<CachedAttachment>,
+    ) {
+        if let Some(entry) = previous.filter(|e| e.result.is_some()) {
+            if let Err(err) = self.blocking(move |cache| cache.put(&entry)).await {
+                tracing::warn!(network = net.name(), container = rt.container_id, error = %err,
+                    "cannot restore the cache entry after a failed ADD");
+            }
+            return;
+        }
+        // del_with removes the pending entry once every plugin's DEL succeeded.
+        if let Err(err) = self.del_with(Some(net), net.name(), rt, None).await {
+            tracing::warn!(
+                network = net.name(), container = rt.container_id, ifname = rt.if_name, error = %err,
+                "ADD failed and the DEL undoing it failed too; its pending cache entry stays for GC"
+            );
+        }
     }
 
     /// The plugins of an ADD, in order, each getting the previous result.

@@ -566,3 +566,60 @@ async fn validation_lists_every_problem() {
         "{text}"
     );
 }
+
+/// A failed ADD used to be left as it was: no DEL, and its pending entry removed, so the veth,
+/// lease and rules of the plugins before the failing one stayed with no owner. The list is now
+/// DELed with the same configuration and arguments; when that DEL fails too, the pending entry
+/// stays for GC.
+#[tokio::test]
+async fn a_failed_add_is_undone_by_a_del_or_left_to_gc() {
+    let fx = Fixture::new(&["first", "second"]);
+    let failing = |fail_del: bool| {
+        let fail_on = if fail_del {
+            json!(["ADD", "DEL"])
+        } else {
+            json!(["ADD"])
+        };
+        network(
+            "undo",
+            "1.0.0",
+            vec![
+                fx.plugin("first", json!({})),
+                fx.plugin(
+                    "second",
+                    json!({"fail": {"code": 11, "msg": "no addresses left"}, "failOn": fail_on}),
+                ),
+            ],
+        )
+    };
+    fx.cni
+        .add_network_list(&failing(false), &rt("c1"))
+        .await
+        .unwrap_err();
+    let dels: Vec<String> = fx.records_of("DEL").into_iter().map(|(p, _)| p).collect();
+    assert_eq!(
+        dels,
+        ["second", "first"],
+        "the whole list is DELed, newest first"
+    );
+    for (_, record) in fx.records_of("DEL") {
+        assert_eq!(
+            env_of(&record)["CNI_ARGS"],
+            "K8S_POD_NAME=web;IgnoreUnknown=1"
+        );
+        assert_eq!(env_of(&record)["CNI_CONTAINERID"], "c1");
+    }
+    assert!(fx.cni.cached_attachments(None).await.unwrap().is_empty());
+
+    fx.cni
+        .add_network_list(&failing(true), &rt("c2"))
+        .await
+        .unwrap_err();
+    let left = fx.cni.cached_attachments(None).await.unwrap();
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(left[0].container_id, "c2");
+    assert!(
+        left[0].result.is_none(),
+        "the pending entry, for GC to finish"
+    );
+}
