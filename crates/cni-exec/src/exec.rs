@@ -257,6 +257,13 @@ impl ProcessExec {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .process_group(0);
+        let parent = std::process::id();
+        // SAFETY: the closure runs in the child between fork and exec, where only
+        // async-signal-safe calls are allowed: prctl(2) and getppid(2) are plain system calls,
+        // and nothing here allocates or takes a lock.
+        unsafe {
+            cmd.pre_exec(move || die_with_parent(parent));
+        }
         Ok(cmd)
     }
 
@@ -518,6 +525,24 @@ async fn read_limited<R: AsyncRead + Unpin>(
         });
     }
     Ok(buf)
+}
+
+/// In the child before exec: asks for SIGKILL when the runtime dies (a runtime killed with
+/// SIGKILL runs no destructor, and its plugin would go on changing the pod's network with nobody
+/// to answer to), then checks the runtime did not die before that took effect.
+///
+/// The signal follows the thread that spawned the plugin; the plugin is spawned from an async
+/// task, whose worker thread lives as long as the runtime does. What it cannot reach: a process
+/// the plugin starts with `setsid` (outside its process group), which also escapes the group kill
+/// on timeout. The guarantee is for the plugin and its process group.
+fn die_with_parent(parent: u32) -> std::io::Result<()> {
+    nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
+    if u32::try_from(nix::unistd::getppid().as_raw()).ok() != Some(parent) {
+        return Err(std::io::Error::other(
+            "the runtime died before the plugin started",
+        ));
+    }
+    Ok(())
 }
 
 /// Kills a plugin's process group with `SIGKILL` when dropped, unless disarmed after a normal exit.

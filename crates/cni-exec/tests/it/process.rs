@@ -445,3 +445,55 @@ async fn works_as_a_trait_object() {
     let version: Value = serde_json::from_slice(&stdout).expect("JSON");
     assert_eq!(version["cniVersion"], "1.1.0");
 }
+
+/// A runtime killed with SIGKILL runs no destructor, so the plugin it was running went on as an
+/// orphan. The plugin now gets SIGKILL when its runtime dies. The test re-runs itself as the
+/// "runtime": a process that starts a hanging plugin and is then killed.
+#[tokio::test]
+async fn a_plugin_dies_with_its_runtime() {
+    if let Ok(script) = std::env::var("CNI_EXEC_TEST_RUNTIME_PLUGIN") {
+        // The runtime: run the plugin, which never returns; the test kills us.
+        let _ = ProcessExec::new()
+            .exec_plugin(std::path::Path::new(&script), &cni_env("ADD", "c1"), b"{}")
+            .await;
+        unreachable!("the hanging plugin returned");
+    }
+    let dir = PluginDir::new();
+    let pid_file = dir.path().join("plugin.pid");
+    let script = dir.script(
+        "orphan",
+        &format!(
+            "echo $$ > {}.tmp && mv {0}.tmp {0}\nexec sleep 60\n",
+            pid_file.display()
+        ),
+    );
+    let mut runtime = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "process::a_plugin_dies_with_its_runtime",
+            "--exact",
+            "--nocapture",
+        ])
+        .env("CNI_EXEC_TEST_RUNTIME_PLUGIN", &script)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pid: u64 = loop {
+        if let Ok(text) = std::fs::read_to_string(&pid_file) {
+            break text.trim().parse().unwrap();
+        }
+        assert!(Instant::now() < deadline, "the plugin never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    runtime.kill().unwrap();
+    runtime.wait().unwrap();
+    let survived = !wait_dead(pid).await;
+    if survived {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert!(!survived, "plugin {pid} outlived its runtime");
+}
