@@ -2,6 +2,7 @@
 
 mod facade;
 mod facade_args;
+mod facade_check;
 mod facade_config;
 mod facade_inputs;
 mod facade_status;
