@@ -7,6 +7,7 @@ mod facade_config;
 mod facade_inputs;
 mod facade_status;
 mod fake_exec;
+mod go_interop;
 mod netns;
 mod ocicnitool;
 mod real_plugins;
