@@ -17,6 +17,19 @@ pub(crate) const NETWORK_PACKAGES: &[(&str, &str)] = &[
     ("iputils-ping", "ping between test pods"),
 ];
 
+/// Packages the test of a real crictl-era Go CRI client needs (built offline from Debian's sources).
+pub(crate) const GO_CLIENT_PACKAGES: &[(&str, &str)] = &[
+    ("golang-go", "the Go compiler, for the Go CRI client test"),
+    (
+        "golang-google-grpc-dev",
+        "grpc-go 1.33, the generation crictl < 1.31 is built on",
+    ),
+    (
+        "golang-google-protobuf-dev",
+        "protowire, for the Go CRI client",
+    ),
+];
+
 /// Packages the peer benchmark (containerd's go-cni, built from Debian's sources) needs.
 pub(crate) const PEER_PACKAGES: &[(&str, &str)] = &[
     (

@@ -100,7 +100,7 @@ pub(crate) async fn serve(
         tasks.spawn(async move {
             let _slot = slot;
             // Wait (without reading) for the client's first bytes; hyper itself would wait forever.
-            match tokio::time::timeout(limits.first_byte, stream.readable()).await {
+            match tokio::time::timeout(limits.first_byte, first_byte(&stream)).await {
                 Ok(Ok(())) => {}
                 Ok(Err(e)) => {
                     tracing::debug!(%peer, error = %e, "connection failed before its first byte");
@@ -135,6 +135,31 @@ pub(crate) async fn serve(
     tasks.abort_all();
 }
 
+/// Waits until the client has sent something (or closed), without reading it. `readable()` alone
+/// is not enough: a new socket may be reported readable before anything arrived.
+async fn first_byte(stream: &UnixStream) -> std::io::Result<()> {
+    use nix::sys::socket::{MsgFlags, recv};
+    use std::os::fd::AsRawFd as _;
+    loop {
+        stream.readable().await?;
+        let peeked = stream.try_io(tokio::io::Interest::READABLE, || {
+            let mut byte = [0u8; 1];
+            recv(
+                stream.as_raw_fd(),
+                &mut byte,
+                MsgFlags::MSG_PEEK | MsgFlags::MSG_DONTWAIT,
+            )
+            .map_err(std::io::Error::from)
+        });
+        match peeked {
+            // A byte, or end of file: either way hyper takes it from here.
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 /// Who is at the other end, for log lines: `pid 1234 uid 0`, or `unknown peer`.
 fn peer_of(stream: &UnixStream) -> String {
     match stream.peer_cred() {
@@ -143,5 +168,56 @@ fn peer_of(stream: &UnixStream) -> String {
             None => format!("uid {}", cred.uid()),
         },
         Err(_) => "unknown peer".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    use super::*;
+
+    /// A client that connects and says nothing used to hold its connection forever.
+    #[tokio::test]
+    async fn a_silent_client_is_disconnected_and_others_are_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("s.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        let router = Router::new().route("/ping", axum::routing::get(|| async { "pong" }));
+        let limits = Limits {
+            first_byte: Duration::from_millis(300),
+            ..Limits::default()
+        };
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(serve(
+            listener,
+            router,
+            limits,
+            stop.clone(),
+            Duration::from_secs(1),
+        ));
+
+        let started = Instant::now();
+        let mut silent = UnixStream::connect(&socket).await.unwrap();
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_secs(5), silent.read(&mut byte))
+            .await
+            .expect("the server closes a silent connection");
+        assert_eq!(read.unwrap(), 0, "closed, nothing sent");
+        assert!(started.elapsed() >= Duration::from_millis(300));
+
+        let mut client = UnixStream::connect(&socket).await.unwrap();
+        client
+            .write_all(b"GET /ping HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        client.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.ends_with("pong"), "{answer}");
+
+        stop.cancel();
+        server.await.unwrap();
     }
 }

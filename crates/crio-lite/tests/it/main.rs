@@ -2,11 +2,14 @@
 //! fake namespaces (plain files). Tests with the real ocicni live with the coordinator's e2e suite.
 
 mod api;
+mod authority;
+mod clients;
 mod config;
 mod e2e;
 mod e2e_support;
 mod http;
 mod lifecycle;
 mod privileged;
+mod raw_client;
 mod recovery;
 mod support;
