@@ -35,6 +35,7 @@ target, JSON lines in target/bench/. Builds (release) only what the chosen bench
   watch   rename a .conflist into place -> network visible, at 1, 50 and 200 networks
   peer    ocicni beside containerd's go-cni (shared/bench/gocni-peer), real and noop plugins
   crio    crio-lite's RunPodSandbox and teardown over CRI beside ocicni alone, its memory
+  front   Version round trips through crio-lite with and without its HTTP/2 front
 
 options:
   --quick         fewer pods and repeats
@@ -50,16 +51,16 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         match arg.as_str() {
             "--quick" => opts.quick = true,
             "--only" => opts.only = it.next().cloned(),
-            other => bail!("bench: unknown option {other:?} (use --quick, --only watch|peer|crio)"),
+            other => bail!("bench: unknown option {other:?}\n\n{USAGE}"),
         }
     }
     if !is_root() {
         bail!("bench: needs root (it creates network namespaces)");
     }
     if let Some(only) = opts.only.as_deref()
-        && !["watch", "peer", "crio"].contains(&only)
+        && !["watch", "peer", "crio", "front"].contains(&only)
     {
-        bail!("bench: --only {only:?}: watch, peer or crio");
+        bail!("bench: --only {only:?}: watch, peer, crio or front");
     }
     let wants = |name: &str| opts.only.as_deref().is_none_or(|o| o == name);
     packages::ensure(packages::NETWORK_PACKAGES)?;
@@ -76,9 +77,13 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         build.args(["--bin", "ocicni-bench"]);
     }
     if wants("crio") {
+        build.args(["--bin", "crio-bench"]);
+    }
+    if wants("front") {
+        build.args(["--bin", "front-bench"]);
+    }
+    if wants("crio") || wants("front") {
         build.args([
-            "--bin",
-            "crio-bench",
             "--features",
             "crio",
             "-p",
@@ -100,6 +105,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     }
     if wants("crio") {
         verdicts.extend(crio::run(&bin, &out_dir, opts.quick)?);
+    }
+    if wants("front") {
+        verdicts.extend(front(&bin, &out_dir, &opts)?);
     }
     println!("\n== targets");
     let mut missed = 0;
@@ -185,6 +193,52 @@ fn watch(bin: &Path, out_dir: &Path, opts: &Opts) -> Result<Vec<Verdict>> {
         bail!("watch-bench failed ({})", out.status);
     }
     Ok(verdicts)
+}
+
+/// The HTTP/2 front's cost per RPC: `Version` through two daemons, front on and off, same run.
+fn front(bin: &Path, out_dir: &Path, opts: &Opts) -> Result<Vec<Verdict>> {
+    println!("\n==> front: Version round trips with and without the HTTP/2 front, same run");
+    let work = std::env::temp_dir().join(format!("xtask-front-bench-{}", std::process::id()));
+    let rounds = if opts.quick { "5" } else { "20" };
+    let out = Command::new(bin.join("front-bench"))
+        .arg(bin.join("crio-lite"))
+        .arg(&work)
+        .arg(rounds)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run front-bench");
+    let _ = std::fs::remove_dir_all(&work);
+    let out = out?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    std::fs::write(out_dir.join("front.jsonl"), &text)?;
+    let v: Value = serde_json::from_str(text.trim())
+        .with_context(|| format!("front-bench printed {text:?}"))?;
+    if !out.status.success() {
+        bail!("front-bench failed: {}", v["error"]);
+    }
+    println!(
+        "{:<16} {:>12} {:>12} {:>12} {:>12} {:>10}",
+        "connection", "with p50 ms", "with p99 ms", "w/o p50 ms", "w/o p99 ms", "added us"
+    );
+    for shape in ["kept_alive", "new_connection"] {
+        let s = &v[shape];
+        println!(
+            "{shape:<16} {:>12} {:>12} {:>12} {:>12} {:>10}",
+            s["with_front"]["p50_ms"],
+            s["with_front"]["p99_ms"],
+            s["without_front"]["p50_ms"],
+            s["without_front"]["p99_ms"],
+            s["added_p50_us"]
+        );
+    }
+    Ok(vec![Verdict::shown(
+        "front: added p50 per Version round trip (kept-alive / new connection)",
+        true,
+        format!(
+            "{} us / {} us",
+            v["kept_alive"]["added_p50_us"], v["new_connection"]["added_p50_us"]
+        ),
+    )])
 }
 
 fn peer(bin: &Path, out_dir: &Path, opts: &Opts) -> Result<Vec<Verdict>> {

@@ -17,8 +17,9 @@ pub(crate) const NETWORK_PACKAGES: &[(&str, &str)] = &[
     ("iputils-ping", "ping between test pods"),
 ];
 
-/// Packages the test of a real crictl-era Go CRI client needs (built offline from Debian's sources).
-pub(crate) const GO_CLIENT_PACKAGES: &[(&str, &str)] = &[
+/// Packages the Go peers in the tests need (a crictl-era CRI client, libcni), built offline from
+/// Debian's sources.
+pub(crate) const GO_PEER_PACKAGES: &[(&str, &str)] = &[
     ("golang-go", "the Go compiler, for the Go CRI client test"),
     (
         "golang-google-grpc-dev",

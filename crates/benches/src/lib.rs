@@ -256,3 +256,33 @@ pub fn loadavg() -> String {
         .collect::<Vec<_>>()
         .join(" ")
 }
+
+/// A CRI runtime client over a unix socket (for the benchmarks that drive crio-lite).
+///
+/// # Errors
+///
+/// When the socket does not answer.
+#[cfg(feature = "crio")]
+pub async fn cri_client(
+    socket: &Path,
+) -> Result<
+    cri_api::v1::runtime_service_client::RuntimeServiceClient<tonic::transport::Channel>,
+    String,
+> {
+    use hyper_util::rt::TokioIo;
+    use tonic::transport::{Endpoint, Uri};
+    let socket = socket.to_owned();
+    let channel = Endpoint::try_from("http://[::]:50051")
+        .map_err(|e| e.to_string())?
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let socket = socket.clone();
+            async move {
+                Ok::<_, std::io::Error>(TokioIo::new(
+                    tokio::net::UnixStream::connect(socket).await?,
+                ))
+            }
+        }))
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    Ok(cri_api::v1::runtime_service_client::RuntimeServiceClient::new(channel))
+}

@@ -46,13 +46,12 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use cri_api::v1 as cri;
 use cri_api::v1::runtime_service_client::RuntimeServiceClient;
-use hyper_util::rt::TokioIo;
 use ocicni::cni_exec::{self, Exec, ProcessExec};
 use ocicni::cni_types::capabilities::PortMapping;
 use ocicni::{CniArgsPolicy, CniPlugin, Ocicni, PodNetwork, RuntimeConfig, netns};
 use serde_json::{Value, json};
 use tokio::net::UnixStream;
-use tonic::transport::{Channel, Endpoint, Uri};
+use tonic::transport::Channel;
 
 use benches::{Phase, count_files, count_leases, count_veths, loadavg, ms, text};
 
@@ -805,16 +804,7 @@ impl Drop for Daemon {
 }
 
 async fn connect(socket: &Path) -> Result<RuntimeServiceClient<Channel>, String> {
-    let socket = socket.to_owned();
-    let channel = Endpoint::try_from("http://[::]:50051")
-        .map_err(|e| e.to_string())?
-        .connect_with_connector(tower::service_fn(move |_: Uri| {
-            let socket = socket.clone();
-            async move { Ok::<_, std::io::Error>(TokioIo::new(UnixStream::connect(socket).await?)) }
-        }))
-        .await
-        .map_err(|e| format!("connect: {e}"))?;
-    Ok(RuntimeServiceClient::new(channel))
+    benches::cri_client(socket).await
 }
 
 /// Connects once the daemon answers `Version`; fails early when it exits.
