@@ -621,6 +621,25 @@ impl Manager {
                 });
             }
         }
+        let lost = pending
+            .iter()
+            .filter(|p| p.sandbox.state == SandboxState::Ready)
+            .filter(|p| {
+                p.sandbox
+                    .netns_path
+                    .as_ref()
+                    .is_some_and(|path| path.exists())
+            })
+            .count();
+        if lost > 0 {
+            tracing::warn!(
+                sandboxes = lost,
+                dir = %self.netns_dir.display(),
+                "pins of ready sandboxes are no longer network namespaces: the node rebooted, or \
+                 they were made in another mount namespace (crio-lite run with systemd's \
+                 PrivateMounts= or in a container) and went with it; these sandboxes are stopped"
+            );
+        }
         tracing::info!(
             sandboxes = self.index().by_id.len(),
             to_recover = pending.len(),
@@ -757,6 +776,20 @@ impl Manager {
     /// The directory namespaces are pinned in.
     pub(crate) fn netns_dir(&self) -> &Path {
         &self.netns_dir
+    }
+
+    /// At shutdown: the pin directory's bind mount goes once no pin is left in it. Pins of
+    /// sandboxes that outlive the daemon stay, and with them the mount they need.
+    pub(crate) async fn release_pin_dir(&self) {
+        let empty = std::fs::read_dir(&self.netns_dir)
+            .map(|mut entries| entries.next().is_none())
+            .unwrap_or(false);
+        if !empty {
+            return;
+        }
+        if let Err(e) = self.netns.release_dir(&self.netns_dir).await {
+            tracing::warn!(dir = %self.netns_dir.display(), error = %e, "cannot release the namespace pin directory");
+        }
     }
 }
 

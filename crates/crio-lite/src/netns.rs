@@ -28,6 +28,14 @@ pub trait NetnsOps: Send + Sync {
     /// True when `path` holds a live network namespace (false for a bare file left by a reboot).
     async fn is_live(&self, path: &Path) -> bool;
 
+    /// Undoes what pinning set up on the pin directory (its self bind mount), once it holds no
+    /// pins; nothing mounted is fine.
+    ///
+    /// # Errors
+    ///
+    /// When the unmount fails for another reason than "not mounted".
+    async fn release_dir(&self, dir: &Path) -> io::Result<()>;
+
     /// Sets network sysctls inside the namespace at `path`, in order.
     ///
     /// # Errors
@@ -51,6 +59,14 @@ impl NetnsOps for HostNetns {
     async fn remove_pinned(&self, path: &Path) -> io::Result<()> {
         ocicni::netns::remove_pinned_async(path)
             .await
+            .map_err(io::Error::other)
+    }
+
+    async fn release_dir(&self, dir: &Path) -> io::Result<()> {
+        let dir = dir.to_owned();
+        tokio::task::spawn_blocking(move || ocicni::netns::release_dir(&dir))
+            .await
+            .map_err(io::Error::other)?
             .map_err(io::Error::other)
     }
 

@@ -41,6 +41,7 @@ pub struct Daemon {
     cancel: CancellationToken,
     server: JoinHandle<()>,
     tasks: TaskTracker,
+    manager: Arc<Manager>,
     recovered: tokio::sync::watch::Receiver<bool>,
     instance: InstanceLocks,
 }
@@ -82,6 +83,7 @@ impl Daemon {
         metrics: Metrics,
     ) -> Result<Daemon> {
         config.validate()?;
+        warn_if_private_mounts();
         // Before anything is read or changed: a second daemon must change nothing.
         let instance = InstanceLocks::acquire(&config.daemon.state_dir, &config.daemon.socket)?;
         let config = Arc::new(config);
@@ -116,7 +118,11 @@ impl Daemon {
             .add_service(ImageServiceServer::new(ImageApi))
             .into_axum_router();
         let router = grpc
-            .merge(http_api::router(manager, config, metrics.clone()))
+            .merge(http_api::router(
+                Arc::clone(&manager),
+                config,
+                metrics.clone(),
+            ))
             .fallback(http_api::fallback);
         let cancel = CancellationToken::new();
         let server = tokio::spawn(connections::serve(
@@ -134,6 +140,7 @@ impl Daemon {
             cancel,
             server,
             tasks,
+            manager,
             recovered,
             instance,
         })
@@ -197,6 +204,7 @@ impl Daemon {
             );
         }
         self.cni.shutdown().await;
+        self.manager.release_pin_dir().await;
         let removed = match std::fs::remove_file(&self.socket) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 Err(Error::io("cannot remove socket", &self.socket, e))
@@ -240,4 +248,20 @@ async fn bind(socket: &Path) -> Result<UnixListener> {
     std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o660))
         .map_err(|e| Error::io("cannot set mode 0660 on socket", socket, e))?;
     Ok(listener)
+}
+
+/// Pins are bind mounts: made in a mount namespace of the daemon's own (systemd's PrivateMounts=,
+/// a container without a shared /run), they vanish with it and every pod comes back broken after
+/// a restart. Say so at start, when it can still be fixed.
+fn warn_if_private_mounts() {
+    let ns = |pid: &str| std::fs::read_link(format!("/proc/{pid}/ns/mnt")).ok();
+    if let (Some(own), Some(init)) = (ns("self"), ns("1"))
+        && own != init
+    {
+        tracing::warn!(
+            own = %own.display(), init = %init.display(),
+            "crio-lite runs in a mount namespace of its own: namespace pins made here are lost \
+             when it exits, and pods come back without a network after a restart"
+        );
+    }
 }

@@ -69,7 +69,27 @@ async fn real_namespaces_are_pinned_kept_and_released() {
         .unwrap();
     assert!(!pin.exists(), "the pin is gone");
     assert_eq!(files(&netns_dir), Vec::<String>::new());
+    assert!(
+        is_mount_point(&netns_dir),
+        "pinning bound the directory onto itself"
+    );
     daemon.shutdown().await.unwrap();
+    // It used to stay mounted after shutdown; with no pin left the daemon releases it.
+    assert!(
+        !is_mount_point(&netns_dir),
+        "{} is still mounted after shutdown",
+        netns_dir.display()
+    );
+}
+
+/// Whether `dir` is a mount point in this process's mount namespace.
+fn is_mount_point(dir: &std::path::Path) -> bool {
+    let dir = dir.canonicalize().unwrap();
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .filter_map(|line| line.split(' ').nth(4))
+        .any(|mount_point| std::path::Path::new(mount_point) == dir)
 }
 
 /// A network sysctl lands in the pod's namespace, and only there.

@@ -231,6 +231,10 @@ impl NetnsOps for FakeNetns {
         path.exists()
     }
 
+    async fn release_dir(&self, _dir: &Path) -> std::io::Result<()> {
+        Ok(())
+    }
+
     /// Appends `key=value` lines to the pin (a plain file here), for tests to read back; refuses
     /// keys the real thing refuses.
     async fn set_sysctls(
