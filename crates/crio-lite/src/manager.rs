@@ -782,8 +782,7 @@ impl Manager {
     /// sandboxes that outlive the daemon stay, and with them the mount they need.
     pub(crate) async fn release_pin_dir(&self) {
         let empty = std::fs::read_dir(&self.netns_dir)
-            .map(|mut entries| entries.next().is_none())
-            .unwrap_or(false);
+            .is_ok_and(|mut entries| entries.next().is_none());
         if !empty {
             return;
         }
