@@ -781,8 +781,8 @@ impl Manager {
     /// At shutdown: the pin directory's bind mount goes once no pin is left in it. Pins of
     /// sandboxes that outlive the daemon stay, and with them the mount they need.
     pub(crate) async fn release_pin_dir(&self) {
-        let empty = std::fs::read_dir(&self.netns_dir)
-            .is_ok_and(|mut entries| entries.next().is_none());
+        let empty =
+            std::fs::read_dir(&self.netns_dir).is_ok_and(|mut entries| entries.next().is_none());
         if !empty {
             return;
         }
