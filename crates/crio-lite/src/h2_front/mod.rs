@@ -18,6 +18,10 @@
 //!   at most 16384 bytes, however the client had split it.
 //! - Our decoder assumes the table size h2 advertises by default (4096) and
 //!   swallows the client's table size updates; our encoder never indexes.
+//! - The decoder is our own (`hpack_in`, `huffman`): it sits on every
+//!   request, and loona-hpack rebuilt its Huffman table for each Huffman
+//!   string (~20 µs each, ~120 µs for a tonic client's first request); ours
+//!   is built at compile time.
 //! - A block we cannot accept (bad HPACK, over 256 KiB, over 32 frames, a
 //!   stray CONTINUATION, bad padding, a HEADERS/CONTINUATION frame over
 //!   16384 bytes) reaches h2 as the block `0x80` (indexed field 0), which h2
@@ -25,12 +29,14 @@
 //!   passed through untouched.
 
 mod frame;
+mod hpack_in;
 pub(crate) mod hpack_out;
+mod huffman;
 mod stream;
 
 pub(crate) use stream::NormalizedStream;
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
+use hpack_in::DecodeError;
 
 /// Value substituted for an `:authority` h2 would reject.
 pub(crate) const LOCALHOST: &[u8] = b"localhost";
@@ -46,12 +52,6 @@ pub(crate) const HEADER_TABLE_SIZE: usize = 4096;
 /// cap alone does not bound it. 1 MiB is far above what h2 accepts anyway
 /// (hyper's default header list limit is 16 KiB; h2 sends GOAWAY above 4x).
 pub(crate) const MAX_ENCODED_BLOCK: usize = 1024 * 1024;
-
-/// loona-hpack 0.4 rebuilds its Huffman code table (nested `HashMap`s) for
-/// every Huffman-coded string, ~20 µs each in a release build, so the count
-/// per block is bounded to keep a hostile block's CPU cost near 5 ms. A first
-/// gRPC request carries about six; later ones reuse the dynamic table.
-pub(crate) const MAX_HUFFMAN_STRINGS: usize = 256;
 
 /// Longest original `:authority` kept for the debug log.
 const LOGGED_AUTHORITY_MAX: usize = 256;
@@ -80,8 +80,9 @@ pub(crate) struct RewriteOutcome {
 /// Per-connection HPACK state: decodes client header blocks and re-encodes
 /// them without the dynamic table.
 pub(crate) struct BlockRewriter {
-    decoder: loona_hpack::Decoder<'static>,
-    /// Set once the decoder panicked; its table can no longer be trusted.
+    decoder: hpack_in::Decoder,
+    /// Set once a block failed: the decoder's table may then differ from
+    /// the client's, so nothing more is decoded.
     poisoned: bool,
 }
 
@@ -95,12 +96,8 @@ impl BlockRewriter {
     /// A decoder in the state HTTP/2 mandates at connection start.
     #[must_use]
     pub(crate) fn new() -> Self {
-        let mut decoder = loona_hpack::Decoder::new();
-        // Without this loona accepts any size update and the table (fed by
-        // the client) could grow without bound.
-        decoder.set_max_allowed_table_size(HEADER_TABLE_SIZE);
         Self {
-            decoder,
+            decoder: hpack_in::Decoder::new(HEADER_TABLE_SIZE, MAX_ENCODED_BLOCK),
             poisoned: false,
         }
     }
@@ -110,120 +107,50 @@ impl BlockRewriter {
     ///
     /// # Errors
     /// A static reason when the block must not reach h2 as a valid block:
-    /// HPACK decoding failed, a size update came after a field, too many
-    /// Huffman strings, or the output would exceed [`MAX_ENCODED_BLOCK`].
-    /// The decoder state is then unusable and the caller must stop decoding.
+    /// HPACK decoding failed, a size update came after a field, or the
+    /// output would exceed [`MAX_ENCODED_BLOCK`]. The decoder state is then
+    /// unusable and later calls fail.
     pub(crate) fn rewrite(
         &mut self,
         block: &[u8],
         out: &mut Vec<u8>,
     ) -> Result<RewriteOutcome, &'static str> {
         if self.poisoned {
-            return Err("hpack decoder unusable after an earlier panic");
-        }
-        let huffman = prescan(block)?;
-        if huffman > MAX_HUFFMAN_STRINGS {
-            return Err("too many Huffman-coded strings in one header block");
+            return Err("hpack decoder unusable after an earlier error");
         }
         let start = out.len();
         let mut outcome = RewriteOutcome::default();
-        let mut too_big = false;
-        let decoder = &mut self.decoder;
-        let result = catch_unwind(AssertUnwindSafe(|| {
-            decoder.decode_with_cb(block, |name, value| {
-                let value: &[u8] = if name.as_ref() == b":authority" && !authority_is_valid(&value)
-                {
-                    if outcome.replaced == 0 {
-                        let keep = value.len().min(LOGGED_AUTHORITY_MAX);
-                        outcome.original.extend_from_slice(&value[..keep]);
-                    }
-                    outcome.replaced += 1;
-                    LOCALHOST
-                } else {
-                    &value
-                };
-                if too_big
-                    || out.len() - start + hpack_out::encoded_field_len(&name, value)
-                        > MAX_ENCODED_BLOCK
-                {
-                    // loona's callback cannot abort decoding: stop writing
-                    // and fail once it returns.
-                    too_big = true;
-                    return;
+        let result = self.decoder.decode(block, |name, value| {
+            let value = if name == b":authority" && !authority_is_valid(value) {
+                if outcome.replaced == 0 {
+                    let keep = value.len().min(LOGGED_AUTHORITY_MAX);
+                    outcome.original.extend_from_slice(&value[..keep]);
                 }
-                hpack_out::encode_field(out, &name, value);
-            })
-        }));
+                outcome.replaced += 1;
+                LOCALHOST
+            } else {
+                value
+            };
+            if out.len() - start + hpack_out::encoded_field_len(name, value) > MAX_ENCODED_BLOCK {
+                return Err(DecodeError::TooLarge);
+            }
+            hpack_out::encode_field(out, name, value);
+            Ok(())
+        });
         match result {
-            Ok(Ok(())) if too_big => Err("decoded header block larger than 1 MiB"),
-            Ok(Ok(())) => Ok(outcome),
-            Ok(Err(_)) => Err("hpack decoding failed"),
-            Err(_) => {
+            Ok(()) => Ok(outcome),
+            Err(e) => {
                 self.poisoned = true;
-                Err("hpack decoder panicked")
+                Err(match e {
+                    DecodeError::SizeUpdateAfterField => {
+                        "dynamic table size update after a header field"
+                    }
+                    DecodeError::TooLarge => "decoded header block larger than 1 MiB",
+                    _ => "hpack decoding failed",
+                })
             }
         }
     }
-}
-
-/// Walks the block's structure without decoding strings: rejects a dynamic
-/// table size update that follows a field (RFC 7541 §4.2; loona does not
-/// check this, h2 does), and counts Huffman-coded strings.
-fn prescan(block: &[u8]) -> Result<usize, &'static str> {
-    const MALFORMED: &str = "hpack decoding failed";
-    let mut pos = 0;
-    let mut seen_field = false;
-    let mut huffman = 0;
-    while let Some(&first) = block.get(pos) {
-        if first & 0x80 != 0 {
-            pos += integer(&block[pos..], 7).ok_or(MALFORMED)?.1;
-            seen_field = true;
-            continue;
-        }
-        if first & 0xe0 == 0x20 {
-            if seen_field {
-                return Err("dynamic table size update after a header field");
-            }
-            pos += integer(&block[pos..], 5).ok_or(MALFORMED)?.1;
-            continue;
-        }
-        let prefix = if first & 0x40 != 0 { 6 } else { 4 };
-        let (name_index, used) = integer(&block[pos..], prefix).ok_or(MALFORMED)?;
-        pos += used;
-        let strings = if name_index == 0 { 2 } else { 1 };
-        for _ in 0..strings {
-            let rest = block.get(pos..).ok_or(MALFORMED)?;
-            let huff = rest.first().is_some_and(|b| b & 0x80 != 0);
-            let (len, used) = integer(rest, 7).ok_or(MALFORMED)?;
-            pos = pos
-                .checked_add(used)
-                .and_then(|p| p.checked_add(len))
-                .ok_or(MALFORMED)?;
-            if pos > block.len() {
-                return Err(MALFORMED);
-            }
-            huffman += usize::from(huff);
-        }
-        seen_field = true;
-    }
-    Ok(huffman)
-}
-
-/// Decodes an HPACK integer; `None` when truncated or longer than the four
-/// continuation octets loona-hpack accepts.
-fn integer(buf: &[u8], prefix_bits: u8) -> Option<(usize, usize)> {
-    let mask = u8::MAX >> (8 - prefix_bits);
-    let mut value = usize::from(*buf.first()? & mask);
-    if value < usize::from(mask) {
-        return Some((value, 1));
-    }
-    for (i, &b) in buf.iter().enumerate().skip(1).take(4) {
-        value += usize::from(b & 0x7f) << (7 * (i - 1));
-        if b & 0x80 == 0 {
-            return Some((value, i + 1));
-        }
-    }
-    None
 }
 
 /// Name of an HTTP/2 error code (RFC 9113 §7) for log lines.
@@ -250,5 +177,7 @@ pub(crate) fn error_code_name(code: u32) -> &'static str {
 
 #[cfg(test)]
 mod frame_tests;
+#[cfg(test)]
+mod hpack_in_tests;
 #[cfg(test)]
 mod tests;
