@@ -53,6 +53,7 @@ pub(crate) struct Node {
     daemon: Option<Child>,
     starts: u32,
     killed: Option<u32>,
+    extra_flags: Vec<String>,
 }
 
 impl Node {
@@ -74,6 +75,7 @@ impl Node {
             daemon: None,
             starts: 0,
             killed: None,
+            extra_flags: Vec::new(),
         };
         let add = output("ip", &["netns", "add", &node.name]);
         assert!(
@@ -92,7 +94,8 @@ impl Node {
         node
     }
 
-    fn path(&self, sub: &str) -> PathBuf {
+    /// A path under the node's temporary directory.
+    pub(crate) fn path(&self, sub: &str) -> PathBuf {
         self.dir.path().join(sub)
     }
 
@@ -147,6 +150,16 @@ impl Node {
         .collect()
     }
 
+    /// Flags every later start passes after [`Node::flags`] (plugin directories, timeouts).
+    pub(crate) fn add_flags<I: IntoIterator<Item = String>>(&mut self, flags: I) {
+        self.extra_flags.extend(flags);
+    }
+
+    /// What [`Node::add_flags`] added.
+    pub(crate) fn extra_flags(&self) -> &[String] {
+        &self.extra_flags
+    }
+
     /// Starts the daemon inside the node namespace and waits until its socket answers.
     pub(crate) async fn start(&mut self) {
         assert!(self.daemon.is_none(), "the daemon is already running");
@@ -158,6 +171,7 @@ impl Node {
             .arg("--")
             .arg(env!("CARGO_BIN_EXE_crio-lite"))
             .args(self.flags())
+            .args(&self.extra_flags)
             .args(["--log-level", "info", "run"])
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
@@ -232,6 +246,25 @@ impl Node {
                 self.name
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Waits until the running daemon's log says recovery finished (it runs in the background
+    /// after a start); fails the test after 60 s.
+    pub(crate) async fn wait_recovered(&self) {
+        let log = self.path(&format!("daemon-{}.log", self.starts));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if text.contains("sandboxes recovered") {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "crio-lite did not finish recovery within 60 s:\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
