@@ -1,0 +1,5 @@
+
+%
+
+hostuid-hostdefault B
+

@@ -1,0 +1,3 @@
+
+
+uid-xdefault 

@@ -1,0 +1,47 @@
+//! The bodies of the fuzz targets in `fuzz_targets/`, as plain functions.
+//!
+//! Each module has a `check(data: &[u8])` that feeds one input to a parser that takes untrusted
+//! input and panics when a property fails, not only when the parser panics. The libFuzzer binaries
+//! call these; so does `tests/seeds.rs`, which replays every checked-in seed on stable Rust, so the
+//! properties hold in `cargo xtask test` without nightly or libFuzzer.
+//!
+//! | target        | input                                   | what must hold                              |
+//! |---------------|-----------------------------------------|---------------------------------------------|
+//! | `conf`        | a `.conf` / `.conflist` file            | a parsed network survives re-serialising    |
+//! | `result`      | plugin output / a cached result         | encodes and parses back equal; converts     |
+//! | `cache_entry` | a result cache file                     | read as absent or as the attachment it names |
+//! | `cni_args`    | a pod's names and extra CNI_ARGS        | refused exactly when `k=v;k=v` cannot carry it |
+//! | `cri_request` | a RunPodSandbox request (protobuf)      | a sandbox it accepts is named and persists  |
+//! | `sysctl`      | a sysctl key and value                  | an accepted key is a path under `net/`      |
+
+pub mod cache_entry;
+pub mod cni_args;
+pub mod conf;
+pub mod cri_request;
+pub mod result;
+pub mod sysctl;
+
+/// A target's body: feeds one input to the code under test, panics when a property fails.
+pub type Check = fn(&[u8]);
+
+/// Every target, by the name `cargo fuzz` knows it by.
+pub const TARGETS: &[(&str, Check)] = &[
+    ("conf", conf::check),
+    ("result", result::check),
+    ("cache_entry", cache_entry::check),
+    ("cni_args", cni_args::check),
+    ("cri_request", cri_request::check),
+    ("sysctl", sysctl::check),
+];
+
+/// Seeds read in place beside `fuzz/seeds/<target>/`, relative to the workspace root: fixtures
+/// the crates' own tests use, and the shared real-world corpus when it is there. `cargo xtask
+/// fuzz` passes the same directories to libFuzzer (keep the two lists in step).
+pub const EXTRA_SEED_DIRS: &[(&str, &[&str])] = &[
+    (
+        "conf",
+        &["crates/cni-config/testdata", "../shared/testdata/conflists"],
+    ),
+    ("result", &["crates/cni-types/testdata/results"]),
+    ("cache_entry", &["crates/cni-exec/testdata/cache"]),
+];
