@@ -72,6 +72,32 @@ macro_rules! seeds {
 
 seeds!(conf, result, cache_entry, cni_args, cri_request, sysctl);
 
+/// Inputs that found a bug not fixed yet, in `fuzz/regressions/<target>/`: kept out of the seeds
+/// (and of libFuzzer's corpus) so the replay stays green, and checked to still fail, so a fix is
+/// noticed and the input moves to `fuzz/seeds/<target>/` as a regression seed.
+#[test]
+fn open_findings_still_fail() {
+    let mut fixed = Vec::new();
+    for (target, check) in TARGETS {
+        let mut files = Vec::new();
+        files_under(&fuzz_dir().join("regressions").join(target), &mut files);
+        for file in files
+            .iter()
+            .filter(|f| f.extension().is_none_or(|e| e != "md"))
+        {
+            let data = std::fs::read(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            if catch_unwind(AssertUnwindSafe(|| check(&data))).is_ok() {
+                fixed.push(format!("{} -> fuzz/seeds/{target}/", file.display()));
+            }
+        }
+    }
+    assert!(
+        fixed.is_empty(),
+        "these findings hold now (fixed?); move each to its seeds:\n  {}",
+        fixed.join("\n  ")
+    );
+}
+
 #[test]
 fn every_target_is_replayed() {
     let replayed = [
