@@ -7,6 +7,7 @@ mod clients;
 mod config;
 mod e2e;
 mod e2e_support;
+mod faults;
 mod http;
 mod lifecycle;
 mod privileged;
