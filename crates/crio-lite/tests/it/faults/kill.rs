@@ -103,7 +103,7 @@ fn rows() -> Vec<Row<KillPoint>> {
             case: point(Run, "bridge", "ADD", "after"),
         },
         Row {
-            name: "run: portmap ADD running",
+            name: "run: portmap ADD started, before it changes anything",
             fast: false,
             injected: "kill -9 while portmap ADD is held before it runs",
             asserted: RUN_ASSERTED,
