@@ -333,7 +333,15 @@ impl ProcessExec {
                 });
             }
         };
-        guard.disarm();
+        if status.success() {
+            guard.disarm();
+        } else {
+            // A plugin that failed has no business leaving processes behind: what it started
+            // in its group (a child still holding a lease or a lock) is killed with it. The
+            // group's id cannot have been reused while any member lives, and if none does the
+            // kill finds nobody.
+            guard.kill();
+        }
         if status.success() {
             let stderr_tail = stderr_tail(&stderr);
             if !stderr_tail.is_empty() {
