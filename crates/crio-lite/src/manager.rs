@@ -762,6 +762,15 @@ impl Manager {
                     let name = name.to_string_lossy();
                     is_sandbox_id(&name) && !index.by_id.contains_key(name.as_ref())
                 })
+                // Pins are regular files (with a namespace mounted on them); anything else
+                // named like one was not made here and is not ours to unmount or delete.
+                .filter(|e| {
+                    let regular = e.file_type().is_ok_and(|t| t.is_file());
+                    if !regular {
+                        tracing::warn!(path = %e.path().display(), "not a pin (not a regular file); leaving it alone");
+                    }
+                    regular
+                })
                 .map(|e| e.path())
                 .collect()
         };

@@ -129,7 +129,9 @@ pub(super) fn remove_pinned(path: &Path) -> Result<()> {
     // Unmount until nothing is left: someone else (`mount --bind`, an older pin) may have stacked a
     // second mount on the file, and unlink fails with EBUSY while any remains.
     for _ in 0..MAX_STACKED_MOUNTS {
-        match umount2(path, MntFlags::MNT_DETACH) {
+        // NOFOLLOW: a symlink planted where a pin should be must not get whatever it points at
+        // unmounted.
+        match umount2(path, MntFlags::MNT_DETACH | MntFlags::UMOUNT_NOFOLLOW) {
             Ok(()) => {}
             // EINVAL: nothing mounted there (any more, or a reboot left the bare file).
             Err(Errno::EINVAL | Errno::ENOENT) => break,
