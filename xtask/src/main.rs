@@ -5,6 +5,8 @@
 //! - `demo`: the main job, end to end, in network namespaces of its own.
 //! - `bench`: the benchmarks, printed as tables and JSON.
 //! - `fresh`: the README's test command in a clean clone, as a new machine runs it.
+//! - `faults`: crio-lite's whole fault-injection suite (kill -9 at each step, a second daemon,
+//!   FIFOs and devices in every input path, misbehaving plugins).
 //!
 //! Each command installs the Debian packages it needs when they are missing and it runs as root, and
 //! says so. xtask depends on no workspace crate, so it starts before anything is installed.
@@ -12,6 +14,7 @@
 mod bench;
 mod cmd;
 mod demo;
+mod faults;
 mod fresh;
 mod packages;
 mod test;
@@ -25,7 +28,8 @@ commands:
   test     everything CI runs: rustfmt, clippy, rustdoc, every test (privileged ones too, as root)
   demo     crio-lite end to end, as root, in network namespaces of its own
   bench    the benchmarks beside their peers, as root
-  fresh    the README's test command in a clean clone with no protoc, as a new machine runs it";
+  fresh    the README's test command in a clean clone with no protoc, as a new machine runs it
+  faults   crio-lite's fault-injection suite, every row, as root (its fast part is in `test`)";
 
 /// A command's entry point.
 type Command = fn(&[String]) -> Result<()>;
@@ -46,6 +50,7 @@ fn run() -> Result<()> {
         "demo" => (demo::USAGE, demo::run),
         "bench" => (bench::USAGE, bench::run),
         "fresh" => (fresh::USAGE, fresh::run),
+        "faults" => (faults::USAGE, faults::run),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             return Ok(());

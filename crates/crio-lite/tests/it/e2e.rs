@@ -149,6 +149,7 @@ async fn restart_keeps_ready_sandboxes_and_their_ips() {
     );
 
     node.start().await;
+    node.wait_recovered().await;
     let mut client = node.client().await;
     let listed = list(&mut client, None).await;
     assert_eq!(listed.len(), 3, "{listed:?}");
@@ -212,6 +213,8 @@ async fn sigkill_during_runs_leaves_each_sandbox_ready_or_gone() {
     node.wait_for_orphans().await;
 
     node.start().await;
+    // The socket serves before recovery has rolled back the runs the kill cut off.
+    node.wait_recovered().await;
     let mut client = node.client().await;
     let listed: Vec<String> = list(&mut client, None)
         .await

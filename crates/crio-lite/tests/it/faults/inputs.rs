@@ -390,10 +390,8 @@ async fn starts(node: &mut Node, input: Input) {
     if let Some(mount) = &mount {
         assert!(
             mount.is_mounted(),
-            "BUG (ocicni, crates/ocicni/src/netns/pin.rs remove_pinned): crio-lite's recovery \
-             removed {} as a stray pin and unmounted the tmpfs at {} that this symlink points to: \
-             umount2 follows symlinks (no UMOUNT_NOFOLLOW), so a link in the netns dir can make \
-             the daemon detach any mount on the node",
+            "recovery took {} for a stray pin and unmounted the tmpfs at {} that this symlink \
+             points to: a link in the netns dir must never make the daemon detach a mount",
             node.netns_dir().join(planted_id(9)).display(),
             mount.path.display()
         );

@@ -181,16 +181,10 @@ async fn plugin_case(tag: String, case: Misbehaving) {
     assert_eq!(victim.len(), 64, "the error names the sandbox: {message}");
     assert_serving(&mut client).await;
     let procs = plugin_processes(&node, std::slice::from_ref(&victim));
-    let why = if procs.is_empty() || case.plugin != "fault-detach" {
-        ""
-    } else {
-        "BUG (cni-exec, ProcessExec::run): a plugin's process group is killed only on timeout, \
-         too much output or cancellation; once the plugin itself exits, failed or not, the guard \
-         is disarmed and what it left in its group runs on, after the failed ADD was rolled back. "
-    };
     assert!(
         procs.is_empty(),
-        "{why}processes of the failed plugin still run after RunPodSandbox failed: {procs:?}"
+        "processes of the failed plugin still run after RunPodSandbox failed (a failed plugin's \
+         process group must be killed with it): {procs:?}"
     );
     assert_only(&node, &[], &[], std::slice::from_ref(&victim));
     drop(client);
