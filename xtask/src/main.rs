@@ -5,6 +5,8 @@
 //! - `demo`: the main job, end to end, in network namespaces of its own.
 //! - `bench`: the benchmarks, printed as tables and JSON.
 //! - `fresh`: the README's test command in a clean clone, as a new machine runs it.
+//! - `fuzz`: the cargo-fuzz targets (config, results, cache entries, CNI_ARGS, CRI requests,
+//!   sysctls) for N seconds each.
 //! - `faults`: crio-lite's whole fault-injection suite (kill -9 at each step, a second daemon,
 //!   FIFOs and devices in every input path, misbehaving plugins).
 //!
@@ -16,6 +18,7 @@ mod cmd;
 mod demo;
 mod faults;
 mod fresh;
+mod fuzz;
 mod packages;
 mod test;
 
@@ -29,7 +32,8 @@ commands:
   demo     crio-lite end to end, as root, in network namespaces of its own
   bench    the benchmarks beside their peers, as root
   fresh    the README's test command in a clean clone with no protoc, as a new machine runs it
-  faults   crio-lite's fault-injection suite, every row, as root (its fast part is in `test`)";
+  faults   crio-lite's fault-injection suite, every row, as root (its fast part is in `test`)
+  fuzz     the cargo-fuzz targets for N seconds each, with their executions and crashes";
 
 /// A command's entry point.
 type Command = fn(&[String]) -> Result<()>;
@@ -51,6 +55,7 @@ fn run() -> Result<()> {
         "bench" => (bench::USAGE, bench::run),
         "fresh" => (fresh::USAGE, fresh::run),
         "faults" => (faults::USAGE, faults::run),
+        "fuzz" => (fuzz::USAGE, fuzz::run),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             return Ok(());

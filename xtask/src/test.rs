@@ -8,7 +8,8 @@ use crate::packages;
 pub(crate) const USAGE: &str = "usage: cargo xtask test [--no-privileged]
 
 Everything CI runs, in order: rustfmt --check, clippy -D warnings, rustdoc -D warnings, every unit,
-integration and doc test, then (as root) the tests that need root and network namespaces and the
+integration and doc test, the fuzz targets over their seeds, then (as root) the tests that need
+root and network namespaces (the fast rows of the fault-injection suite among them) and the
 real-plugin matrix. Missing Debian packages are installed with apt-get when run as root.
 
 options:
@@ -40,6 +41,11 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     }
 
     run_step("rustfmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
+    // The fuzz crate is a workspace of its own (cargo-fuzz wants it so); lint it too.
+    run_step(
+        "rustfmt (fuzz targets)",
+        cargo().args(["fmt", "--manifest-path", "fuzz/Cargo.toml", "--", "--check"]),
+    )?;
     run_step(
         "clippy",
         cargo().args([
@@ -47,6 +53,19 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             "--workspace",
             "--all-targets",
             "--all-features",
+            "--",
+            "-D",
+            "warnings",
+        ]),
+    )?;
+    run_step(
+        "clippy (fuzz targets)",
+        cargo().args([
+            "clippy",
+            "--manifest-path",
+            "fuzz/Cargo.toml",
+            "--no-default-features",
+            "--all-targets",
             "--",
             "-D",
             "warnings",
@@ -69,6 +88,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             .args(["test", "--workspace"])
             .env("PROPTEST_RNG_SEED", &seed),
     )?;
+    // The fuzz targets' checks over every checked-in seed, on stable Rust (the fast part of
+    // `cargo xtask fuzz`).
+    crate::fuzz::replay_seeds()?;
     if privileged {
         // Only the ignored tests: the ones that need root and network namespaces. Each creates and
         // removes its own namespaces, so they may run in parallel.

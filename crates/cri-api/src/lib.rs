@@ -34,7 +34,17 @@
 //! [protox]: https://docs.rs/protox
 
 /// CRI `runtime.v1`: the `RuntimeService` and `ImageService` messages, clients and servers.
-#[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic)]
+// The proto's comments become doc comments as Kubernetes wrote them (placeholders in angle
+// brackets, bare URLs): not rustdoc's markup.
+#[allow(
+    missing_docs,
+    unreachable_pub,
+    clippy::all,
+    clippy::pedantic,
+    rustdoc::invalid_html_tags,
+    rustdoc::bare_urls,
+    rustdoc::broken_intra_doc_links
+)]
 pub mod v1 {
     tonic::include_proto!("runtime.v1");
 }

@@ -264,6 +264,31 @@ fn decode<T: DeserializeOwned>(bytes: &[u8], version: Version) -> Result<T> {
     })
 }
 
+/// In a 0.1.0/0.2.0 result the block says the family: an IPv6 address or route destination under
+/// `ip4` (or the reverse) is malformed, and no 0.1.0/0.2.0 result could be written back from it.
+fn check_families(block: Option<&Ip02>, name: &str, v4: bool) -> Result<()> {
+    let Some(block) = block else {
+        return Ok(());
+    };
+    let family = if v4 { "IPv4" } else { "IPv6" };
+    let wrong = |field: String, value: String| {
+        Err(Error::InvalidResult {
+            reason: format!("{name}.{field}: {value} is not an {family} address"),
+        })
+    };
+    if block.ip.addr().is_ipv4() != v4 {
+        return wrong("ip".to_owned(), block.ip.to_string());
+    }
+    // Gateways are left to the plugin, as the writer leaves them: the address and the route
+    // destinations are what decide which block a writer puts them in.
+    for (i, route) in block.routes.iter().enumerate() {
+        if route.dst.addr().is_ipv4() != v4 {
+            return wrong(format!("routes[{i}].dst"), route.dst.to_string());
+        }
+    }
+    Ok(())
+}
+
 /// A `cniVersion` key, when present, must name the version being read.
 fn check_declared(declared: Option<&str>, version: Version) -> Result<()> {
     let Some(text) = declared.filter(|t| !t.is_empty()) else {
@@ -302,6 +327,8 @@ pub(super) fn parse(bytes: &[u8], version: Version) -> Result<CniResult> {
             // The same flattening as libcni's convertFrom02x: ip4 then ip6, each family's routes
             // after the previous family's, no interfaces and no interface indexes.
             let mut result = CniResult::new(version)?;
+            check_families(r.ip4.as_ref(), "ip4", true)?;
+            check_families(r.ip6.as_ref(), "ip6", false)?;
             for ip in [r.ip4, r.ip6].into_iter().flatten() {
                 result.ips.push(IpConfig {
                     gateway: ip.gateway,

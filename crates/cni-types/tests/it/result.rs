@@ -869,3 +869,26 @@ fn arbitrary_json() -> impl Strategy<Value = Value> {
         ]
     })
 }
+
+/// Found by fuzzing: a 0.2.0 result with an IPv6 address or route under `ip4` was read, and then
+/// could not be written back. The block names the family, so such a result is malformed.
+#[test]
+fn a_0_2_0_block_of_the_wrong_family_is_refused_naming_it() {
+    for (bytes, field) in [
+        (
+            &br#"{"cniVersion":"0.2.0","ip4":{"ip":"10.0.0.1/8","routes":[{"dst":"::/0"}]}}"#[..],
+            "ip4.routes[0].dst",
+        ),
+        (
+            br#"{"cniVersion":"0.2.0","ip4":{"ip":"fd00::1/64"},"ip6":{"ip":"fd00::2/64"}}"#,
+            "ip4.ip",
+        ),
+        (
+            br#"{"cniVersion":"0.2.0","ip6":{"ip":"10.0.0.2/8"}}"#,
+            "ip6.ip",
+        ),
+    ] {
+        let err = CniResult::from_slice(bytes, Version::V0_2_0).unwrap_err();
+        assert!(err.to_string().contains(field), "{err}");
+    }
+}
