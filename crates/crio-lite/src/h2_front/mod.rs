@@ -180,4 +180,6 @@ mod frame_tests;
 #[cfg(test)]
 mod hpack_in_tests;
 #[cfg(test)]
+mod log_tests;
+#[cfg(test)]
 mod tests;
