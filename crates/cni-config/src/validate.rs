@@ -6,7 +6,8 @@ use cni_types::version::{SUPPORTED_VERSIONS, Version, pick_from_cni_versions};
 use crate::error::{Error, Result};
 
 /// Whether `name` is a network name the spec allows: an ASCII letter or digit, then any number of
-/// ASCII letters, digits, `_`, `.` and `-` (libcni checks `^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`).
+/// ASCII letters, digits, `_`, `.` and `-` (libcni checks `^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`). libcni
+/// holds container ids to the same rule; cni-exec checks them with this function too.
 pub fn is_valid_network_name(name: &str) -> bool {
     let mut bytes = name.bytes();
     bytes.next().is_some_and(|b| b.is_ascii_alphanumeric())

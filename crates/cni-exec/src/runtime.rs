@@ -130,10 +130,9 @@ fn invalid(field: &'static str, value: &str, reason: impl Into<String>) -> Error
 }
 
 /// libcni's name rule for container ids and network names: `^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`.
+/// libcni's rule for container ids and network names alike; cni-config owns it.
 fn is_cni_name(s: &str) -> bool {
-    let mut bytes = s.bytes();
-    bytes.next().is_some_and(|b| b.is_ascii_alphanumeric())
-        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+    cni_config::is_valid_network_name(s)
 }
 
 /// Checks a container id as libcni does: not empty, `^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`.
@@ -155,23 +154,22 @@ pub fn validate_container_id(id: &str) -> Result<()> {
     }
 }
 
-/// Checks a network name as libcni does: not empty, `^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`.
+/// Checks a network name as the configuration loader does ([`cni_config::validate_network_name`]):
+/// not empty, `^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$` as libcni checks, at most a file name long.
 ///
 /// # Errors
 ///
 /// [`Error::InvalidRuntimeConf`] for field `network`.
 pub fn validate_network_name(name: &str) -> Result<()> {
     if name.is_empty() {
-        Err(invalid("network", name, "missing"))
-    } else if !is_cni_name(name) {
-        Err(invalid(
-            "network",
-            name,
-            r"must match ^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$",
-        ))
-    } else {
-        Ok(())
+        return Err(invalid("network", name, "missing"));
     }
+    // One rule for network names, the one the configuration loader applies (characters and
+    // length), so a name that loads is a name that runs.
+    cni_config::validate_network_name(name).map_err(|e| match e {
+        cni_config::Error::Invalid { reason, .. } => invalid("network", name, reason),
+        other => invalid("network", name, other.to_string()),
+    })
 }
 
 /// Checks an interface name as libcni does: not empty, at most 15 bytes, not `.` or `..`, no `/`,
@@ -203,6 +201,21 @@ pub fn validate_if_name(name: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The executor and the loader hold network names to one rule: a name the loader refuses
+    /// (here for its length) is refused before a plugin runs too.
+    #[test]
+    fn network_names_follow_the_loaders_rule() {
+        assert!(validate_network_name("net-1.a_b").is_ok());
+        for bad in ["", "-net", "a\\b", "a b", &"n".repeat(256)] {
+            assert_eq!(
+                validate_network_name(bad).is_ok(),
+                cni_config::validate_network_name(bad).is_ok(),
+                "{bad:?}"
+            );
+            assert!(validate_network_name(bad).is_err(), "{bad:?}");
+        }
+    }
 
     #[test]
     fn container_ids_follow_libcni() {
