@@ -43,10 +43,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
 use cri_api::v1 as cri;
 use cri_api::v1::runtime_service_client::RuntimeServiceClient;
-use ocicni::cni_exec::{self, Exec, ProcessExec};
+use ocicni::cni_exec::{ObservedExec, PluginRun, ProcessExec};
 use ocicni::cni_types::capabilities::PortMapping;
 use ocicni::{CniArgsPolicy, CniPlugin, Ocicni, PodNetwork, RuntimeConfig, netns};
 use serde_json::{Value, json};
@@ -122,37 +121,20 @@ fn parse_args() -> Result<Opts, String> {
     Ok(o)
 }
 
-/// The real executor, adding up the time spent in plugin processes per CNI command.
+/// The time spent in plugin processes per CNI command, added up from cni-exec's `ObservedExec`
+/// reports (the executor crio-lite's own metrics come from too).
 #[derive(Default)]
-struct TimingExec {
-    inner: ProcessExec,
+struct PluginTime {
     per_command: Mutex<HashMap<String, Duration>>,
 }
 
-#[async_trait]
-impl Exec for TimingExec {
-    async fn find_plugin(&self, name: &str, dirs: &[PathBuf]) -> cni_exec::Result<PathBuf> {
-        self.inner.find_plugin(name, dirs).await
-    }
-
-    async fn exec_plugin(
-        &self,
-        plugin: &Path,
-        env: &[(String, String)],
-        stdin: &[u8],
-    ) -> cni_exec::Result<Vec<u8>> {
-        let started = Instant::now();
-        let out = self.inner.exec_plugin(plugin, env, stdin).await;
-        if let Some((_, command)) = env.iter().find(|(k, _)| k == "CNI_COMMAND")
-            && let Ok(mut map) = self.per_command.lock()
-        {
-            *map.entry(command.clone()).or_default() += started.elapsed();
+impl PluginTime {
+    fn add(&self, run: &PluginRun<'_>) {
+        if let Ok(mut map) = self.per_command.lock() {
+            *map.entry(run.command().to_owned()).or_default() += run.elapsed;
         }
-        out
     }
-}
 
-impl TimingExec {
     /// Seconds spent in plugins for `command` so far.
     fn seconds(&self, command: &str) -> f64 {
         self.per_command
@@ -475,10 +457,14 @@ fn pod_network(id: &str, netns: &Path, host_port: u16) -> PodNetwork {
 
 /// The daemon's own settings (see crio-lite's wiring::build_cni), without its metrics, on an
 /// executor that adds up the time spent in plugins.
-async fn ocicni_plugin(dirs: &Dirs) -> Result<(Ocicni, Arc<TimingExec>), String> {
-    let timing = Arc::new(TimingExec::default());
+async fn ocicni_plugin(dirs: &Dirs) -> Result<(Ocicni, Arc<PluginTime>), String> {
+    let timing = Arc::new(PluginTime::default());
+    let observed = Arc::clone(&timing);
+    let exec = ObservedExec::new(Arc::new(ProcessExec::new()), move |run: &PluginRun<'_>| {
+        observed.add(run);
+    });
     let plugin = Ocicni::builder()
-        .exec(timing.clone())
+        .exec(Arc::new(exec))
         .conf_dir(&dirs.conf)
         .plugin_dirs([dirs.plugins.clone()])
         .cache_dir(&dirs.ocicni_cache)
@@ -563,7 +549,7 @@ async fn interleaved(o: &Opts, dirs: &Dirs, rep: &mut Value) -> Result<(), Strin
 /// The ocicni series measured alongside the daemon's, in interleaved scenarios.
 struct Alongside<'a> {
     plugin: &'a Ocicni,
-    timing: &'a TimingExec,
+    timing: &'a PluginTime,
     /// Warm-up pods first, then the measured ones.
     all: &'a [PodNetwork],
 }
@@ -633,7 +619,7 @@ async fn ocicni_phases(
     o: &Opts,
     rep: &mut Value,
     plugin: &Ocicni,
-    timing: &TimingExec,
+    timing: &PluginTime,
     all: &[PodNetwork],
 ) -> Result<(), String> {
     let pods = ocicni_prepare(o, rep, plugin, all).await?;
