@@ -433,32 +433,12 @@ fn path_value(p: &Path) -> String {
 ///
 /// A message naming the accepted units when the text is not such a duration.
 pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let bad = || format!("invalid duration {text:?}: expected a whole number with ms, s, m or h");
-    let number: u64 = number.parse().map_err(|_| bad())?;
-    let millis = match unit.trim() {
-        "ms" => Some(number),
-        "" | "s" => number.checked_mul(1000),
-        "m" => number.checked_mul(60_000),
-        "h" => number.checked_mul(3_600_000),
-        _ => None,
-    }
-    .ok_or_else(bad)?;
-    Ok(Duration::from_millis(millis))
+    ocicni::duration::parse(text).map_err(|why| format!("invalid duration {text:?}: {why}"))
 }
 
 /// Formats a duration the way [`parse_duration`] reads it.
 pub fn format_duration(duration: Duration) -> String {
-    let millis = duration.as_millis();
-    if millis.is_multiple_of(1000) {
-        format!("{}s", millis / 1000)
-    } else {
-        format!("{millis}ms")
-    }
+    ocicni::duration::format(duration)
 }
 
 fn serialize_duration<S: Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {

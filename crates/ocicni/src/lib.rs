@@ -80,4 +80,5 @@ pub use pod::{AttachmentResult, NetworkSelection, NetworkStatus, PodNetwork, Run
 
 pub use {cni_config, cni_exec, cni_lock, cni_types, cni_watch};
 
+pub mod duration;
 pub mod netns;

@@ -42,7 +42,7 @@ flags:
   --bin-dir DIR[,DIR...]      plugin directories, repeatable (default /opt/cni/bin,/usr/lib/cni)
   --cache-dir DIR             result cache directory (default /var/lib/cni)
   --run-dir DIR               locks and set-ups in progress (default /run/ocicni)
-  --timeout SECONDS           time limit for each plugin run
+  --timeout DURATION          time limit for each plugin run (30s, 500ms; a bare number is seconds)
   --id ID                     the sandbox (container) ID
   --netns PATH                the pod's network namespace
   --name NAME                 the pod's name (K8S_POD_NAME)
@@ -206,19 +206,11 @@ fn set_flag(cli: &mut Cli, flag: &str, value: String) -> Result<(), Usage> {
 /// that panics on values a user can type (`1e300`, `inf`, `NaN`).
 fn parse_seconds(flag: &str, value: &str) -> Result<Duration, Usage> {
     let bad = |why: &str| Usage(format!("--{flag} {value:?}: {why}"));
-    let secs: f64 = value
-        .trim()
-        .parse()
-        .map_err(|_| bad("expected a number of seconds"))?;
-    if secs.is_nan() {
-        return Err(bad("expected a number of seconds"));
-    }
-    if secs <= 0.0 {
-        return Err(bad("must be more than 0 seconds"));
-    }
-    let duration = Duration::try_from_secs_f64(secs).map_err(|_| bad("too long"))?;
+    // The workspace's one duration syntax, as in crio-lite's configuration: `30s`, `500ms`, a
+    // bare number of seconds.
+    let duration = ocicni::duration::parse(value).map_err(|why| bad(&why))?;
     if duration.is_zero() {
-        return Err(bad("shorter than a nanosecond"));
+        return Err(bad("must be longer than zero"));
     }
     Ok(duration)
 }
@@ -535,6 +527,11 @@ mod tests {
         assert!(cli.k8s_args && cli.json);
         let cli = parse(&["gc", "--timeout", "1.5"]).unwrap_or_else(|Usage(m)| panic!("{m}"));
         assert_eq!(cli.timeout, Some(Duration::from_millis(1500)));
+        // The syntax of crio-lite's plugin_timeout too.
+        for (text, want) in [("500ms", 500), ("30s", 30_000), ("2m", 120_000)] {
+            let cli = parse(&["gc", "--timeout", text]).unwrap_or_else(|Usage(m)| panic!("{m}"));
+            assert_eq!(cli.timeout, Some(Duration::from_millis(want)), "{text}");
+        }
     }
 
     #[test]
@@ -563,24 +560,35 @@ mod tests {
             (&["add", "del"], "unexpected argument \"del\""),
             (
                 &["gc", "--timeout", "-1"],
-                "--timeout \"-1\": must be more than 0 seconds",
+                "--timeout \"-1\": expected a number with ms, s, m or h (a bare number is seconds)",
             ),
             (
                 &["gc", "--timeout", "1e300"],
-                "--timeout \"1e300\": too long",
+                "--timeout \"1e300\": expected a number with ms, s, m or h (a bare number is seconds)",
             ),
-            (&["gc", "--timeout", "inf"], "--timeout \"inf\": too long"),
+            (
+                &["gc", "--timeout", "inf"],
+                "--timeout \"inf\": expected a number with ms, s, m or h (a bare number is seconds)",
+            ),
+            (
+                &["gc", "--timeout", "99999999999999999999h"],
+                "--timeout \"99999999999999999999h\": too long",
+            ),
+            (
+                &["gc", "--timeout", "0"],
+                "--timeout \"0\": must be longer than zero",
+            ),
             (
                 &["gc", "--timeout", "NaN"],
-                "--timeout \"NaN\": expected a number of seconds",
+                "--timeout \"NaN\": expected a number with ms, s, m or h (a bare number is seconds)",
             ),
             (
                 &["gc", "--timeout", "1e-300"],
-                "--timeout \"1e-300\": shorter than a nanosecond",
+                "--timeout \"1e-300\": expected a number with ms, s, m or h (a bare number is seconds)",
             ),
             (
                 &["gc", "--timeout", "soon"],
-                "--timeout \"soon\": expected a number of seconds",
+                "--timeout \"soon\": expected a number with ms, s, m or h (a bare number is seconds)",
             ),
         ];
         for (args, want) in cases {
