@@ -464,6 +464,8 @@ mod tests {
             ("2m", 120_000),
             ("1h", 3_600_000),
             ("7", 7000),
+            // One syntax with ocicnitool's --timeout (ocicni::duration): decimals are fine.
+            ("1.5s", 1500),
         ] {
             assert_eq!(
                 parse_duration(text),
@@ -473,7 +475,7 @@ mod tests {
         }
         assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
         assert_eq!(format_duration(Duration::from_secs(60)), "60s");
-        for bad in ["", "s", "1d", "-1s", "1.5s", "99999999999999999999h"] {
+        for bad in ["", "s", "1d", "-1s", "1.5.1s", "99999999999999999999h"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }
     }
