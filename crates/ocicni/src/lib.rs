@@ -59,8 +59,8 @@
 mod args;
 mod builtin;
 mod error;
+mod facade;
 mod networks;
-mod ocicni;
 mod options;
 mod plugin;
 mod pod;
@@ -69,11 +69,11 @@ mod status;
 pub use args::{CniArgsPolicy, validate_pod_args};
 pub use builtin::BuiltinNetwork;
 pub use error::{Error, Result};
-pub use networks::NetworkReport;
-pub use ocicni::{
+pub use facade::{
     EVENT_POD_CIDR_CHANGE, EVENT_POD_CIDR_KEY, InitSettings, NOT_READY_REASON, Ocicni,
     OcicniBuilder,
 };
+pub use networks::NetworkReport;
 pub use options::{CheckPolicy, DEFAULT_CONF_DIR, DEFAULT_RUN_DIR, WatchPolicy};
 pub use plugin::CniPlugin;
 pub use pod::{AttachmentResult, NetworkSelection, NetworkStatus, PodNetwork, RuntimeConfig};
