@@ -132,7 +132,7 @@ impl OcicniBuilder {
         self
     }
 
-    /// Run plugins through this executor instead of a [`ProcessExec`] with the plugin timeout.
+    /// Run plugins through this executor instead of a [`ProcessExec`](cni_exec::ProcessExec) with the plugin timeout.
     #[must_use]
     pub fn exec(mut self, exec: Arc<dyn Exec>) -> Self {
         self.opts.exec = Some(exec);
@@ -143,7 +143,7 @@ impl OcicniBuilder {
     ///
     /// # Errors
     ///
-    /// [`Error::Watch`] when the watcher cannot start (no tokio runtime with timers).
+    /// [`Error::Watch`](crate::Error::Watch) when the watcher cannot start (no tokio runtime with timers).
     pub async fn build(self) -> Result<Ocicni> {
         Ocicni::start(self.opts).await
     }
