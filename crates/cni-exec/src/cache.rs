@@ -323,7 +323,7 @@ impl ResultCache {
     /// libcni (and this crate before it escaped such names) put it. Read only with an identity
     /// check.
     fn legacy_path(&self, network: &str, container_id: &str, if_name: &str) -> Option<PathBuf> {
-        let legacy = format!("{network}-{container_id}-{if_name}");
+        let legacy = libcni_file_name(network, container_id, if_name);
         (legacy != entry_file_name(network, container_id, if_name)
             && legacy.len() <= MAX_ENTRY_NAME)
             .then(|| self.results_dir().join(legacy))
@@ -637,7 +637,7 @@ fn list_dir(dir: &Path, container_id: Option<&str>) -> Result<Vec<(String, Cache
         // The file must be where this crate or libcni would have put the entry it holds;
         // anything else is another attachment's name and is not acted on.
         let own = entry_file_name(&entry.network, &entry.container_id, &entry.if_name);
-        let libcni = format!("{}-{}-{}", entry.network, entry.container_id, entry.if_name);
+        let libcni = libcni_file_name(&entry.network, &entry.container_id, &entry.if_name);
         if name != own && name != libcni {
             tracing::warn!(
                 file = %path.display(),
@@ -667,8 +667,13 @@ fn entry_file_name(network: &str, container_id: &str, if_name: &str) -> String {
             escape_name_part(if_name)
         )
     } else {
-        format!("{network}-{container_id}-{if_name}")
+        libcni_file_name(network, container_id, if_name)
     }
+}
+
+/// libcni's own name for an entry: `<network>-<container id>-<ifname>`.
+fn libcni_file_name(network: &str, container_id: &str, if_name: &str) -> String {
+    format!("{network}-{container_id}-{if_name}")
 }
 
 fn escape_name_part(part: &str) -> String {

@@ -335,14 +335,6 @@ impl ProcessExec {
         };
         if status.success() {
             guard.disarm();
-        } else {
-            // A plugin that failed has no business leaving processes behind: what it started
-            // in its group (a child still holding a lease or a lock) is killed with it. The
-            // group's id cannot have been reused while any member lives, and if none does the
-            // kill finds nobody.
-            guard.kill();
-        }
-        if status.success() {
             let stderr_tail = stderr_tail(&stderr);
             if !stderr_tail.is_empty() {
                 tracing::debug!(stderr = %one_line(&stderr_tail), "plugin wrote to stderr");
@@ -352,6 +344,10 @@ impl ProcessExec {
                 stderr_tail,
             });
         }
+        // A plugin that failed has no business leaving processes behind: what it started in its
+        // group (a child still holding a lease or a lock) is killed with it. The group's id cannot
+        // have been reused while any member lives, and if none does the kill finds nobody.
+        guard.kill();
         let status = match (status.code(), status.signal()) {
             (Some(code), _) => PluginStatus::Code(code),
             (None, Some(sig)) => PluginStatus::Signal(sig),
