@@ -180,7 +180,6 @@ impl Manager {
                     "sandbox ID {id} drawn twice; retry"
                 )));
             }
-            sandbox.id.clone_from(&id);
             sandbox.state = SandboxState::Creating;
             sandbox.created_at = now_nanos();
             sandbox.netns_path = (!sandbox.host_network).then(|| self.netns_dir.join(&id));

@@ -42,7 +42,6 @@ pub struct Daemon {
     server: JoinHandle<()>,
     tasks: TaskTracker,
     manager: Arc<Manager>,
-    recovered: tokio::sync::watch::Receiver<bool>,
     instance: InstanceLocks,
 }
 
@@ -102,7 +101,6 @@ impl Daemon {
             config.network.cni_args_policy.into(),
         ));
         let recovery = manager.recover().await?;
-        let recovered = manager.recovered();
 
         let socket = config.daemon.socket.clone();
         let limits = connections::Limits {
@@ -141,7 +139,6 @@ impl Daemon {
             server,
             tasks,
             manager,
-            recovered,
             instance,
         })
     }
@@ -160,7 +157,7 @@ impl Daemon {
     /// interrupted stops and removals finished, CNI garbage collected). The socket serves before
     /// that; RunPodSandbox waits for it.
     pub async fn wait_recovered(&self) {
-        let mut recovered = self.recovered.clone();
+        let mut recovered = self.manager.recovered();
         let _ = recovered.wait_for(|done| *done).await;
     }
 
