@@ -126,29 +126,13 @@ pub fn check_sysctl(key: &str, value: &str) -> Result<PathBuf, SysctlError> {
 /// As [`check_sysctl`] for each pair (checked before anything is written), [`SysctlError::Netns`]
 /// when the namespace cannot be entered, [`SysctlError::Write`] naming the key the kernel refused.
 pub fn set_sysctls(netns: &Path, sysctls: &[(String, String)]) -> Result<(), SysctlError> {
-    let paths = sysctls
-        .iter()
-        .map(|(key, value)| check_sysctl(key, value))
-        .collect::<Result<Vec<_>, _>>()?;
-    super::with_netns(netns, || {
-        for ((key, value), path) in sysctls.iter().zip(&paths) {
-            let full = Path::new("/proc/sys").join(path);
-            std::fs::OpenOptions::new()
-                .write(true)
-                .open(&full)
-                .and_then(|mut file| file.write_all(value.as_bytes()))
-                .map_err(|source| SysctlError::Write {
-                    key: key.clone(),
-                    value: value.clone(),
-                    netns: netns.to_owned(),
-                    source,
-                })?;
-        }
-        Ok(())
-    })?
+    let writes = checked(sysctls)?;
+    let netns_path = netns.to_owned();
+    super::with_netns(netns, move || write_all(&netns_path, writes))?
 }
 
-/// [`set_sysctls`] without blocking the async executor.
+/// [`set_sysctls`] without blocking the async executor: the writes run on the namespace's own
+/// short-lived thread, as [`super::with_netns_async`] runs any work.
 ///
 /// # Errors
 ///
@@ -157,16 +141,35 @@ pub async fn set_sysctls_async(
     netns: impl Into<PathBuf>,
     sysctls: Vec<(String, String)>,
 ) -> Result<(), SysctlError> {
+    let writes = checked(&sysctls)?;
     let netns = netns.into();
-    let path = netns.clone();
-    tokio::task::spawn_blocking(move || set_sysctls(&netns, &sysctls))
-        .await
-        .map_err(|e| {
-            SysctlError::Netns(super::Error::Thread {
-                path,
-                source: std::io::Error::other(e),
-            })
-        })?
+    let netns_path = netns.clone();
+    super::with_netns_async(netns, move || write_all(&netns_path, writes)).await?
+}
+
+/// Every pair with its path under `/proc/sys`, all checked before anything is written.
+fn checked(sysctls: &[(String, String)]) -> Result<Vec<(String, String, PathBuf)>, SysctlError> {
+    sysctls
+        .iter()
+        .map(|(key, value)| Ok((key.clone(), value.clone(), check_sysctl(key, value)?)))
+        .collect()
+}
+
+/// The writes, in order, from a thread inside the namespace.
+fn write_all(netns: &Path, writes: Vec<(String, String, PathBuf)>) -> Result<(), SysctlError> {
+    for (key, value, path) in writes {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(Path::new("/proc/sys").join(path))
+            .and_then(|mut file| file.write_all(value.as_bytes()))
+            .map_err(|source| SysctlError::Write {
+                key,
+                value,
+                netns: netns.to_owned(),
+                source,
+            })?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
