@@ -32,7 +32,12 @@ pub trait Exec: Send + Sync {
     async fn find_plugin(&self, name: &str, dirs: &[PathBuf]) -> Result<PathBuf>;
 
     /// Runs `plugin` with exactly the variables in `env` (plus what the implementation documents it
-    /// passes through) and `stdin` as its standard input, and returns its stdout when it exits with 0.
+    /// passes through) and `stdin` as its standard input. When it exits with 0, returns its stdout
+    /// and the tail of its stderr, so an unusable result can be reported with the plugin's own
+    /// diagnostics.
+    ///
+    /// One method on purpose: a wrapper (metrics, tracing) cannot pass stdout on and drop stderr
+    /// by overriding the wrong one of two.
     ///
     /// # Errors
     ///
@@ -45,29 +50,7 @@ pub trait Exec: Send + Sync {
         plugin: &Path,
         env: &[(String, String)],
         stdin: &[u8],
-    ) -> Result<Vec<u8>>;
-
-    /// As [`Exec::exec_plugin`], but also returns the tail of what a successful plugin wrote to
-    /// stderr, so an unusable result can be reported with the plugin's own diagnostics.
-    ///
-    /// The provided implementation calls [`Exec::exec_plugin`] and returns an empty tail; fakes
-    /// need not override it.
-    ///
-    /// # Errors
-    ///
-    /// As [`Exec::exec_plugin`].
-    async fn exec_plugin_output(
-        &self,
-        plugin: &Path,
-        env: &[(String, String)],
-        stdin: &[u8],
-    ) -> Result<PluginOutput> {
-        let stdout = self.exec_plugin(plugin, env, stdin).await?;
-        Ok(PluginOutput {
-            stdout,
-            stderr_tail: String::new(),
-        })
-    }
+    ) -> Result<PluginOutput>;
 }
 
 /// What a plugin that exited with 0 wrote.
@@ -371,17 +354,6 @@ impl Exec for ProcessExec {
     }
 
     async fn exec_plugin(
-        &self,
-        plugin: &Path,
-        env: &[(String, String)],
-        stdin: &[u8],
-    ) -> Result<Vec<u8>> {
-        self.exec_plugin_output(plugin, env, stdin)
-            .await
-            .map(|out| out.stdout)
-    }
-
-    async fn exec_plugin_output(
         &self,
         plugin: &Path,
         env: &[(String, String)],

@@ -131,7 +131,7 @@ impl Call<'_> {
         env: &[(String, String)],
         stdin: &[u8],
     ) -> Result<PluginOutput> {
-        exec.exec_plugin_output(path, env, stdin)
+        exec.exec_plugin(path, env, stdin)
             .await
             .map_err(|e| self.plugin_error(e))
     }

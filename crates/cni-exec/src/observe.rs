@@ -95,20 +95,9 @@ where
         plugin: &Path,
         env: &[(String, String)],
         stdin: &[u8],
-    ) -> Result<Vec<u8>> {
-        self.exec_plugin_output(plugin, env, stdin)
-            .await
-            .map(|out| out.stdout)
-    }
-
-    async fn exec_plugin_output(
-        &self,
-        plugin: &Path,
-        env: &[(String, String)],
-        stdin: &[u8],
     ) -> Result<PluginOutput> {
         let started = Instant::now();
-        let out = self.inner.exec_plugin_output(plugin, env, stdin).await;
+        let out = self.inner.exec_plugin(plugin, env, stdin).await;
         (self.observe)(&PluginRun {
             plugin,
             env,
@@ -140,14 +129,17 @@ mod tests {
             plugin: &Path,
             _env: &[(String, String)],
             _stdin: &[u8],
-        ) -> Result<Vec<u8>> {
+        ) -> Result<PluginOutput> {
             if plugin.ends_with("broken") {
                 return Err(Error::InvalidPluginName {
                     name: "broken".into(),
                     reason: "test",
                 });
             }
-            Ok(b"{}".to_vec())
+            Ok(PluginOutput {
+                stdout: b"{}".to_vec(),
+                stderr_tail: "a warning".into(),
+            })
         }
     }
 
@@ -175,7 +167,12 @@ mod tests {
                 br#"{"name":"crio","type":"bridge"}"#,
             )
             .await;
-        assert_eq!(out.unwrap(), b"{}");
+        // What the plugin said on stderr passes through the observer.
+        let out = out.unwrap();
+        assert_eq!(
+            (out.stdout.as_slice(), out.stderr_tail.as_str()),
+            (&b"{}"[..], "a warning")
+        );
         assert!(
             exec.exec_plugin(Path::new("/x/broken"), &[], b"not json")
                 .await

@@ -12,7 +12,8 @@ async fn run(dir: &PluginDir, command: &str, stdin: &[u8]) -> Result<Value, Erro
     }
     let stdout = ProcessExec::new()
         .exec_plugin(&plugin, &cni_env(command, "container-1"), stdin)
-        .await?;
+        .await?
+        .stdout;
     if stdout.is_empty() {
         return Ok(Value::Null);
     }
@@ -63,7 +64,8 @@ async fn address_is_stable_per_container() {
         let out = ProcessExec::new()
             .exec_plugin(&plugin, &cni_env("ADD", id), &stdin)
             .await
-            .expect("ADD succeeds");
+            .expect("ADD succeeds")
+            .stdout;
         let v: Value = serde_json::from_slice(&out).expect("JSON");
         addresses.push(v["ips"][0]["address"].as_str().expect("address").to_owned());
     }

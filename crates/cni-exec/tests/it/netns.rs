@@ -54,7 +54,8 @@ async fn launcher_runs_the_plugin_in_the_namespace() {
         .with_launcher(ns.launcher())
         .exec_plugin(&plugin, &cni_env("ADD", "n1"), b"{}")
         .await
-        .expect("plugin runs through ip netns exec");
+        .expect("plugin runs through ip netns exec")
+        .stdout;
     let want = std::fs::metadata(format!("/run/netns/{}", ns.name))
         .expect("namespace file")
         .ino();

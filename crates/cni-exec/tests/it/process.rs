@@ -45,6 +45,7 @@ impl Fake {
             &self.dir.config(fake),
         )
         .await
+        .map(|out| out.stdout)
     }
 }
 
@@ -329,7 +330,8 @@ async fn plugin_that_ignores_stdin_is_not_an_epipe_error() {
     let stdout = ProcessExec::new()
         .exec_plugin(&plugin, &cni_env("DEL", "c12"), &stdin)
         .await
-        .expect("not reading stdin is fine");
+        .expect("not reading stdin is fine")
+        .stdout;
     assert_eq!(stdout, b"{}\n");
 }
 
@@ -355,7 +357,8 @@ async fn text_file_busy_is_retried_until_the_writer_is_done() {
     let stdout = ProcessExec::new()
         .exec_plugin(&plugin, &cni_env("ADD", "c13"), b"{}")
         .await
-        .expect("spawn succeeds once the writer closes");
+        .expect("spawn succeeds once the writer closes")
+        .stdout;
     assert_eq!(stdout, b"{\"replaced\":true}\n");
     release.await.expect("release task");
 }
@@ -441,7 +444,8 @@ async fn works_as_a_trait_object() {
             br#"{"cniVersion":"1.1.0"}"#,
         )
         .await
-        .expect("VERSION succeeds");
+        .expect("VERSION succeeds")
+        .stdout;
     let version: Value = serde_json::from_slice(&stdout).expect("JSON");
     assert_eq!(version["cniVersion"], "1.1.0");
 }

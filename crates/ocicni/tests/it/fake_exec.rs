@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use ocicni::cni_exec::{self, Exec, PluginStatus};
+use ocicni::cni_exec::{self, Exec, PluginOutput, PluginStatus};
 use ocicni::{NetworkSelection, Ocicni, OcicniBuilder, PodNetwork, WatchPolicy};
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -172,7 +172,7 @@ impl Exec for FakeExec {
         plugin: &Path,
         env: &[(String, String)],
         stdin: &[u8],
-    ) -> cni_exec::Result<Vec<u8>> {
+    ) -> cni_exec::Result<PluginOutput> {
         let name = plugin
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -204,9 +204,12 @@ impl Exec for FakeExec {
         let out = match command.as_str() {
             "VERSION" => json!({"cniVersion": "1.1.0", "supportedVersions": SUPPORTED}),
             "ADD" => self.add_result(&stdin, &env),
-            _ => return Ok(Vec::new()),
+            _ => return Ok(PluginOutput::default()),
         };
-        Ok(out.to_string().into_bytes())
+        Ok(PluginOutput {
+            stdout: out.to_string().into_bytes(),
+            stderr_tail: String::new(),
+        })
     }
 }
 
