@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use ocicni::CniArgsPolicy;
+
 use crate::error::{Error, Result};
 
 /// Where `crio-lite` looks for its configuration when `--config` is not given.
@@ -94,36 +96,6 @@ impl Default for NetworkConfig {
     }
 }
 
-/// Which CNI_ARGS plugins are given.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum CniArgsPolicy {
-    /// `K8S_POD_NAME`, `K8S_POD_NAMESPACE`, `K8S_POD_INFRA_CONTAINER_ID`, `K8S_POD_UID` and
-    /// `IgnoreUnknown=1`, as CRI-O passes them.
-    Kubernetes,
-    /// Only the pod's own arguments (static `IP`/`MAC`), as ocicni's `CniArgsPolicy::Plain`.
-    Plain,
-}
-
-impl CniArgsPolicy {
-    /// The name used in the file and on the command line.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CniArgsPolicy::Kubernetes => "kubernetes",
-            CniArgsPolicy::Plain => "plain",
-        }
-    }
-}
-
-impl From<CniArgsPolicy> for ocicni::CniArgsPolicy {
-    fn from(policy: CniArgsPolicy) -> Self {
-        match policy {
-            CniArgsPolicy::Kubernetes => ocicni::CniArgsPolicy::Kubernetes,
-            CniArgsPolicy::Plain => ocicni::CniArgsPolicy::Plain,
-        }
-    }
-}
-
 /// Command-line flags that override the file, one per key.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct Overrides {
@@ -157,7 +129,7 @@ pub struct Overrides {
     /// The plugin timeout, such as `30s` or `500ms` (network.plugin_timeout).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub plugin_timeout: Option<Duration>,
-    /// The CNI_ARGS policy (network.cni_args_policy).
+    /// The CNI_ARGS policy, kubernetes or plain (network.cni_args_policy).
     #[arg(long, value_name = "POLICY")]
     pub cni_args_policy: Option<CniArgsPolicy>,
     /// Whether the built-in default network is on (network.builtin_default_network).

@@ -60,7 +60,7 @@ pub mod status_cmd;
 mod store;
 pub mod wiring;
 
-pub use config::{CniArgsPolicy, Config, DaemonConfig, NetworkConfig, Overrides};
+pub use config::{Config, DaemonConfig, NetworkConfig, Overrides};
 pub use cri_runtime::{CRI_API_VERSION, RUNTIME_NAME};
 pub use error::{Error, Result};
 pub use metrics::Metrics;

@@ -98,7 +98,7 @@ impl Daemon {
             store,
             netns_dir,
             metrics.clone(),
-            config.network.cni_args_policy.into(),
+            config.network.cni_args_policy,
         ));
         let recovery = manager.recover().await?;
 

@@ -34,7 +34,7 @@ pub async fn build_cni(config: &Config, metrics: &Metrics) -> anyhow::Result<Arc
         .cache_dir(&net.cache_dir)
         .run_dir(&net.cni_run_dir)
         .plugin_timeout(net.plugin_timeout)
-        .cni_args(net.cni_args_policy.into())
+        .cni_args(net.cni_args_policy)
         .loopback(true)
         .exec(exec);
     if let Some(name) = &net.default_network {

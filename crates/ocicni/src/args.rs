@@ -7,7 +7,11 @@ use crate::error::{Error, Result};
 use crate::pod::{PodNetwork, RuntimeConfig};
 
 /// Which CNI_ARGS the runtime adds on its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+///
+/// In configuration files and on command lines it is written `plain` or `kubernetes` (serde and
+/// [`FromStr`](std::str::FromStr) both use [`CniArgsPolicy::as_str`]'s names).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 #[non_exhaustive]
 pub enum CniArgsPolicy {
     /// Only the caller's extra arguments and the runtime config's `IP`/`MAC`. Calico and other
@@ -17,6 +21,36 @@ pub enum CniArgsPolicy {
     Plain,
     /// Also `IgnoreUnknown=1` and the `K8S_POD_*` arguments a kubelet-driven runtime passes.
     Kubernetes,
+}
+
+impl CniArgsPolicy {
+    /// The policy's name in files and on command lines.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CniArgsPolicy::Plain => "plain",
+            CniArgsPolicy::Kubernetes => "kubernetes",
+        }
+    }
+}
+
+impl std::fmt::Display for CniArgsPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for CniArgsPolicy {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        match s {
+            "plain" => Ok(CniArgsPolicy::Plain),
+            "kubernetes" => Ok(CniArgsPolicy::Kubernetes),
+            other => Err(format!(
+                "unknown CNI_ARGS policy {other:?} (expected plain or kubernetes)"
+            )),
+        }
+    }
 }
 
 /// Builds the CNI_ARGS of one attachment, in the order plugins have always seen them.

@@ -5,8 +5,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use clap::Parser as _;
+use crio_lite::Config;
 use crio_lite::cli::{Cli, Command as Sub};
-use crio_lite::{CniArgsPolicy, Config};
+use ocicni::CniArgsPolicy;
 
 fn testdata(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
