@@ -8,7 +8,7 @@ use crate::metrics::Metrics;
 
 /// Wraps the executor ocicni runs plugins with, so that each run is observed in
 /// `crio_lite_cni_plugin_duration_seconds` by network, plugin and command.
-pub fn metered(inner: Arc<dyn Exec>, metrics: Metrics) -> Arc<dyn Exec> {
+pub(crate) fn metered(inner: Arc<dyn Exec>, metrics: Metrics) -> Arc<dyn Exec> {
     Arc::new(ObservedExec::new(inner, move |run: &PluginRun<'_>| {
         metrics.observe_cni_plugin(
             &run.network(),

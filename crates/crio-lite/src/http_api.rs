@@ -20,8 +20,8 @@ use axum::routing::get;
 use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
-use crate::cri_runtime::{CRI_API_VERSION, RUNTIME_NAME};
-use crate::manager::Manager;
+use crate::cri::{CRI_API_VERSION, RUNTIME_NAME};
+use crate::domain::{Manager, SandboxError};
 use crate::metrics::Metrics;
 
 /// The answer to `GET /info`.
@@ -201,12 +201,12 @@ async fn container(State(state): State<ApiState>, Path(id): Path<String>) -> Res
             annotations: sandbox.annotations,
         })
         .into_response(),
-        Err(status) => {
-            let code = match status.code() {
-                tonic::Code::NotFound => StatusCode::NOT_FOUND,
+        Err(error) => {
+            let code = match error {
+                SandboxError::NotFound { .. } => StatusCode::NOT_FOUND,
                 _ => StatusCode::BAD_REQUEST,
             };
-            (code, format!("{}\n", status.message())).into_response()
+            (code, format!("{error}\n")).into_response()
         }
     }
 }

@@ -14,7 +14,7 @@
 //! # State
 //!
 //! Every sandbox is a JSON file under `<state_dir>/sandboxes`, replaced atomically at each state
-//! change (see [`sandbox`] for the state machine). A daemon killed at any moment finds on its next
+//! change (see [`domain`] for the state machine). A daemon killed at any moment finds on its next
 //! start every sandbox that may own a namespace or an attachment: half-made ones are rolled back,
 //! ready ones come back with their IPs, and ocicni collects whatever no ready sandbox owns.
 //!
@@ -42,26 +42,24 @@
 //! ```
 
 pub mod cli;
-pub mod cni_metrics;
+mod cni_metrics;
 pub mod config;
 mod connections;
-mod cri_image;
-mod cri_runtime;
+mod cri;
+pub mod domain;
 mod error;
 mod h2_front;
 pub mod http_api;
 mod instance;
-mod manager;
-pub mod metrics;
-pub mod netns;
-pub mod sandbox;
+mod metrics;
+mod netns;
 mod server;
 pub mod status_cmd;
 mod store;
 pub mod wiring;
 
 pub use config::{Config, DaemonConfig, NetworkConfig, Overrides};
-pub use cri_runtime::{CRI_API_VERSION, RUNTIME_NAME};
+pub use cri::{CRI_API_VERSION, RUNTIME_NAME};
 pub use error::{Error, Result};
 pub use metrics::Metrics;
 pub use netns::{HostNetns, NetnsOps};

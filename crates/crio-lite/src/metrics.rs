@@ -6,10 +6,8 @@
 //! | `crio_lite_sandboxes_ready` | gauge | |
 //! | `crio_lite_cni_plugin_duration_seconds` | histogram | `network`, `plugin`, `command` (ADD, DEL, CHECK, GC, STATUS) |
 //!
-//! The plugin histogram is fed by whoever runs plugins: the daemon registers the family, and the
-//! CNI side is handed [`Metrics::cni_plugin_latency`] (or calls [`Metrics::observe_cni_plugin`])
-//! after each execution. Until ocicni takes such a handle the family is registered but empty, and an
-//! empty family prints nothing: its `# TYPE` line appears with the first observation.
+//! The plugin histogram is fed by the executor ocicni runs plugins with (see `cni_metrics`); an
+//! empty family prints nothing, so its `# TYPE` line appears with the first plugin run.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -21,15 +19,12 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-/// The labels of one plugin execution.
+/// The labels of one plugin execution: the network, the plugin's type (binary name), the command.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PluginLabels {
-    /// The network's name.
-    pub network: String,
-    /// The plugin's type (binary name).
-    pub plugin: String,
-    /// The CNI command.
-    pub command: String,
+struct PluginLabels {
+    network: String,
+    plugin: String,
+    command: String,
 }
 
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -38,8 +33,7 @@ struct OperationLabels {
     outcome: String,
 }
 
-/// The plugin-latency histogram family: clone it into whatever runs plugins.
-pub type CniPluginLatency = Family<PluginLabels, Histogram, fn() -> Histogram>;
+type CniPluginLatency = Family<PluginLabels, Histogram, fn() -> Histogram>;
 
 fn plugin_histogram() -> Histogram {
     // 5 ms to about 41 s: plugins range from a veth pair to a slow IPAM server.
@@ -98,11 +92,6 @@ impl Metrics {
         }
     }
 
-    /// The plugin-latency family, to hand to the code that runs plugins.
-    pub fn cni_plugin_latency(&self) -> CniPluginLatency {
-        self.inner.plugin_latency.clone()
-    }
-
     /// Records one plugin execution.
     pub fn observe_cni_plugin(&self, network: &str, plugin: &str, command: &str, took: Duration) {
         let labels = PluginLabels {
@@ -114,15 +103,6 @@ impl Metrics {
             .plugin_latency
             .get_or_create(&labels)
             .observe(took.as_secs_f64());
-    }
-
-    /// Lets other components register their own metrics in the same registry.
-    pub fn register(&self, f: impl FnOnce(&mut Registry)) {
-        f(&mut self
-            .inner
-            .registry
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner));
     }
 
     pub(crate) fn sandbox_operation(&self, operation: &str, ok: bool) {

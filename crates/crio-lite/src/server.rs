@@ -19,12 +19,11 @@ use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
 use crate::connections;
-use crate::cri_image::ImageApi;
-use crate::cri_runtime::RuntimeApi;
+use crate::cri::{ImageApi, RuntimeApi};
+use crate::domain::Manager;
 use crate::error::{Error, Result};
 use crate::http_api;
 use crate::instance::InstanceLocks;
-use crate::manager::Manager;
 use crate::metrics::Metrics;
 use crate::netns::NetnsOps;
 use crate::store::Store;

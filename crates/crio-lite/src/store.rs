@@ -10,8 +10,8 @@ use std::io::Write as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
+use crate::domain::Sandbox;
 use crate::error::{Error, Result};
-use crate::sandbox::Sandbox;
 
 /// The most bytes read from one sandbox state file.
 const MAX_STATE_BYTES: u64 = 4 << 20;
@@ -195,7 +195,7 @@ pub(crate) fn new_sandbox_id() -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::{SandboxName, SandboxState};
+    use crate::domain::{SandboxName, SandboxState};
 
     fn sandbox(id: &str) -> Sandbox {
         Sandbox {
@@ -211,12 +211,12 @@ mod tests {
             host_network: false,
             netns_path: Some(PathBuf::from("/run/x")),
             hostname: String::new(),
-            dns: crate::sandbox::DnsSettings::default(),
+            dns: crate::domain::DnsSettings::default(),
             labels: std::collections::BTreeMap::new(),
             annotations: std::collections::BTreeMap::new(),
             port_mappings: Vec::new(),
             cgroup_parent: String::new(),
-            namespace_options: crate::sandbox::NamespaceModes::default(),
+            namespace_options: crate::domain::NamespaceModes::default(),
             runtime_handler: String::new(),
             log_directory: String::new(),
             attachments: Vec::new(),

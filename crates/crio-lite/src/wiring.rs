@@ -10,7 +10,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::cli::{Cli, Command};
 use crate::cni_metrics::metered;
 use crate::config::Config;
-use crate::cri_runtime::CRI_API_VERSION;
+use crate::cri::CRI_API_VERSION;
 use crate::metrics::Metrics;
 use crate::netns::{HostNetns, NetnsOps};
 use crate::server::Daemon;

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use cri_api::v1 as cri;
-use crio_lite::sandbox::{DnsSettings, NamespaceModes, Sandbox, SandboxName, SandboxState};
+use crio_lite::domain::{DnsSettings, NamespaceModes, Sandbox, SandboxName, SandboxState};
 
 use crate::support::{self, FakeCni, Harness, files, ips, list, run, status};
 

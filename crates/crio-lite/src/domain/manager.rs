@@ -1,4 +1,4 @@
-//! The sandbox manager: the state machine of [`crate::sandbox`], run against a `CniPlugin`, a
+//! The sandbox manager: the state machine of [`super::sandbox`], run against a `CniPlugin`, a
 //! `NetnsOps` and the state store.
 //!
 //! Operations on one sandbox are serialized by a per-sandbox async mutex; different sandboxes run in
@@ -11,12 +11,12 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ocicni::{CniPlugin, NetworkSelection, PodNetwork, RuntimeConfig};
-use tonic::Status;
 
+use super::error::{SandboxError, SandboxResult};
+use super::sandbox::{Attachment, Sandbox, SandboxName, SandboxState};
 use crate::error::Result;
 use crate::metrics::Metrics;
 use crate::netns::NetnsOps;
-use crate::sandbox::{Attachment, Sandbox, SandboxName, SandboxState};
 use crate::store::{Loaded, Store, is_sandbox_id, new_sandbox_id};
 
 /// One sandbox: the lock that serializes its operations, and its latest state (`None` once removed).
@@ -115,21 +115,21 @@ impl Manager {
         self.metrics.set_sandboxes_ready(ready);
     }
 
-    /// Creates a sandbox from a validated request (see [`Sandbox::from_request`]) and returns its ID.
+    /// Creates a sandbox from a validated request and returns its ID.
     ///
     /// A sandbox with the same metadata that is ready already is returned as it is (a retried
     /// request); one being created or stopped gives `AlreadyExists`.
-    pub(crate) async fn run(self: Arc<Self>, mut sandbox: Sandbox) -> Result<String, Status> {
+    pub(crate) async fn run(self: Arc<Self>, mut sandbox: Sandbox) -> SandboxResult<String> {
         // Startup GC decides from the sandboxes it knows; one made before it ran could be
         // collected, so creation waits for recovery to finish.
         self.wait_recovered().await?;
         let id = new_sandbox_id().map_err(|e| {
-            Status::internal(format!("cannot read /dev/urandom for a sandbox ID: {e}"))
+            SandboxError::Internal(format!("cannot read /dev/urandom for a sandbox ID: {e}"))
         })?;
         // What the network setup would refuse, refused before a state file or a pin exists.
         sandbox.id.clone_from(&id);
         ocicni::validate_pod_args(&self.pod_network(&sandbox), self.args_policy)
-            .map_err(|e| Status::invalid_argument(format!("RunPodSandbox: {e}")))?;
+            .map_err(|e| SandboxError::invalid("RunPodSandbox", e.to_string()))?;
         let (entry, _op) = {
             let mut index = self.index();
             if let Some(existing) = index.by_name.get(&sandbox.name) {
@@ -138,23 +138,19 @@ impl Manager {
                     .get(existing)
                     .and_then(|e| e.get())
                     .map(|s| s.state);
+                if state == Some(SandboxState::Ready) {
+                    tracing::info!(sandbox = %existing, "RunPodSandbox repeated: returning the ready sandbox");
+                    return Ok(existing.clone());
+                }
                 let n = &sandbox.name;
-                let who = format!(
-                    "pod {}/{} (uid {:?}, attempt {}) exists as sandbox {existing}",
-                    n.namespace, n.name, n.uid, n.attempt
-                );
-                return match state {
-                    Some(SandboxState::Ready) => {
-                        tracing::info!(sandbox = %existing, "RunPodSandbox repeated: returning the ready sandbox");
-                        Ok(existing.clone())
-                    }
-                    Some(SandboxState::Creating) => Err(Status::already_exists(format!(
-                        "{who} and is being created"
-                    ))),
-                    _ => Err(Status::already_exists(format!(
-                        "{who} and is stopped: remove it, or run the pod with a new attempt number"
-                    ))),
-                };
+                return Err(SandboxError::AlreadyExists {
+                    pod: format!(
+                        "{}/{} (uid {:?}, attempt {})",
+                        n.namespace, n.name, n.uid, n.attempt
+                    ),
+                    existing: existing.clone(),
+                    creating: state == Some(SandboxState::Creating),
+                });
             }
             // Checked under the index lock, so two requests racing for one port cannot both pass.
             for (holder, entry) in &index.by_id {
@@ -163,20 +159,15 @@ impl Manager {
                     continue;
                 }
                 if let Some(port) = sandbox.host_port_clash(&other) {
-                    return Err(Status::failed_precondition(format!(
-                        "host port {}/{}{} is already mapped by sandbox {holder} (pod {}/{})",
-                        port.host_port,
-                        port.protocol,
-                        port.host_ip
-                            .map(|ip| format!(" on {ip}"))
-                            .unwrap_or_default(),
-                        other.name.namespace,
-                        other.name.name
-                    )));
+                    return Err(SandboxError::HostPortInUse {
+                        port: port.clone(),
+                        holder: holder.clone(),
+                        holder_pod: format!("{}/{}", other.name.namespace, other.name.name),
+                    });
                 }
             }
             if index.by_id.contains_key(&id) {
-                return Err(Status::internal(format!(
+                return Err(SandboxError::Internal(format!(
                     "sandbox ID {id} drawn twice; retry"
                 )));
             }
@@ -185,7 +176,9 @@ impl Manager {
             sandbox.netns_path = (!sandbox.host_network).then(|| self.netns_dir.join(&id));
             let entry = Entry::new(sandbox.clone());
             let Ok(op) = Arc::clone(&entry.op).try_lock_owned() else {
-                return Err(Status::internal("a new sandbox's lock is taken"));
+                return Err(SandboxError::Internal(
+                    "a new sandbox's lock is taken".to_owned(),
+                ));
             };
             index.by_id.insert(id.clone(), Arc::clone(&entry));
             index.by_name.insert(sandbox.name.clone(), id.clone());
@@ -200,44 +193,50 @@ impl Manager {
                 tracing::info!(sandbox = %id, "sandbox ready");
                 Ok(id)
             }
-            Err(status) => {
-                tracing::warn!(sandbox = %id, error = %status.message(), "RunPodSandbox failed; rolling back");
+            Err(error) => {
+                tracing::warn!(sandbox = %id, %error, "RunPodSandbox failed; rolling back");
                 self.roll_back(&sandbox).await;
                 self.forget(&sandbox);
                 entry.set(None);
                 self.metrics.sandbox_operation("run", false);
-                Err(status)
+                Err(error)
             }
         }
     }
 
-    async fn create(&self, sandbox: &mut Sandbox) -> Result<(), Status> {
+    async fn create(&self, sandbox: &mut Sandbox) -> SandboxResult<()> {
         self.save_creating(sandbox).await?;
         if let Some(path) = &sandbox.netns_path {
-            self.netns.create_pinned(path).await.map_err(|e| {
-                Status::internal(format!(
-                    "sandbox {}: cannot create network namespace {}: {e}",
-                    sandbox.id,
-                    path.display()
-                ))
-            })?;
+            self.netns
+                .create_pinned(path)
+                .await
+                .map_err(|source| SandboxError::Namespace {
+                    sandbox: sandbox.id.clone(),
+                    action: "create",
+                    path: path.clone(),
+                    source,
+                })?;
             if !sandbox.sysctls.is_empty() {
                 let sysctls = sandbox.sysctls.clone().into_iter().collect();
                 self.netns.set_sysctls(path, sysctls).await.map_err(|e| {
-                    Status::invalid_argument(format!(
-                        "sandbox {}: config.linux.sysctls: {e}",
-                        sandbox.id
-                    ))
+                    SandboxError::invalid(
+                        "config.linux.sysctls",
+                        format!("sandbox {}: {e}", sandbox.id),
+                    )
                 })?;
             }
         }
         if !sandbox.host_network {
             let pod = self.pod_network(sandbox);
-            let results = self
-                .cni
-                .setup_pod(&pod)
-                .await
-                .map_err(|e| cni_status(&sandbox.id, "network setup", &e))?;
+            let results =
+                self.cni
+                    .setup_pod(&pod)
+                    .await
+                    .map_err(|source| SandboxError::Network {
+                        sandbox: sandbox.id.clone(),
+                        operation: "network setup",
+                        source,
+                    })?;
             sandbox.attachments = results
                 .into_iter()
                 .map(|r| {
@@ -306,7 +305,7 @@ impl Manager {
 
     /// Stops a sandbox: tears its network down. Unknown IDs and stopped sandboxes succeed, as the
     /// CRI asks ("idempotent").
-    pub(crate) async fn stop(self: Arc<Self>, id: String) -> Result<(), Status> {
+    pub(crate) async fn stop(self: Arc<Self>, id: String) -> SandboxResult<()> {
         let Some(entry) = self.resolve(&id)? else {
             tracing::info!(sandbox = %id, "StopPodSandbox: no such sandbox, nothing to do");
             return Ok(());
@@ -322,7 +321,7 @@ impl Manager {
         outcome
     }
 
-    async fn stop_locked(&self, sandbox: &mut Sandbox) -> Result<(), Status> {
+    async fn stop_locked(&self, sandbox: &mut Sandbox) -> SandboxResult<()> {
         if matches!(
             sandbox.state,
             SandboxState::NotReady | SandboxState::Removing
@@ -339,7 +338,11 @@ impl Manager {
             self.cni
                 .teardown_pod(&self.pod_network(sandbox))
                 .await
-                .map_err(|e| cni_status(&sandbox.id, "network teardown", &e))?;
+                .map_err(|source| SandboxError::Network {
+                    sandbox: sandbox.id.clone(),
+                    operation: "network teardown",
+                    source,
+                })?;
         }
         sandbox.state = SandboxState::NotReady;
         self.save(sandbox).await?;
@@ -349,7 +352,7 @@ impl Manager {
 
     /// Removes a sandbox: stops it if needed, unpins its namespace and deletes its state. Unknown
     /// IDs succeed.
-    pub(crate) async fn remove(self: Arc<Self>, id: String) -> Result<(), Status> {
+    pub(crate) async fn remove(self: Arc<Self>, id: String) -> SandboxResult<()> {
         let Some(entry) = self.resolve(&id)? else {
             tracing::info!(sandbox = %id, "RemovePodSandbox: no such sandbox, nothing to do");
             return Ok(());
@@ -370,33 +373,38 @@ impl Manager {
         outcome
     }
 
-    async fn remove_locked(&self, sandbox: &mut Sandbox) -> Result<(), Status> {
+    async fn remove_locked(&self, sandbox: &mut Sandbox) -> SandboxResult<()> {
         self.stop_locked(sandbox).await?;
         if sandbox.state != SandboxState::Removing {
             sandbox.state = SandboxState::Removing;
             self.save(sandbox).await?;
         }
         if let Some(path) = &sandbox.netns_path {
-            self.netns.remove_pinned(path).await.map_err(|e| {
-                Status::internal(format!(
-                    "sandbox {}: cannot remove network namespace {}: {e}",
-                    sandbox.id,
-                    path.display()
-                ))
-            })?;
+            self.netns
+                .remove_pinned(path)
+                .await
+                .map_err(|source| SandboxError::Namespace {
+                    sandbox: sandbox.id.clone(),
+                    action: "remove",
+                    path: path.clone(),
+                    source,
+                })?;
         }
         self.delete_state(&sandbox.id)
             .await
-            .map_err(|e| Status::internal(format!("sandbox {}: {e}", sandbox.id)))?;
+            .map_err(|source| SandboxError::State {
+                sandbox: sandbox.id.clone(),
+                source,
+            })?;
         tracing::info!(sandbox = %sandbox.id, "sandbox removed");
         Ok(())
     }
 
     /// The sandbox with this ID (or unique ID prefix).
-    pub(crate) fn get(&self, id: &str) -> Result<Sandbox, Status> {
+    pub(crate) fn get(&self, id: &str) -> SandboxResult<Sandbox> {
         self.resolve(id)?
             .and_then(|entry| entry.get())
-            .ok_or_else(|| Status::not_found(format!("pod sandbox {id:?} not found")))
+            .ok_or_else(|| SandboxError::NotFound { id: id.to_owned() })
     }
 
     /// Every sandbox past creation, oldest first.
@@ -416,10 +424,11 @@ impl Manager {
         all
     }
 
-    fn resolve(&self, id: &str) -> Result<Option<Arc<Entry>>, Status> {
+    fn resolve(&self, id: &str) -> SandboxResult<Option<Arc<Entry>>> {
         if id.is_empty() {
-            return Err(Status::invalid_argument(
-                "pod_sandbox_id: empty: name the sandbox",
+            return Err(SandboxError::invalid(
+                "pod_sandbox_id",
+                "empty: name the sandbox",
             ));
         }
         let index = self.index();
@@ -429,9 +438,10 @@ impl Manager {
         let mut matches = index.by_id.iter().filter(|(k, _)| k.starts_with(id));
         match (matches.next(), matches.next()) {
             (Some((_, entry)), None) => Ok(Some(Arc::clone(entry))),
-            (Some(_), Some(_)) => Err(Status::invalid_argument(format!(
-                "pod_sandbox_id: {id:?} is the prefix of several sandboxes; give more of the ID"
-            ))),
+            (Some(_), Some(_)) => Err(SandboxError::invalid(
+                "pod_sandbox_id",
+                format!("{id:?} is the prefix of several sandboxes; give more of the ID"),
+            )),
             (None, _) => Ok(None),
         }
     }
@@ -478,13 +488,13 @@ impl Manager {
         }
     }
 
-    async fn save(&self, sandbox: &Sandbox) -> Result<(), Status> {
+    async fn save(&self, sandbox: &Sandbox) -> SandboxResult<()> {
         self.write_state(sandbox, Store::save).await
     }
 
     /// The `Creating` marker: written before anything is touched, unsynced (see
     /// [`Store::save_unsynced`]).
-    async fn save_creating(&self, sandbox: &Sandbox) -> Result<(), Status> {
+    async fn save_creating(&self, sandbox: &Sandbox) -> SandboxResult<()> {
         self.write_state(sandbox, Store::save_unsynced).await
     }
 
@@ -492,15 +502,18 @@ impl Manager {
         &self,
         sandbox: &Sandbox,
         write: fn(&Store, &Sandbox) -> crate::error::Result<()>,
-    ) -> Result<(), Status> {
+    ) -> SandboxResult<()> {
         let store = self.store.clone();
         let copy = sandbox.clone();
         tokio::task::spawn_blocking(move || write(&store, &copy))
             .await
             .map_err(|e| {
-                Status::internal(format!("sandbox {}: state writer failed: {e}", sandbox.id))
+                SandboxError::Internal(format!("sandbox {}: state writer failed: {e}", sandbox.id))
             })?
-            .map_err(|e| Status::internal(format!("sandbox {}: {e}", sandbox.id)))
+            .map_err(|source| SandboxError::State {
+                sandbox: sandbox.id.clone(),
+                source,
+            })
     }
 
     async fn delete_state(&self, id: &str) -> Result<()> {
@@ -522,13 +535,11 @@ impl Manager {
     }
 
     /// Waits until recovery has finished, for up to [`RECOVERY_WAIT`].
-    async fn wait_recovered(&self) -> Result<(), Status> {
+    async fn wait_recovered(&self) -> SandboxResult<()> {
         let mut done = self.recovered.subscribe();
         match tokio::time::timeout(RECOVERY_WAIT, done.wait_for(|done| *done)).await {
             Ok(Ok(_)) => Ok(()),
-            _ => Err(Status::unavailable(
-                "crio-lite is still recovering the sandboxes of its last run; retry shortly",
-            )),
+            _ => Err(SandboxError::Recovering { sandbox: None }),
         }
     }
 
@@ -537,17 +548,15 @@ impl Manager {
         &self,
         entry: &Arc<Entry>,
         id: &str,
-    ) -> Result<tokio::sync::OwnedMutexGuard<()>, Status> {
+    ) -> SandboxResult<tokio::sync::OwnedMutexGuard<()>> {
         let lock = Arc::clone(&entry.op).lock_owned();
         if *self.recovered.borrow() {
             return Ok(lock.await);
         }
         tokio::time::timeout(RECOVERY_WAIT, lock)
             .await
-            .map_err(|_| {
-                Status::unavailable(format!(
-                    "sandbox {id} is still being recovered from the last run; retry shortly"
-                ))
+            .map_err(|_| SandboxError::Recovering {
+                sandbox: Some(id.to_owned()),
             })
     }
 
@@ -667,8 +676,8 @@ impl Manager {
                 }
                 SandboxState::Stopping => {
                     tracing::info!(sandbox = %sandbox.id, "sandbox caught half-way through stopping: finishing the stop");
-                    if let Err(status) = self.stop_locked(&mut sandbox).await {
-                        tracing::warn!(sandbox = %sandbox.id, error = %status.message(), "cannot finish stopping the sandbox; StopPodSandbox retries");
+                    if let Err(error) = self.stop_locked(&mut sandbox).await {
+                        tracing::warn!(sandbox = %sandbox.id, %error, "cannot finish stopping the sandbox; StopPodSandbox retries");
                     }
                 }
                 SandboxState::Removing => {
@@ -681,15 +690,15 @@ impl Manager {
                             }
                             continue;
                         }
-                        Err(status) => {
-                            tracing::warn!(sandbox = %sandbox.id, error = %status.message(), "cannot finish removing the sandbox; RemovePodSandbox retries");
+                        Err(error) => {
+                            tracing::warn!(sandbox = %sandbox.id, %error, "cannot finish removing the sandbox; RemovePodSandbox retries");
                         }
                     }
                 }
                 SandboxState::Ready => {
                     tracing::warn!(sandbox = %sandbox.id, "network namespace of a ready sandbox is gone: stopping it");
-                    if let Err(status) = self.stop_locked(&mut sandbox).await {
-                        tracing::warn!(sandbox = %sandbox.id, error = %status.message(), "cannot stop sandbox");
+                    if let Err(error) = self.stop_locked(&mut sandbox).await {
+                        tracing::warn!(sandbox = %sandbox.id, %error, "cannot stop sandbox");
                     }
                 }
                 SandboxState::NotReady => {}
@@ -735,12 +744,12 @@ impl Manager {
             host_network: false,
             netns_path: Some(self.netns_dir.join(id)),
             hostname: String::new(),
-            dns: crate::sandbox::DnsSettings::default(),
+            dns: super::sandbox::DnsSettings::default(),
             labels: BTreeMap::new(),
             annotations: BTreeMap::new(),
             port_mappings: Vec::new(),
             cgroup_parent: String::new(),
-            namespace_options: crate::sandbox::NamespaceModes::default(),
+            namespace_options: super::sandbox::NamespaceModes::default(),
             runtime_handler: String::new(),
             log_directory: String::new(),
             attachments: Vec::new(),
@@ -804,16 +813,4 @@ fn now_nanos() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(1, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-}
-
-/// A gRPC status for an ocicni error: the pod's fault, the node's configuration, or the plugins.
-fn cni_status(id: &str, what: &str, error: &ocicni::Error) -> Status {
-    let message = format!("sandbox {id}: {what} failed: {error}");
-    match error {
-        ocicni::Error::InvalidPod { .. } => Status::invalid_argument(message),
-        ocicni::Error::NoNetwork { .. }
-        | ocicni::Error::NetworkNotFound { .. }
-        | ocicni::Error::NetworkUnusable { .. } => Status::failed_precondition(message),
-        _ => Status::internal(message),
-    }
 }

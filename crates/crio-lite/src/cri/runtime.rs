@@ -1,4 +1,4 @@
-//! The CRI `RuntimeService`: sandbox RPCs translated to the [`Manager`](crate::manager::Manager);
+//! The CRI `RuntimeService`: sandbox RPCs translated to the domain's [`Manager`];
 //! container, exec and streaming RPCs refused.
 
 use std::collections::HashMap;
@@ -9,9 +9,9 @@ use cri_api::v1::runtime_service_server::RuntimeService;
 use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status};
 
+use super::convert;
 use crate::config::Config;
-use crate::manager::Manager;
-use crate::sandbox::Sandbox;
+use crate::domain::{Manager, SandboxResult};
 
 /// The runtime name reported by `Version`.
 pub const RUNTIME_NAME: &str = "crio-lite";
@@ -38,12 +38,13 @@ impl RuntimeApi {
 
     async fn in_task<T: Send + 'static>(
         &self,
-        op: impl Future<Output = Result<T, Status>> + Send + 'static,
+        op: impl Future<Output = SandboxResult<T>> + Send + 'static,
     ) -> Result<T, Status> {
         self.tasks
             .spawn(op)
             .await
             .map_err(|e| Status::internal(format!("sandbox operation aborted: {e}")))?
+            .map_err(Status::from)
     }
 }
 
@@ -75,7 +76,7 @@ impl RuntimeService for RuntimeApi {
         &self,
         request: Request<cri::RunPodSandboxRequest>,
     ) -> Result<Response<cri::RunPodSandboxResponse>, Status> {
-        let sandbox = Sandbox::from_request(request.into_inner())?;
+        let sandbox = convert::sandbox_from_request(request.into_inner())?;
         let id = self.in_task(Arc::clone(&self.manager).run(sandbox)).await?;
         Ok(Response::new(cri::RunPodSandboxResponse {
             pod_sandbox_id: id,
@@ -111,7 +112,7 @@ impl RuntimeService for RuntimeApi {
             info.insert("info".to_owned(), json(&sandbox));
         }
         Ok(Response::new(cri::PodSandboxStatusResponse {
-            status: Some(sandbox.to_cri_status()),
+            status: Some(convert::status(&sandbox)),
             info,
             containers_statuses: Vec::new(),
             timestamp: 0,
@@ -127,8 +128,8 @@ impl RuntimeService for RuntimeApi {
             .manager
             .list()
             .iter()
-            .filter(|s| s.matches(&filter))
-            .map(Sandbox::to_cri_list_entry)
+            .filter(|s| convert::matches(s, &filter))
+            .map(convert::list_entry)
             .collect();
         Ok(Response::new(cri::ListPodSandboxResponse { items }))
     }

@@ -1,0 +1,442 @@
+//! CRI messages to and from the domain's sandboxes: a RunPodSandbox request checked field by field
+//! and turned into a [`Sandbox`], a sandbox turned into the CRI's views of it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+
+use cri_api::v1 as cri;
+use ocicni::cni_types::capabilities::PortMapping;
+
+use crate::domain::{
+    DnsSettings, NamespaceModes, Sandbox, SandboxError, SandboxName, SandboxResult, SandboxState,
+};
+
+/// Validates a RunPodSandbox request and records what it asks for, with no ID yet.
+///
+/// # Errors
+///
+/// [`SandboxError::InvalidField`] naming the field at fault.
+pub(crate) fn sandbox_from_request(request: cri::RunPodSandboxRequest) -> SandboxResult<Sandbox> {
+    let config = request
+        .config
+        .ok_or_else(|| invalid("config", "missing: RunPodSandbox needs a PodSandboxConfig"))?;
+    if !request.runtime_handler.is_empty() {
+        return Err(invalid(
+            "runtime_handler",
+            &format!(
+                "unknown handler {:?}: crio-lite has only the default handler (\"\")",
+                request.runtime_handler
+            ),
+        ));
+    }
+    let metadata = config.metadata.ok_or_else(|| {
+        invalid(
+            "config.metadata",
+            "missing: the sandbox needs a name, namespace and uid",
+        )
+    })?;
+    if metadata.name.is_empty() {
+        return Err(invalid(
+            "config.metadata.name",
+            "empty: the pod needs a name",
+        ));
+    }
+    if metadata.namespace.is_empty() {
+        return Err(invalid(
+            "config.metadata.namespace",
+            "empty: the pod needs a namespace",
+        ));
+    }
+    check_metadata_size(&config.labels, &config.annotations)?;
+    let linux = config.linux.unwrap_or_default();
+    let options = linux
+        .security_context
+        .and_then(|sc| sc.namespace_options)
+        .unwrap_or_default();
+    for (field, mode) in [
+        ("network", options.network),
+        ("pid", options.pid),
+        ("ipc", options.ipc),
+    ] {
+        if cri::NamespaceMode::try_from(mode).is_err() {
+            return Err(invalid(
+                &format!("config.linux.security_context.namespace_options.{field}"),
+                &format!("unknown namespace mode {mode} (expected POD, CONTAINER, NODE or TARGET)"),
+            ));
+        }
+    }
+    let host_network = options.network == cri::NamespaceMode::Node as i32;
+    for (key, value) in &linux.sysctls {
+        let field = format!("config.linux.sysctls[{key:?}]");
+        if host_network {
+            return Err(invalid(
+                &field,
+                "a pod on the host network cannot set network sysctls (they would change the node)",
+            ));
+        }
+        ocicni::netns::check_sysctl(key, value).map_err(|e| invalid(&field, &e.to_string()))?;
+    }
+    let dns = config.dns_config.unwrap_or_default();
+    for (i, server) in dns.servers.iter().enumerate() {
+        if server.parse::<IpAddr>().is_err() {
+            return Err(invalid(
+                &format!("config.dns_config.servers[{i}]"),
+                &format!("{server:?} is not an IP address"),
+            ));
+        }
+    }
+    let mut port_mappings = Vec::new();
+    for (i, mapping) in config.port_mappings.iter().enumerate() {
+        if let Some(mapping) = port_mapping(i, mapping)? {
+            port_mappings.push(mapping);
+        }
+    }
+    Ok(Sandbox {
+        id: String::new(),
+        name: SandboxName {
+            name: metadata.name,
+            namespace: metadata.namespace,
+            uid: metadata.uid,
+            attempt: metadata.attempt,
+        },
+        state: SandboxState::Creating,
+        created_at: 0,
+        host_network,
+        netns_path: None,
+        hostname: config.hostname,
+        dns: DnsSettings {
+            servers: dns.servers,
+            searches: dns.searches,
+            options: dns.options,
+        },
+        labels: config.labels.into_iter().collect(),
+        annotations: config.annotations.into_iter().collect(),
+        port_mappings,
+        cgroup_parent: linux.cgroup_parent,
+        namespace_options: NamespaceModes {
+            network: options.network,
+            pid: options.pid,
+            ipc: options.ipc,
+            target_id: options.target_id,
+        },
+        runtime_handler: request.runtime_handler,
+        log_directory: config.log_directory,
+        attachments: Vec::new(),
+        sysctls: linux.sysctls.into_iter().collect(),
+    })
+}
+
+/// The CRI metadata.
+pub(crate) fn metadata(sandbox: &Sandbox) -> cri::PodSandboxMetadata {
+    cri::PodSandboxMetadata {
+        name: sandbox.name.name.clone(),
+        uid: sandbox.name.uid.clone(),
+        namespace: sandbox.name.namespace.clone(),
+        attempt: sandbox.name.attempt,
+    }
+}
+
+/// The CRI state value.
+pub(crate) fn cri_state(sandbox: &Sandbox) -> i32 {
+    state_to_cri(sandbox.state) as i32
+}
+
+/// The entry ListPodSandbox returns.
+pub(crate) fn list_entry(sandbox: &Sandbox) -> cri::PodSandbox {
+    cri::PodSandbox {
+        id: sandbox.id.clone(),
+        metadata: Some(metadata(sandbox)),
+        state: cri_state(sandbox),
+        created_at: sandbox.created_at,
+        labels: to_hash_map(&sandbox.labels),
+        annotations: to_hash_map(&sandbox.annotations),
+        runtime_handler: sandbox.runtime_handler.clone(),
+    }
+}
+
+/// The status PodSandboxStatus returns.
+pub(crate) fn status(sandbox: &Sandbox) -> cri::PodSandboxStatus {
+    let ips = sandbox.ips();
+    let network = cri::PodSandboxNetworkStatus {
+        ip: ips.first().map(ToString::to_string).unwrap_or_default(),
+        additional_ips: ips
+            .iter()
+            .skip(1)
+            .map(|ip| cri::PodIp { ip: ip.to_string() })
+            .collect(),
+    };
+    let options = &sandbox.namespace_options;
+    cri::PodSandboxStatus {
+        id: sandbox.id.clone(),
+        metadata: Some(metadata(sandbox)),
+        state: cri_state(sandbox),
+        created_at: sandbox.created_at,
+        network: Some(network),
+        linux: Some(cri::LinuxPodSandboxStatus {
+            namespaces: Some(cri::Namespace {
+                options: Some(cri::NamespaceOption {
+                    network: options.network,
+                    pid: options.pid,
+                    ipc: options.ipc,
+                    target_id: options.target_id.clone(),
+                    userns_options: None,
+                }),
+            }),
+        }),
+        labels: to_hash_map(&sandbox.labels),
+        annotations: to_hash_map(&sandbox.annotations),
+        runtime_handler: sandbox.runtime_handler.clone(),
+    }
+}
+
+/// Whether the sandbox passes a ListPodSandbox filter (ID prefix, state, labels all equal).
+pub(crate) fn matches(sandbox: &Sandbox, filter: &cri::PodSandboxFilter) -> bool {
+    if !filter.id.is_empty() && !sandbox.id.starts_with(&filter.id) {
+        return false;
+    }
+    if let Some(state) = &filter.state
+        && state.state != cri_state(sandbox)
+    {
+        return false;
+    }
+    filter
+        .label_selector
+        .iter()
+        .all(|(k, v)| sandbox.labels.get(k) == Some(v))
+}
+
+fn state_to_cri(state: SandboxState) -> cri::PodSandboxState {
+    match state {
+        SandboxState::Ready => cri::PodSandboxState::SandboxReady,
+        SandboxState::Creating
+        | SandboxState::Stopping
+        | SandboxState::NotReady
+        | SandboxState::Removing => cri::PodSandboxState::SandboxNotready,
+    }
+}
+
+fn port_mapping(i: usize, mapping: &cri::PortMapping) -> SandboxResult<Option<PortMapping>> {
+    let field = |name: &str| format!("config.port_mappings[{i}].{name}");
+    let protocol = match cri::Protocol::try_from(mapping.protocol) {
+        Ok(cri::Protocol::Tcp) => "tcp",
+        Ok(cri::Protocol::Udp) => "udp",
+        Ok(cri::Protocol::Sctp) => "sctp",
+        Err(_) => {
+            return Err(invalid(
+                &field("protocol"),
+                &format!(
+                    "unknown protocol {} (expected TCP, UDP or SCTP)",
+                    mapping.protocol
+                ),
+            ));
+        }
+    };
+    let container_port = u16::try_from(mapping.container_port)
+        .ok()
+        .filter(|port| *port != 0)
+        .ok_or_else(|| {
+            invalid(
+                &field("container_port"),
+                &format!(
+                    "{} is not a port (expected 1 to 65535)",
+                    mapping.container_port
+                ),
+            )
+        })?;
+    let host_port = u16::try_from(mapping.host_port).map_err(|_| {
+        invalid(
+            &field("host_port"),
+            &format!(
+                "{} is not a port (expected 0 to 65535, 0 for none)",
+                mapping.host_port
+            ),
+        )
+    })?;
+    let host_ip = if mapping.host_ip.is_empty() {
+        None
+    } else {
+        Some(mapping.host_ip.parse::<IpAddr>().map_err(|_| {
+            invalid(
+                &field("host_ip"),
+                &format!("{:?} is not an IP address", mapping.host_ip),
+            )
+        })?)
+    };
+    // As CRI-O does: a mapping without a host port only documents the container port.
+    if host_port == 0 {
+        return Ok(None);
+    }
+    Ok(Some(PortMapping {
+        host_port,
+        container_port,
+        protocol: protocol.to_owned(),
+        host_ip,
+    }))
+}
+
+/// What Kubernetes allows for a pod's annotations (and crio-lite for its labels and annotations
+/// together): a sandbox is listed whole in every ListPodSandbox answer, and clients refuse answers
+/// over 4 MiB, so a few oversized sandboxes would break listing for everyone.
+pub(crate) const MAX_METADATA_BYTES: usize = 256 * 1024;
+
+fn check_metadata_size(
+    labels: &HashMap<String, String>,
+    annotations: &HashMap<String, String>,
+) -> SandboxResult<()> {
+    let size = |map: &HashMap<String, String>| -> usize {
+        map.iter().map(|(k, v)| k.len() + v.len()).sum()
+    };
+    let (labels, annotations) = (size(labels), size(annotations));
+    if labels + annotations > MAX_METADATA_BYTES {
+        let field = if labels > annotations {
+            "config.labels"
+        } else {
+            "config.annotations"
+        };
+        return Err(invalid(
+            field,
+            &format!(
+                "labels and annotations take {} bytes, more than the {MAX_METADATA_BYTES} allowed \
+                 (labels {labels}, annotations {annotations})",
+                labels + annotations
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn invalid(field: &str, reason: &str) -> SandboxError {
+    SandboxError::invalid(field, reason)
+}
+
+fn to_hash_map(map: &BTreeMap<String, String>) -> HashMap<String, String> {
+    map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::IpAddr;
+
+    use tonic::Status;
+
+    use super::*;
+    use crate::domain::Attachment;
+
+    fn request(mapping: cri::PortMapping) -> cri::RunPodSandboxRequest {
+        cri::RunPodSandboxRequest {
+            config: Some(cri::PodSandboxConfig {
+                metadata: Some(cri::PodSandboxMetadata {
+                    name: "web".into(),
+                    uid: "u1".into(),
+                    namespace: "default".into(),
+                    attempt: 0,
+                }),
+                port_mappings: vec![mapping],
+                ..Default::default()
+            }),
+            runtime_handler: String::new(),
+        }
+    }
+
+    #[test]
+    fn port_mappings_are_checked_field_by_field() {
+        let ok = cri::PortMapping {
+            protocol: 1,
+            container_port: 53,
+            host_port: 5353,
+            host_ip: "127.0.0.1".into(),
+        };
+        let sandbox = sandbox_from_request(request(ok.clone())).unwrap();
+        assert_eq!(sandbox.port_mappings[0].protocol, "udp");
+        assert_eq!(sandbox.port_mappings[0].host_port, 5353);
+
+        let no_host_port = cri::PortMapping {
+            host_port: 0,
+            ..ok.clone()
+        };
+        assert!(
+            sandbox_from_request(request(no_host_port))
+                .unwrap()
+                .port_mappings
+                .is_empty()
+        );
+
+        let cases = [
+            (
+                cri::PortMapping {
+                    container_port: 0,
+                    ..ok.clone()
+                },
+                "config.port_mappings[0].container_port",
+            ),
+            (
+                cri::PortMapping {
+                    container_port: 70000,
+                    ..ok.clone()
+                },
+                "config.port_mappings[0].container_port",
+            ),
+            (
+                cri::PortMapping {
+                    host_port: -1,
+                    ..ok.clone()
+                },
+                "config.port_mappings[0].host_port",
+            ),
+            (
+                cri::PortMapping {
+                    protocol: 9,
+                    ..ok.clone()
+                },
+                "config.port_mappings[0].protocol",
+            ),
+            (
+                cri::PortMapping {
+                    host_ip: "nope".into(),
+                    ..ok
+                },
+                "config.port_mappings[0].host_ip",
+            ),
+        ];
+        for (mapping, field) in cases {
+            let status = Status::from(sandbox_from_request(request(mapping)).unwrap_err());
+            assert_eq!(status.code(), tonic::Code::InvalidArgument);
+            assert!(status.message().starts_with(field), "{}", status.message());
+        }
+    }
+
+    #[test]
+    fn ips_are_unique_and_in_order() {
+        let mut sandbox = sandbox_from_request(request(cri::PortMapping {
+            container_port: 80,
+            ..Default::default()
+        }))
+        .unwrap();
+        let a: IpAddr = "10.0.0.2".parse().unwrap();
+        let b: IpAddr = "fd00::2".parse().unwrap();
+        sandbox.attachments = vec![
+            Attachment {
+                network: "n1".into(),
+                ifname: "eth0".into(),
+                ips: vec![a, b],
+                result: serde_json::Value::Null,
+            },
+            Attachment {
+                network: "n2".into(),
+                ifname: "eth1".into(),
+                ips: vec![a],
+                result: serde_json::Value::Null,
+            },
+        ];
+        assert_eq!(sandbox.ips(), vec![a, b]);
+        let status = status(&sandbox);
+        let network = status.network.unwrap();
+        assert_eq!(network.ip, "10.0.0.2");
+        assert_eq!(
+            network.additional_ips,
+            vec![cri::PodIp {
+                ip: "fd00::2".into()
+            }]
+        );
+    }
+}

@@ -1,0 +1,39 @@
+//! The CRI adapter: the `runtime.v1` services over the domain core. Requests are checked and
+//! turned into domain values here, answers and errors turned back; this is the only place that
+//! knows tonic's `Status`.
+
+mod convert;
+mod image;
+mod runtime;
+
+pub(crate) use image::ImageApi;
+pub(crate) use runtime::RuntimeApi;
+pub use runtime::{CRI_API_VERSION, RUNTIME_NAME};
+
+use tonic::Status;
+
+use crate::domain::SandboxError;
+
+impl From<SandboxError> for Status {
+    fn from(error: SandboxError) -> Status {
+        let message = error.to_string();
+        match &error {
+            SandboxError::InvalidField { .. } => Status::invalid_argument(message),
+            SandboxError::NotFound { .. } => Status::not_found(message),
+            SandboxError::AlreadyExists { .. } => Status::already_exists(message),
+            SandboxError::HostPortInUse { .. } => Status::failed_precondition(message),
+            SandboxError::Recovering { .. } => Status::unavailable(message),
+            // The pod's fault, the node's configuration, or the plugins.
+            SandboxError::Network { source, .. } => match source {
+                ocicni::Error::InvalidPod { .. } => Status::invalid_argument(message),
+                ocicni::Error::NoNetwork { .. }
+                | ocicni::Error::NetworkNotFound { .. }
+                | ocicni::Error::NetworkUnusable { .. } => Status::failed_precondition(message),
+                _ => Status::internal(message),
+            },
+            SandboxError::Namespace { .. }
+            | SandboxError::State { .. }
+            | SandboxError::Internal(_) => Status::internal(message),
+        }
+    }
+}
