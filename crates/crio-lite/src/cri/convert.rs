@@ -53,38 +53,10 @@ pub(crate) fn sandbox_from_request(request: cri::RunPodSandboxRequest) -> Sandbo
         .security_context
         .and_then(|sc| sc.namespace_options)
         .unwrap_or_default();
-    for (field, mode) in [
-        ("network", options.network),
-        ("pid", options.pid),
-        ("ipc", options.ipc),
-    ] {
-        if cri::NamespaceMode::try_from(mode).is_err() {
-            return Err(invalid(
-                &format!("config.linux.security_context.namespace_options.{field}"),
-                &format!("unknown namespace mode {mode} (expected POD, CONTAINER, NODE or TARGET)"),
-            ));
-        }
-    }
-    let host_network = options.network == cri::NamespaceMode::Node as i32;
-    for (key, value) in &linux.sysctls {
-        let field = format!("config.linux.sysctls[{key:?}]");
-        if host_network {
-            return Err(invalid(
-                &field,
-                "a pod on the host network cannot set network sysctls (they would change the node)",
-            ));
-        }
-        ocicni::netns::check_sysctl(key, value).map_err(|e| invalid(&field, &e.to_string()))?;
-    }
+    let host_network = check_namespaces(&options)?;
+    check_sysctls(&linux.sysctls, host_network)?;
     let dns = config.dns_config.unwrap_or_default();
-    for (i, server) in dns.servers.iter().enumerate() {
-        if server.parse::<IpAddr>().is_err() {
-            return Err(invalid(
-                &format!("config.dns_config.servers[{i}]"),
-                &format!("{server:?} is not an IP address"),
-            ));
-        }
-    }
+    check_dns_servers(&dns.servers)?;
     let mut port_mappings = Vec::new();
     for (i, mapping) in config.port_mappings.iter().enumerate() {
         if let Some(mapping) = port_mapping(i, mapping)? {
@@ -124,6 +96,49 @@ pub(crate) fn sandbox_from_request(request: cri::RunPodSandboxRequest) -> Sandbo
         attachments: Vec::new(),
         sysctls: linux.sysctls.into_iter().collect(),
     })
+}
+
+/// Checks the namespace modes; true when the pod is on the host's network.
+fn check_namespaces(options: &cri::NamespaceOption) -> SandboxResult<bool> {
+    for (field, mode) in [
+        ("network", options.network),
+        ("pid", options.pid),
+        ("ipc", options.ipc),
+    ] {
+        if cri::NamespaceMode::try_from(mode).is_err() {
+            return Err(invalid(
+                &format!("config.linux.security_context.namespace_options.{field}"),
+                &format!("unknown namespace mode {mode} (expected POD, CONTAINER, NODE or TARGET)"),
+            ));
+        }
+    }
+    Ok(options.network == cri::NamespaceMode::Node as i32)
+}
+
+fn check_sysctls(sysctls: &HashMap<String, String>, host_network: bool) -> SandboxResult<()> {
+    for (key, value) in sysctls {
+        let field = format!("config.linux.sysctls[{key:?}]");
+        if host_network {
+            return Err(invalid(
+                &field,
+                "a pod on the host network cannot set network sysctls (they would change the node)",
+            ));
+        }
+        ocicni::netns::check_sysctl(key, value).map_err(|e| invalid(&field, &e.to_string()))?;
+    }
+    Ok(())
+}
+
+fn check_dns_servers(servers: &[String]) -> SandboxResult<()> {
+    for (i, server) in servers.iter().enumerate() {
+        if server.parse::<IpAddr>().is_err() {
+            return Err(invalid(
+                &format!("config.dns_config.servers[{i}]"),
+                &format!("{server:?} is not an IP address"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The CRI metadata.

@@ -12,15 +12,9 @@ fn with_mapping(mapping: cri::PortMapping) -> cri::RunPodSandboxRequest {
     request
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn invalid_requests_name_the_field() {
-    let Harness {
-        dir,
-        cni,
-        daemon,
-        mut client,
-    } = support::harness().await;
-
+/// RunPodSandbox requests that are wrong in one field each, with the start of the message that
+/// must name it.
+fn invalid_requests() -> Vec<(cri::RunPodSandboxRequest, &'static str)> {
     let tcp = |container_port, host_port| cri::PortMapping {
         protocol: cri::Protocol::Tcp as i32,
         container_port,
@@ -61,7 +55,7 @@ async fn invalid_requests_name_the_field() {
     let mut handler = pod("web");
     handler.runtime_handler = "kata".into();
 
-    let cases = [
+    vec![
         (
             cri::RunPodSandboxRequest {
                 config: None,
@@ -104,8 +98,19 @@ async fn invalid_requests_name_the_field() {
         ),
         (bad_dns, "config.dns_config.servers[0]"),
         (handler, "runtime_handler: unknown handler \"kata\""),
-    ];
-    for (request, expected) in cases {
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_requests_name_the_field() {
+    let Harness {
+        dir,
+        cni,
+        daemon,
+        mut client,
+    } = support::harness().await;
+
+    for (request, expected) in invalid_requests() {
         let err = client.run_pod_sandbox(request).await.unwrap_err();
         assert_eq!(err.code(), Code::InvalidArgument, "{expected}: {err:?}");
         assert!(

@@ -4,43 +4,16 @@ use std::collections::HashSet;
 use std::os::unix::fs::PermissionsExt as _;
 
 use cri_api::v1 as cri;
+use cri_api::v1::runtime_service_client::RuntimeServiceClient;
 use tonic::Code;
+use tonic::transport::Channel;
 
 use crate::support::{
     self, Call, FakeCni, Harness, NET, files, ips, labels, list, pod, run, status,
 };
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_status_list_stop_remove() {
-    let Harness {
-        dir,
-        cni,
-        daemon,
-        mut client,
-    } = support::harness().await;
-    let mode = std::fs::metadata(daemon.socket_path())
-        .unwrap()
-        .permissions()
-        .mode();
-    assert_eq!(mode & 0o777, 0o660, "socket mode {mode:o}");
-
-    let id = run(&mut client, "web").await;
-    assert_eq!(id.len(), 64);
-    assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
-    let netns = dir.path().join("run/netns").join(&id);
-    assert!(
-        netns.exists(),
-        "the namespace is pinned at {}",
-        netns.display()
-    );
-    assert!(
-        dir.path()
-            .join("state/sandboxes")
-            .join(format!("{id}.json"))
-            .exists()
-    );
-
-    // What ocicni was asked for: this pod, its namespace, its port mapping, cgroup and annotations.
+/// What ocicni was asked for: this pod, its namespace, its port mapping, cgroup and annotations.
+fn assert_setup_asked_for(cni: &FakeCni, id: &str, netns: &std::path::Path) {
     let Some(Call::Setup(setup)) = cni
         .calls()
         .into_iter()
@@ -73,8 +46,11 @@ async fn run_status_list_stop_remove() {
         rc.pod_annotations.get("team").map(String::as_str),
         Some("net")
     );
+}
 
-    let st = status(&mut client, &id).await;
+/// The ready pod's status, plain and verbose (the CNI results as JSON).
+async fn assert_ready_status(client: &mut RuntimeServiceClient<Channel>, id: &str) {
+    let st = status(client, id).await;
     assert_eq!(st.state, cri::PodSandboxState::SandboxReady as i32);
     assert!(st.created_at > 0);
     assert_eq!(ips(&st), vec!["10.88.0.2".to_owned(), "fd00::2".to_owned()]);
@@ -86,7 +62,7 @@ async fn run_status_list_stop_remove() {
 
     // Verbose status carries the CNI results as JSON.
     let verbose = client
-        .pod_sandbox_status(support::status_request(&id, true))
+        .pod_sandbox_status(support::status_request(id, true))
         .await
         .unwrap()
         .into_inner();
@@ -96,41 +72,92 @@ async fn run_status_list_stop_remove() {
         info["attachments"][0]["result"]["ips"][0]["address"],
         "10.88.0.2/16"
     );
+}
 
-    // A second pod, to see the filters pick one.
-    let other = run(&mut client, "db").await;
-    let filter = |id: &str, state: Option<cri::PodSandboxState>, sel: &[(&str, &str)]| {
-        Some(cri::PodSandboxFilter {
-            id: id.to_owned(),
-            state: state.map(|s| cri::PodSandboxStateValue { state: s as i32 }),
-            label_selector: labels(sel),
-        })
-    };
-    let ids = |items: Vec<cri::PodSandbox>| items.into_iter().map(|p| p.id).collect::<Vec<_>>();
+fn filter(
+    id: &str,
+    state: Option<cri::PodSandboxState>,
+    sel: &[(&str, &str)],
+) -> cri::PodSandboxFilter {
+    cri::PodSandboxFilter {
+        id: id.to_owned(),
+        state: state.map(|s| cri::PodSandboxStateValue { state: s as i32 }),
+        label_selector: labels(sel),
+    }
+}
+
+fn ids(items: Vec<cri::PodSandbox>) -> Vec<String> {
+    items.into_iter().map(|p| p.id).collect()
+}
+
+/// With two ready pods, `web` (`id`) and `db` (`other`), each filter picks what it should.
+async fn assert_filters_pick(client: &mut RuntimeServiceClient<Channel>, id: &str, other: &str) {
     assert_eq!(
-        ids(list(&mut client, None).await),
-        vec![id.clone(), other.clone()]
+        ids(list(&mut *client, None).await),
+        vec![id.to_owned(), other.to_owned()]
     );
     assert_eq!(
-        ids(list(&mut client, filter(&id[..8], None, &[])).await),
-        vec![id.clone()]
+        ids(list(&mut *client, Some(filter(&id[..8], None, &[]))).await),
+        vec![id.to_owned()]
     );
     assert_eq!(
-        ids(list(&mut client, filter("", None, &[("app", "db")])).await),
-        vec![other.clone()]
+        ids(list(&mut *client, Some(filter("", None, &[("app", "db")]))).await),
+        vec![other.to_owned()]
     );
     assert_eq!(
-        ids(list(&mut client, filter("", None, &[("app", "nope")])).await),
+        ids(list(&mut *client, Some(filter("", None, &[("app", "nope")]))).await),
         Vec::<String>::new()
     );
     let ready = Some(cri::PodSandboxState::SandboxReady);
     let not_ready = Some(cri::PodSandboxState::SandboxNotready);
-    assert_eq!(list(&mut client, filter("", ready, &[])).await.len(), 2);
+    assert_eq!(
+        list(&mut *client, Some(filter("", ready, &[]))).await.len(),
+        2
+    );
     assert!(
-        list(&mut client, filter("", not_ready, &[]))
+        list(&mut *client, Some(filter("", not_ready, &[])))
             .await
             .is_empty()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_status_list_stop_remove() {
+    let Harness {
+        dir,
+        cni,
+        daemon,
+        mut client,
+    } = support::harness().await;
+    let mode = std::fs::metadata(daemon.socket_path())
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o660, "socket mode {mode:o}");
+
+    let id = run(&mut client, "web").await;
+    assert_eq!(id.len(), 64);
+    assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+    let netns = dir.path().join("run/netns").join(&id);
+    assert!(
+        netns.exists(),
+        "the namespace is pinned at {}",
+        netns.display()
+    );
+    assert!(
+        dir.path()
+            .join("state/sandboxes")
+            .join(format!("{id}.json"))
+            .exists()
+    );
+
+    assert_setup_asked_for(&cni, &id, &netns);
+    assert_ready_status(&mut client, &id).await;
+
+    // A second pod, to see the filters pick one.
+    let other = run(&mut client, "db").await;
+    assert_filters_pick(&mut client, &id, &other).await;
+    let not_ready = Some(cri::PodSandboxState::SandboxNotready);
 
     // Stop: network gone, namespace kept, state NotReady; stopping again changes nothing.
     client
@@ -147,7 +174,7 @@ async fn run_status_list_stop_remove() {
         cri::PodSandboxState::SandboxNotready as i32
     );
     assert_eq!(
-        ids(list(&mut client, filter("", not_ready, &[])).await),
+        ids(list(&mut client, Some(filter("", not_ready, &[]))).await),
         vec![id.clone()]
     );
     let teardowns = || {

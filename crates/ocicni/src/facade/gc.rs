@@ -18,30 +18,8 @@ impl Ocicni {
             .locks
             .lock(&LockKey::gc(), self.inner.opts.lock_timeout)
             .await?;
-        match self.inner.cni.cache().remove_stale_temp_files() {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(
-                files = n,
-                "gc: removed cache files of writers that died mid-write"
-            ),
-            Err(err) => tracing::warn!(error = %err, "gc: cannot sweep the result cache"),
-        }
         let valid: BTreeSet<&str> = valid_pods.iter().map(|p| p.id.as_str()).collect();
-        // Lock files of pods that are gone: kept after a set-up whose teardown never came, or
-        // left by a process that died. Nobody holds a pod lock while we hold the GC lock.
-        let valid_lock_files: BTreeSet<String> = valid
-            .iter()
-            .map(|id| LockKey::container(id).file_name().to_owned())
-            .collect();
-        match self
-            .inner
-            .locks
-            .sweep(|name| valid_lock_files.contains(name))
-        {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(files = n, "gc: removed lock files of pods that are gone"),
-            Err(err) => tracing::warn!(error = %err, "gc: cannot sweep the lock directory"),
-        }
+        self.sweep_files(&valid);
         let cached = self
             .inner
             .cni
@@ -125,5 +103,32 @@ impl Ocicni {
             }
         }
         Error::from_many(errors).map_or(Ok(()), Err)
+    }
+
+    /// Files of writers and pods that are gone: cache temp files of writers that died mid-write,
+    /// and lock files kept after a set-up whose teardown never came. Called under the GC lock,
+    /// so nobody holds a pod lock meanwhile.
+    fn sweep_files(&self, valid: &BTreeSet<&str>) {
+        match self.inner.cni.cache().remove_stale_temp_files() {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                files = n,
+                "gc: removed cache files of writers that died mid-write"
+            ),
+            Err(err) => tracing::warn!(error = %err, "gc: cannot sweep the result cache"),
+        }
+        let valid_lock_files: BTreeSet<String> = valid
+            .iter()
+            .map(|id| LockKey::container(id).file_name().to_owned())
+            .collect();
+        match self
+            .inner
+            .locks
+            .sweep(|name| valid_lock_files.contains(name))
+        {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(files = n, "gc: removed lock files of pods that are gone"),
+            Err(err) => tracing::warn!(error = %err, "gc: cannot sweep the lock directory"),
+        }
     }
 }

@@ -51,6 +51,10 @@ impl Input {
     }
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "a table: one row per fault, read top to bottom"
+)]
 fn rows() -> Vec<Row<Input>> {
     let starts = "the daemon starts within 20 s, recovers, serves; a pod runs, stops and is \
                   removed; nothing leaks";
@@ -296,12 +300,19 @@ async fn refused(node: &Node, replaced: &[(&str, String)], path: &Path) {
     );
 }
 
-/// Plants the row's files, starts the daemon, runs a pod through its life, and checks the
-/// planted files were handled.
-async fn starts(node: &mut Node, input: Input) {
-    // Planted files the daemon may leave (they are not its to remove), removed before the leak check.
+/// What [`plant`] put in the node's directories.
+struct Planted {
+    /// Files the daemon may leave (they are not its to remove), removed before the leak check.
+    left: Vec<PathBuf>,
+    /// Files recovery must delete (they name sandboxes it cannot read).
+    rolled_back: Vec<PathBuf>,
+    /// A tmpfs a planted link points to, which must stay mounted.
+    mount: Option<TmpfsMount>,
+}
+
+/// Plants the row's FIFOs, links and mounts before the daemon starts.
+fn plant(node: &mut Node, input: Input) -> Planted {
     let mut left: Vec<PathBuf> = Vec::new();
-    // Planted files recovery must delete (they name sandboxes it cannot read).
     let mut rolled_back: Vec<PathBuf> = Vec::new();
     let mut mount = None;
     match input {
@@ -374,6 +385,36 @@ async fn starts(node: &mut Node, input: Input) {
         }
         _ => unreachable!("{input:?} is refused, not started"),
     }
+    Planted {
+        left,
+        rolled_back,
+        mount,
+    }
+}
+
+/// The planted files the daemon had no business with are still what they were; then removed.
+fn assert_left_alone(left: &[PathBuf]) {
+    for path in left {
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            let kind = meta.file_type();
+            assert!(
+                kind.is_fifo() || kind.is_symlink(),
+                "{} was replaced by {kind:?}",
+                path.display()
+            );
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Plants the row's files, starts the daemon, runs a pod through its life, and checks the
+/// planted files were handled.
+async fn starts(node: &mut Node, input: Input) {
+    let Planted {
+        mut left,
+        rolled_back,
+        mount,
+    } = plant(node, input);
     let _reaper = install_plugins(node, None);
 
     node.start().await;
@@ -438,17 +479,7 @@ async fn starts(node: &mut Node, input: Input) {
     drop(client);
     assert!(node.sigterm().await, "the daemon exits cleanly on SIGTERM");
 
-    for path in &left {
-        if let Ok(meta) = std::fs::symlink_metadata(path) {
-            let kind = meta.file_type();
-            assert!(
-                kind.is_fifo() || kind.is_symlink(),
-                "{} was replaced by {kind:?}",
-                path.display()
-            );
-            let _ = std::fs::remove_file(path);
-        }
-    }
+    assert_left_alone(&left);
     if input.breaks_a_dir() {
         // Fixed, a restart must finish whatever the broken directory left half done.
         let dir = broken_dir(node, input);

@@ -9,6 +9,8 @@
 use std::net::IpAddr;
 
 use cri_api::v1 as cri;
+use cri_api::v1::runtime_service_client::RuntimeServiceClient;
+use tonic::transport::Channel;
 
 use super::{
     Row, arm, assert_only, assert_serving, delete_rules, finish_clean, install_plugins, release,
@@ -67,6 +69,10 @@ const STOP_ASSERTED: &str = "after restart + recovery the sandbox is NOT READY w
 const REMOVE_ASSERTED: &str = "after restart + recovery the sandbox is NOT READY or gone (never \
                                READY), its network torn down, the ready one keeps its IP";
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "a table: one row per fault, read top to bottom"
+)]
 fn rows() -> Vec<Row<KillPoint>> {
     use Op::{Remove, Run, Stop};
     vec![
@@ -194,57 +200,71 @@ async fn kill_9_at_each_step() {
 const KEEP_PORT: u16 = 8081;
 const VICTIM_PORT: u16 = 8082;
 
-async fn kill_case(tag: String, point: KillPoint) {
-    let mut node = Node::new(&tag);
-    let _reaper = install_plugins(&mut node, None);
-    node.start().await;
-    let mut client = node.client().await;
+/// Runs the pod that must survive the kill and, unless the kill cuts off its creation, the
+/// victim: (keep's ID, keep's IP, the victim's ID).
+async fn run_pods(
+    client: &mut RuntimeServiceClient<Channel>,
+    op: Op,
+) -> (String, IpAddr, Option<String>) {
     let keep = within(
         30,
         "RunPodSandbox keep",
-        run(&mut client, "keep", Some(KEEP_PORT)),
+        run(client, "keep", Some(KEEP_PORT)),
     )
     .await;
-    let keep_ip = ready_ip(&mut client, &keep).await;
-    let target = if point.op == Op::Run {
+    let keep_ip = ready_ip(client, &keep).await;
+    let target = if op == Op::Run {
         None
     } else {
         let id = within(
             30,
             "RunPodSandbox victim",
-            run(&mut client, "victim", Some(VICTIM_PORT)),
+            run(client, "victim", Some(VICTIM_PORT)),
         )
         .await;
-        ready_ip(&mut client, &id).await;
+        ready_ip(client, &id).await;
         Some(id)
     };
+    (keep, keep_ip, target)
+}
+
+/// Sends the operation the kill will cut off, in a task of its own.
+fn cut_off_call(
+    mut client: RuntimeServiceClient<Channel>,
+    op: Op,
+    target: String,
+) -> tokio::task::JoinHandle<Result<(), tonic::Status>> {
+    tokio::spawn(async move {
+        match op {
+            Op::Run => client
+                .run_pod_sandbox(e2e_support::pod("victim", Some(VICTIM_PORT)))
+                .await
+                .map(|_| ()),
+            Op::Stop => client
+                .stop_pod_sandbox(cri::StopPodSandboxRequest {
+                    pod_sandbox_id: target,
+                })
+                .await
+                .map(|_| ()),
+            Op::Remove => client
+                .remove_pod_sandbox(cri::RemovePodSandboxRequest {
+                    pod_sandbox_id: target,
+                })
+                .await
+                .map(|_| ()),
+        }
+    })
+}
+
+async fn kill_case(tag: String, point: KillPoint) {
+    let mut node = Node::new(&tag);
+    let _reaper = install_plugins(&mut node, None);
+    node.start().await;
+    let mut client = node.client().await;
+    let (keep, keep_ip, target) = Box::pin(run_pods(&mut client, point.op)).await;
 
     arm(&node, point.plugin, point.command, point.when);
-    let call = {
-        let mut client = client.clone();
-        let target = target.clone().unwrap_or_default();
-        let op = point.op;
-        tokio::spawn(async move {
-            match op {
-                Op::Run => client
-                    .run_pod_sandbox(e2e_support::pod("victim", Some(VICTIM_PORT)))
-                    .await
-                    .map(|_| ()),
-                Op::Stop => client
-                    .stop_pod_sandbox(cri::StopPodSandboxRequest {
-                        pod_sandbox_id: target,
-                    })
-                    .await
-                    .map(|_| ()),
-                Op::Remove => client
-                    .remove_pod_sandbox(cri::RemovePodSandboxRequest {
-                        pod_sandbox_id: target,
-                    })
-                    .await
-                    .map(|_| ()),
-            }
-        })
-    };
+    let call = cut_off_call(client.clone(), point.op, target.clone().unwrap_or_default());
     let hit = wait_hit(&node).await;
     assert_eq!(
         (hit.plugin.as_str(), hit.command.as_str(), hit.when.as_str()),
