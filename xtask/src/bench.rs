@@ -283,7 +283,9 @@ fn peer(bin: &Path, out_dir: &Path, opts: &Opts) -> Result<Vec<Verdict>> {
         }
         bail!("the peer benchmark failed ({})", out.status);
     }
-    Ok(summarize_peer(&rows))
+    let (verdicts, summary) = summarize_peer(&rows);
+    save_peer_summary(&summary);
+    Ok(verdicts)
 }
 
 /// Median of a numeric field over repeats.
@@ -313,11 +315,7 @@ struct Paired {
     each: String,
 }
 
-fn paired_ratios(
-    groups: &BTreeMap<(String, i64, String), Vec<&Value>>,
-    mode: &str,
-    c: i64,
-) -> Paired {
+fn paired_ratios(groups: &BTreeMap<PeerKey, Vec<&Value>>, mode: &str, c: i64) -> Paired {
     let rates = |bench: &str| -> Vec<f64> {
         groups
             .get(&(mode.to_owned(), c, bench.to_owned()))
@@ -345,8 +343,14 @@ fn paired_ratios(
     Paired { median, each }
 }
 
-fn summarize_peer(rows: &[Value]) -> Vec<Verdict> {
-    let mut groups: BTreeMap<(String, i64, String), Vec<&Value>> = BTreeMap::new();
+/// One peer-bench configuration: (mode, concurrency, bench program).
+type PeerKey = (String, i64, String);
+/// Per configuration: set-up pods/s, full-cycle pods/s, own share of plugin time (%).
+type PeerSummary = BTreeMap<PeerKey, (f64, f64, f64)>;
+
+/// The peer table printed, the verdicts, and the summary to save.
+fn summarize_peer(rows: &[Value]) -> (Vec<Verdict>, PeerSummary) {
+    let mut groups: BTreeMap<PeerKey, Vec<&Value>> = BTreeMap::new();
     for row in rows {
         let key = (
             row["mode"].as_str().unwrap_or("?").to_owned(),
@@ -355,6 +359,14 @@ fn summarize_peer(rows: &[Value]) -> Vec<Verdict> {
         );
         groups.entry(key).or_default().push(row);
     }
+    let summary = print_peer_table(&groups);
+    print_peer_ceiling(&groups);
+    let verdicts = peer_verdicts(&groups, &summary);
+    (verdicts, summary)
+}
+
+/// Prints the medians of each configuration and returns what the verdicts need.
+fn print_peer_table(groups: &BTreeMap<PeerKey, Vec<&Value>>) -> PeerSummary {
     println!(
         "\n{:<5} {:>2} {:<16} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8} {:>9}",
         "mode",
@@ -372,7 +384,7 @@ fn summarize_peer(rows: &[Value]) -> Vec<Verdict> {
         "cpu ms"
     );
     let mut summary = BTreeMap::new();
-    for ((mode, c, bench), group) in &groups {
+    for ((mode, c, bench), group) in groups {
         let own = median(group, &["overhead", "setup", "own_pct_of_plugin_time"]);
         let shown = |x: f64, digits: usize| {
             if x.is_nan() {
@@ -418,9 +430,13 @@ fn summarize_peer(rows: &[Value]) -> Vec<Verdict> {
          set-up; go-cni's libcni writes its cache without syncing; cpu ms: CPU time per set-up of \
          the bench process and its plugins (in brackets: the process alone; ocicni only)"
     );
+    summary
+}
+
+/// Prints the best set-up ratio any library running the same plugins could reach in this run.
+fn print_peer_ceiling(groups: &BTreeMap<PeerKey, Vec<&Value>>) {
     // At concurrency 1 a set-up cannot take less than its plugin processes, which run one after
-    // the other (each gets the previous result), plus the durable cache write: the best ratio any
-    // library running the same plugins could reach in this run.
+    // the other (each gets the previous result), plus the durable cache write.
     let ours_c1 = groups
         .get(&("noop".to_owned(), 1, "ocicni-rs-bench".to_owned()))
         .map(|g| {
@@ -437,6 +453,9 @@ fn summarize_peer(rows: &[Value]) -> Vec<Verdict> {
             go / floor
         );
     }
+}
+
+fn peer_verdicts(groups: &BTreeMap<PeerKey, Vec<&Value>>, summary: &PeerSummary) -> Vec<Verdict> {
     let mut verdicts = Vec::new();
     for mode in ["noop", "real"] {
         for c in [1, 8] {
@@ -447,7 +466,7 @@ fn summarize_peer(rows: &[Value]) -> Vec<Verdict> {
                 continue;
             };
             let ratio = ours.0 / go.0;
-            let paired = paired_ratios(&groups, mode, c);
+            let paired = paired_ratios(groups, mode, c);
             let (want, label) = if mode == "noop" {
                 (1.5, ">= 1.5x")
             } else {
@@ -475,6 +494,10 @@ fn summarize_peer(rows: &[Value]) -> Vec<Verdict> {
             }
         }
     }
+    verdicts
+}
+
+fn save_peer_summary(summary: &PeerSummary) {
     let json_summary: Vec<Value> = summary
         .iter()
         .map(|((mode, c, bench), (setup, cycle, own))| {
@@ -486,5 +509,44 @@ fn summarize_peer(rows: &[Value]) -> Vec<Verdict> {
         path,
         serde_json::to_vec_pretty(&json_summary).unwrap_or_default(),
     );
-    verdicts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(mode: &str, c: i64, bench: &str, setup: f64, own: f64) -> Value {
+        json!({
+            "mode": mode, "concurrency": c, "bench": bench,
+            "setup": {"pods_per_s": setup, "p50_ms": 1.0, "p99_ms": 2.0},
+            "remove": {"pods_per_s": setup, "p50_ms": 1.0, "p99_ms": 2.0},
+            "cycle_pods_per_s": setup / 2.0,
+            "overhead": {"setup": {"own_pct_of_plugin_time": own}},
+        })
+    }
+
+    #[test]
+    fn peer_verdicts_judge_the_median_of_repeats_against_the_targets() {
+        let rows = vec![
+            row("noop", 1, "ocicni-rs-bench", 300.0, 1.0),
+            row("noop", 1, "ocicni-rs-bench", 100.0, 1.0),
+            row("noop", 1, "ocicni-rs-bench", 320.0, 1.0),
+            row("noop", 1, "gocni-bench", 190.0, 0.0),
+            row("real", 8, "ocicni-rs-bench", 9.0, 12.0),
+            row("real", 8, "gocni-bench", 10.0, 0.0),
+        ];
+        let (verdicts, _) = summarize_peer(&rows);
+        let found = |target: &str| {
+            verdicts
+                .iter()
+                .find(|v| v.target == target)
+                .unwrap_or_else(|| panic!("no verdict {target:?}"))
+                .ok
+        };
+        // Median 300 vs 190: 1.58x.
+        assert!(found("peer noop c=1: set-up pods/s >= 1.5x go-cni"));
+        assert!(!found("peer real c=8: set-up pods/s no slower than go-cni"));
+        assert!(!found("peer real c=8: own overhead < 10% of plugin time"));
+        assert_eq!(verdicts.len(), 3);
+    }
 }
