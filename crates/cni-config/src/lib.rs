@@ -65,7 +65,7 @@
 
 mod dir;
 mod error;
-mod golang;
+mod go_json;
 mod parse;
 mod read;
 mod validate;

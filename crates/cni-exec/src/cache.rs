@@ -25,7 +25,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::runtime::{RuntimeConf, validate_container_id, validate_if_name, validate_network_name};
+use crate::runtime_conf::{
+    RuntimeConf, validate_container_id, validate_if_name, validate_network_name,
+};
 
 /// Where libcni keeps its cache unless told otherwise.
 pub const DEFAULT_CACHE_DIR: &str = "/var/lib/cni";

@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
 use crate::exec::{Exec, PluginOutput};
-use crate::runtime::RuntimeConf;
+use crate::runtime_conf::RuntimeConf;
 
 /// A CNI command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

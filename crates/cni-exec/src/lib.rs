@@ -132,16 +132,17 @@
 //! ```
 
 mod cache;
+mod cni;
 mod discovery;
 mod error;
 mod exec;
 mod invoke;
 mod observe;
-mod ops;
-mod runtime;
+mod runtime_conf;
 mod version_cache;
 
 pub use cache::{CACHE_KIND_V1, CachedAttachment, DEFAULT_CACHE_DIR, PreparedEntry, ResultCache};
+pub use cni::{Cni, GC_ATTACHMENT_KEYS};
 pub use discovery::{
     DEFAULT_PLUGIN_DIRS, default_plugin_dirs, find_plugin_in, validate_plugin_name,
 };
@@ -150,8 +151,7 @@ pub use exec::{
     DEFAULT_OUTPUT_LIMIT, DEFAULT_PATH, DEFAULT_TIMEOUT, Exec, PluginOutput, ProcessExec,
 };
 pub use observe::{ObservedExec, PluginRun};
-pub use ops::{Cni, GC_ATTACHMENT_KEYS};
-pub use runtime::{
+pub use runtime_conf::{
     GcAttachment, MAX_IF_NAME_LEN, RuntimeConf, validate_container_id, validate_if_name,
     validate_network_name,
 };

@@ -69,10 +69,10 @@
 //! # }
 //! ```
 
-mod disk;
+mod dir_scan;
 mod error;
+mod notify_bridge;
 mod options;
-mod signals;
 mod snapshot;
 mod watcher;
 

@@ -11,9 +11,9 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until};
 
-use crate::disk::{anchors, fingerprint};
+use crate::dir_scan::{anchors, fingerprint};
 use crate::error::{Error, Result};
-use crate::signals::{Shared, handler};
+use crate::notify_bridge::{Shared, handler};
 use crate::{ReloadReason, Snapshot, Stats, WatchMode, WatchOptions};
 
 type Loader<T> = Arc<dyn Fn() -> T + Send + Sync + 'static>;

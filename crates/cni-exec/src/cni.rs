@@ -13,7 +13,7 @@ use crate::cache::{CachedAttachment, ResultCache};
 use crate::error::{Error, Result};
 use crate::exec::{Exec, PluginOutput};
 use crate::invoke::{self, Call, Command};
-use crate::runtime::{GcAttachment, RuntimeConf, validate_network_name};
+use crate::runtime_conf::{GcAttachment, RuntimeConf, validate_network_name};
 use crate::version_cache::{Fingerprint, VersionCache};
 
 /// The keys GC's configuration carries the valid attachments under: the spec's name, and the one
