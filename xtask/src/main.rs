@@ -21,6 +21,7 @@ mod fresh;
 mod fuzz;
 mod packages;
 mod test;
+mod tools;
 
 use anyhow::{Result, bail};
 

@@ -7,7 +7,8 @@ use crate::packages;
 
 pub(crate) const USAGE: &str = "usage: cargo xtask test [--no-privileged]
 
-Everything CI runs, in order: rustfmt --check, clippy -D warnings, rustdoc -D warnings, every unit,
+Everything CI runs, in order: rustfmt --check, clippy -D warnings, rustdoc -D warnings, unused
+dependencies (cargo-machete, installed into target/tools on first use), every unit,
 integration and doc test, the fuzz targets over their seeds, then (as root) the tests that need
 root and network namespaces (the fast rows of the fault-injection suite among them) and the
 real-plugin matrix. Missing Debian packages are installed with apt-get when run as root.
@@ -40,6 +41,34 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         packages::ensure(&wanted)?;
     }
 
+    static_checks()?;
+    let seed = proptest_seed();
+    println!(
+        "\nxtask: property tests use PROPTEST_RNG_SEED={seed}; a failure reproduces with \
+         PROPTEST_RNG_SEED={seed} cargo xtask test"
+    );
+    run_step(
+        "tests",
+        cargo()
+            .args(["test", "--workspace"])
+            .env("PROPTEST_RNG_SEED", &seed),
+    )?;
+    // The fuzz targets' checks over every checked-in seed, on stable Rust (the fast part of
+    // `cargo xtask fuzz`).
+    crate::fuzz::replay_seeds()?;
+    if privileged {
+        privileged_tests()?;
+    } else {
+        println!(
+            "\nxtask: privileged tests skipped (--no-privileged or not root); this run is incomplete"
+        );
+    }
+    println!("\nxtask: all test steps passed");
+    Ok(())
+}
+
+/// rustfmt, clippy and rustdoc over the workspace and the fuzz crate, and unused dependencies.
+fn static_checks() -> Result<()> {
     run_step("rustfmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
     // The fuzz crate is a workspace of its own (cargo-fuzz wants it so); lint it too.
     run_step(
@@ -77,61 +106,53 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             .args(["doc", "--workspace", "--no-deps"])
             .env("RUSTDOCFLAGS", "-D warnings"),
     )?;
-    let seed = proptest_seed();
-    println!(
-        "\nxtask: property tests use PROPTEST_RNG_SEED={seed}; a failure reproduces with \
-         PROPTEST_RNG_SEED={seed} cargo xtask test"
-    );
+    // Dependencies nothing uses (the generated CRI code's are listed as ignored in cri-api).
+    let machete = crate::tools::cargo_machete()?;
     run_step(
-        "tests",
-        cargo()
-            .args(["test", "--workspace"])
-            .env("PROPTEST_RNG_SEED", &seed),
+        "unused dependencies (cargo-machete)",
+        &mut std::process::Command::new(&machete),
     )?;
-    // The fuzz targets' checks over every checked-in seed, on stable Rust (the fast part of
-    // `cargo xtask fuzz`).
-    crate::fuzz::replay_seeds()?;
-    if privileged {
-        // Only the ignored tests: the ones that need root and network namespaces. Each creates and
-        // removes its own namespaces, so they may run in parallel.
-        run_step(
-            "privileged tests (root + network namespaces)",
-            cargo()
-                .args([
-                    "test",
-                    "--workspace",
-                    "--",
-                    "--ignored",
-                    "--skip",
-                    "matrix::matrix",
-                ])
-                .env("CNI_PRIVILEGED_TESTS", "1"),
-        )?;
-        // The real-plugin matrix prints its table, so it runs on its own with output shown.
-        run_step(
-            "real-plugin matrix (ADD/CHECK/DEL x config version x plugin kind)",
-            cargo()
-                .args([
-                    "test",
-                    "-p",
-                    "cni-exec",
-                    "--test",
-                    "it",
-                    "--",
-                    "--ignored",
-                    "--exact",
-                    "matrix::matrix",
-                    "--nocapture",
-                ])
-                .env("CNI_PRIVILEGED_TESTS", "1"),
-        )?;
-    } else {
-        println!(
-            "\nxtask: privileged tests skipped (--no-privileged or not root); this run is incomplete"
-        );
-    }
-    println!("\nxtask: all test steps passed");
-    Ok(())
+    run_step(
+        "unused dependencies (cargo-machete, fuzz targets)",
+        std::process::Command::new(&machete).current_dir(crate::cmd::workspace_root().join("fuzz")),
+    )
+}
+
+/// The tests that need root and network namespaces, then the real-plugin matrix.
+fn privileged_tests() -> Result<()> {
+    // Only the ignored tests: the ones that need root and network namespaces. Each creates and
+    // removes its own namespaces, so they may run in parallel.
+    run_step(
+        "privileged tests (root + network namespaces)",
+        cargo()
+            .args([
+                "test",
+                "--workspace",
+                "--",
+                "--ignored",
+                "--skip",
+                "matrix::matrix",
+            ])
+            .env("CNI_PRIVILEGED_TESTS", "1"),
+    )?;
+    // The real-plugin matrix prints its table, so it runs on its own with output shown.
+    run_step(
+        "real-plugin matrix (ADD/CHECK/DEL x config version x plugin kind)",
+        cargo()
+            .args([
+                "test",
+                "-p",
+                "cni-exec",
+                "--test",
+                "it",
+                "--",
+                "--ignored",
+                "--exact",
+                "matrix::matrix",
+                "--nocapture",
+            ])
+            .env("CNI_PRIVILEGED_TESTS", "1"),
+    )
 }
 
 /// The seed every property test of this run starts from: the caller's `PROPTEST_RNG_SEED`, or a
