@@ -8,6 +8,8 @@
 //! ocicnitool status [--id ID --netns PATH]      (without --id: is the default network ready?)
 //! ocicnitool gc     [--valid ID]...
 //! ocicnitool list
+//! ocicnitool completions <bash|zsh|fish|elvish|powershell>    (the script on stdout)
+//! ocicnitool man    [--out-dir DIR]             (hidden: the roff page, or every page into DIR)
 //! ```
 //!
 //! Flags go before or after the command, and every command accepts every flag. Exit status: 0 on
@@ -15,13 +17,15 @@
 //! is JSON; errors always go to stderr.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::builder::{OsStringValueParser, TypedValueParser as _};
 use clap::error::ErrorKind;
 use clap::{Args, CommandFactory as _, Parser, Subcommand, ValueHint};
+use clap_complete::Shell;
 use ocicni::cni_types::capabilities::PortMapping;
 use ocicni::{
     AttachmentResult, CheckPolicy, CniArgsPolicy, CniPlugin, NetworkReport, NetworkSelection,
@@ -43,12 +47,30 @@ use serde_json::{Value, json};
 )]
 struct Cli {
     #[command(subcommand)]
-    op: Op,
+    cmd: Cmd,
     #[command(flatten)]
     flags: Flags,
 }
 
-/// The commands.
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    #[command(flatten)]
+    Op(Op),
+    /// Print the completion script for SHELL
+    Completions {
+        /// The shell the script is for
+        shell: Shell,
+    },
+    /// Print the manual page in roff, or write every page (one per command) into a directory
+    #[command(hide = true)]
+    Man {
+        /// Write ocicnitool.1 and one page per command into DIR (created if missing)
+        #[arg(long, value_name = "DIR", value_hint = ValueHint::DirPath)]
+        out_dir: Option<PathBuf>,
+    },
+}
+
+/// The commands that work on networks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
 enum Op {
     /// Attach the pod's namespace to its networks (the default network when none is named)
@@ -424,7 +446,12 @@ async fn run(flags: &Flags, pod: &PodNetwork, op: Op) -> ocicni::Result<String> 
 
 fn main() -> ExitCode {
     // Usage errors exit with 2 here, --help and --version with 0.
-    let Cli { op, flags } = Cli::parse();
+    let Cli { cmd, flags } = Cli::parse();
+    let op = match cmd {
+        Cmd::Op(op) => op,
+        Cmd::Completions { shell } => return completions(shell),
+        Cmd::Man { out_dir } => return man(out_dir.as_deref()),
+    };
     let pod = flags.pod();
     if let Err(msg) = require(&pod, op) {
         usage_error(op, msg);
@@ -461,6 +488,69 @@ fn usage_error(op: Op, msg: String) -> ! {
     cli.build();
     let mut cmd = cli.find_subcommand(op.name()).cloned().unwrap_or(cli);
     cmd.error(ErrorKind::MissingRequiredArgument, msg).exit()
+}
+
+/// `ocicnitool completions SHELL`: the script, generated from the same [`Cli`] that parses.
+fn completions(shell: Shell) -> ExitCode {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "ocicnitool", &mut script);
+    emit("completions", std::io::stdout().write_all(&script))
+}
+
+/// `ocicnitool man`: the page on stdout, or with `--out-dir` every page into the directory, their
+/// paths on stdout (`ocicnitool.1` names `ocicnitool-add(1)` and the others, so those are written
+/// too).
+fn man(out_dir: Option<&Path>) -> ExitCode {
+    // clap's `help` command has no page of its own; `--help` is on every page.
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    // Built, the commands know their page names (`ocicnitool-add`).
+    cmd.build();
+    let written = match out_dir {
+        None => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(cmd)
+                .render(&mut page)
+                .and_then(|()| std::io::stdout().write_all(&page))
+        }
+        Some(dir) => {
+            let mut paths = Vec::new();
+            std::fs::create_dir_all(dir)
+                .and_then(|()| write_pages(&cmd, dir, &mut paths))
+                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display())))
+                .and_then(|()| {
+                    let mut stdout = std::io::stdout().lock();
+                    paths
+                        .iter()
+                        .try_for_each(|path| writeln!(stdout, "{}", path.display()))
+                })
+        }
+    };
+    emit("man", written)
+}
+
+/// The page of `cmd` and of each of its visible commands, recursively; every page's footer names
+/// the binary and its version (clap_mangen would name the command alone: `add`).
+fn write_pages(cmd: &clap::Command, dir: &Path, paths: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for sub in cmd.get_subcommands().filter(|sub| !sub.is_hide_set()) {
+        write_pages(sub, dir, paths)?;
+    }
+    let source = format!("ocicnitool {}", env!("CARGO_PKG_VERSION"));
+    paths.push(
+        clap_mangen::Man::new(cmd.clone())
+            .source(source)
+            .generate_to(dir)?,
+    );
+    Ok(())
+}
+
+fn emit(what: &str, written: std::io::Result<()>) -> ExitCode {
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("ocicnitool: {what}: {err}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 #[cfg(test)]
@@ -502,7 +592,7 @@ mod tests {
             "--k8s-args",
             "--json",
         ]);
-        assert_eq!(cli.op, Op::Add);
+        assert!(matches!(cli.cmd, Cmd::Op(Op::Add)));
         let flags = cli.flags;
         assert_eq!(
             flags.bin_dirs,
@@ -546,7 +636,7 @@ mod tests {
         let cli = parse(&[
             "--json", "--id", "a", "status", "--id", "b", "--netns", "/x",
         ]);
-        assert_eq!(cli.op, Op::Status);
+        assert!(matches!(cli.cmd, Cmd::Op(Op::Status)));
         assert!(cli.flags.json);
         assert_eq!(cli.flags.pod().id, "b");
         // Empty entries of a --bin-dir list are dropped, not refused.
@@ -598,6 +688,11 @@ mod tests {
                 &["add", "--arg", "FOO"],
                 ErrorKind::ValueValidation,
                 "'FOO' for '--arg <KEY=VALUE>': expected KEY=VALUE",
+            ),
+            (
+                &["completions", "tcsh"],
+                ErrorKind::InvalidValue,
+                "'tcsh' for '<SHELL>'",
             ),
         ];
         for (args, kind, want) in cases {
