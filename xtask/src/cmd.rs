@@ -12,6 +12,13 @@ pub(crate) fn workspace_root() -> PathBuf {
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
+/// Cargo's target directory: `CARGO_TARGET_DIR` when set (relative to the workspace root, where
+/// [`cargo`] runs), else `target/` in the workspace.
+pub(crate) fn target_dir() -> PathBuf {
+    let root = workspace_root();
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), |dir| root.join(dir))
+}
+
 /// A `cargo` command rooted at the workspace, using the same cargo that runs xtask.
 pub(crate) fn cargo() -> Command {
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));

@@ -9,6 +9,8 @@
 //!   sysctls) for N seconds each.
 //! - `faults`: crio-lite's whole fault-injection suite (kill -9 at each step, a second daemon,
 //!   FIFOs and devices in every input path, misbehaving plugins).
+//! - `dist`: the release binaries with their shell completions and manual pages, laid out in
+//!   `target/dist/` as a staging root for packages.
 //!
 //! Each command installs the Debian packages it needs when they are missing and it runs as root, and
 //! says so. xtask depends on no workspace crate, so it starts before anything is installed.
@@ -16,6 +18,7 @@
 mod bench;
 mod cmd;
 mod demo;
+mod dist;
 mod faults;
 mod fresh;
 mod fuzz;
@@ -34,7 +37,8 @@ commands:
   bench    the benchmarks beside their peers, as root
   fresh    the README's test command in a clean clone with no protoc, as a new machine runs it
   faults   crio-lite's fault-injection suite, every row, as root (its fast part is in `test`)
-  fuzz     the cargo-fuzz targets for N seconds each, with their executions and crashes";
+  fuzz     the cargo-fuzz targets for N seconds each, with their executions and crashes
+  dist     release binaries, shell completions and man pages in target/dist/ (a staging root)";
 
 /// A command's entry point.
 type Command = fn(&[String]) -> Result<()>;
@@ -57,6 +61,7 @@ fn run() -> Result<()> {
         "fresh" => (fresh::USAGE, fresh::run),
         "faults" => (faults::USAGE, faults::run),
         "fuzz" => (fuzz::USAGE, fuzz::run),
+        "dist" => (dist::USAGE, dist::run),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             return Ok(());

@@ -2,11 +2,14 @@
 
 use std::process::ExitCode;
 
-use clap::Parser as _;
+use crio_lite::cli::Invocation;
 
 fn main() -> ExitCode {
-    let cli = crio_lite::cli::Cli::parse();
-    match crio_lite::wiring::main(cli) {
+    let outcome = match crio_lite::cli::parse() {
+        Invocation::Cli(cli) => crio_lite::wiring::main(*cli),
+        Invocation::Docs(docs) => docs.run(),
+    };
+    match outcome {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("crio-lite: {}", crio_lite::cli::error_text(&e));

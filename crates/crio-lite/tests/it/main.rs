@@ -3,6 +3,7 @@
 
 mod api;
 mod authority;
+mod cli_docs;
 mod clients;
 mod config;
 mod e2e;

@@ -8,16 +8,24 @@
 //! ocicnitool status [--id ID --netns PATH]      (without --id: is the default network ready?)
 //! ocicnitool gc     [--valid ID]...
 //! ocicnitool list
+//! ocicnitool completions <bash|zsh|fish|elvish|powershell>    (the script on stdout)
+//! ocicnitool man    [--out-dir DIR]             (hidden: the roff page, or every page into DIR)
 //! ```
 //!
-//! Exit status: 0 on success, 1 when the operation failed, 2 for a usage error. With `--json` the
-//! answer on stdout is JSON; errors always go to stderr.
+//! Flags go before or after the command, and every command accepts every flag. Exit status: 0 on
+//! success, 1 when the operation failed, 2 for a usage error. With `--json` the answer on stdout
+//! is JSON; errors always go to stderr.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use clap::builder::{OsStringValueParser, TypedValueParser as _};
+use clap::error::ErrorKind;
+use clap::{Args, CommandFactory as _, Parser, Subcommand, ValueHint};
+use clap_complete::Shell;
 use ocicni::cni_types::capabilities::PortMapping;
 use ocicni::{
     AttachmentResult, CheckPolicy, CniArgsPolicy, CniPlugin, NetworkReport, NetworkSelection,
@@ -25,106 +33,201 @@ use ocicni::{
 };
 use serde_json::{Value, json};
 
-const USAGE: &str = "\
-usage: ocicnitool <add|del|check|status|gc|list> [flags]
+/// Attach a pod's network namespace to CNI networks, inspect or detach it, collect garbage and
+/// list the configured networks, as a runtime does through ocicni.
+///
+/// Flags go before or after the command. Exit status: 0 on success, 1 when the operation failed,
+/// 2 for a usage error. With --json the answer on stdout is JSON; errors always go to stderr.
+#[derive(Debug, Parser)]
+#[command(
+    name = "ocicnitool",
+    version,
+    // A flag given twice keeps its last value, as the hand-written parser did.
+    args_override_self = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+    #[command(flatten)]
+    flags: Flags,
+}
 
-commands:
-  add      attach the pod's namespace to its networks (the default network when none is named)
-  del      detach it (every cached attachment of the pod when no network is named)
-  check    run CHECK on the pod's attachments and print their status
-  status   the pod's attachments (from the result cache, else read in the namespace);
-           without --id, whether the default network is ready
-  gc       tear down cached attachments of pods not named with --valid, then run GC
-  list     the configuration files with their networks, plugins and verdicts
-
-flags:
-  --conf-dir DIR              configuration directory (default /etc/cni/net.d)
-  --bin-dir DIR[,DIR...]      plugin directories, repeatable (default /opt/cni/bin,/usr/lib/cni)
-  --cache-dir DIR             result cache directory (default /var/lib/cni)
-  --run-dir DIR               locks and set-ups in progress (default /run/ocicni)
-  --timeout DURATION          time limit for each plugin run (30s, 500ms; a bare number is seconds)
-  --id ID                     the sandbox (container) ID
-  --netns PATH                the pod's network namespace
-  --name NAME                 the pod's name (K8S_POD_NAME)
-  --namespace NS              the pod's Kubernetes namespace (K8S_POD_NAMESPACE)
-  --uid UID                   the pod's UID (K8S_POD_UID)
-  --network NAME[:IFNAME]     a network to attach, repeatable, in order
-  --port HOST:CONTAINER[/PROTO]  a host port mapping (portMappings), repeatable
-  --arg KEY=VALUE             an extra CNI_ARGS pair, repeatable
-  --k8s-args                  pass the Kubernetes CNI_ARGS (K8S_POD_*, IgnoreUnknown=1)
-  --valid ID                  (gc) a pod whose attachments are kept, repeatable
-  --json                      print JSON
-  -h, --help                  this text";
-
-/// A usage error: what was wrong with the command line.
-struct Usage(String);
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Subcommand)]
 enum Cmd {
+    #[command(flatten)]
+    Op(Op),
+    /// Print the completion script for SHELL
+    Completions {
+        /// The shell the script is for
+        shell: Shell,
+    },
+    /// Print the manual page in roff, or write every page (one per command) into a directory
+    #[command(hide = true)]
+    Man {
+        /// Write ocicnitool.1 and one page per command into DIR (created if missing)
+        #[arg(long, value_name = "DIR", value_hint = ValueHint::DirPath)]
+        out_dir: Option<PathBuf>,
+    },
+}
+
+/// The commands that work on networks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
+enum Op {
+    /// Attach the pod's namespace to its networks (the default network when none is named)
     Add,
+    /// Detach it (every cached attachment of the pod when no network is named)
     Del,
+    /// Run CHECK on the pod's attachments and print their status
     Check,
+    /// The pod's attachments (from the result cache, else read in the namespace); without --id,
+    /// whether the default network is ready
     Status,
+    /// Tear down cached attachments of pods not named with --valid, then run GC
     Gc,
+    /// The configuration files with their networks, plugins and verdicts
     List,
 }
 
-#[derive(Default)]
-struct Cli {
-    cmd: Option<Cmd>,
+impl Op {
+    /// The command's name, as typed and as errors name it.
+    fn name(self) -> &'static str {
+        match self {
+            Op::Add => "add",
+            Op::Del => "del",
+            Op::Check => "check",
+            Op::Status => "status",
+            Op::Gc => "gc",
+            Op::List => "list",
+        }
+    }
+}
+
+/// The flags, global: the hand-written parser took any of them before or after any command.
+#[derive(Debug, Args)]
+struct Flags {
+    /// Configuration directory (default /etc/cni/net.d)
+    #[arg(long, global = true, value_name = "DIR", value_hint = ValueHint::DirPath)]
     conf_dir: Option<PathBuf>,
+    /// Plugin directories, repeatable (default /opt/cni/bin,/usr/lib/cni)
+    #[arg(
+        long = "bin-dir",
+        global = true,
+        value_name = "DIR[,DIR...]",
+        value_delimiter = ',',
+        // Empty entries included (`/a,,/b`), which clap's path parser refuses: plugin_dirs()
+        // drops them.
+        value_parser = OsStringValueParser::new().map(PathBuf::from),
+        value_hint = ValueHint::DirPath
+    )]
     bin_dirs: Vec<PathBuf>,
+    /// Result cache directory (default /var/lib/cni)
+    #[arg(long, global = true, value_name = "DIR", value_hint = ValueHint::DirPath)]
     cache_dir: Option<PathBuf>,
+    /// Locks and set-ups in progress (default /run/ocicni)
+    #[arg(long, global = true, value_name = "DIR", value_hint = ValueHint::DirPath)]
     run_dir: Option<PathBuf>,
+    /// Time limit for each plugin run (30s, 500ms; a bare number is seconds)
+    #[arg(
+        long,
+        global = true,
+        value_name = "DURATION",
+        value_parser = plugin_timeout,
+        // So that `-1` reaches the duration syntax and is refused there, not taken for a flag.
+        allow_negative_numbers = true
+    )]
     timeout: Option<Duration>,
-    pod: PodNetwork,
-    ports: Vec<PortMapping>,
-    k8s_args: bool,
-    valid: Vec<String>,
+    /// Print JSON
+    #[arg(long, global = true)]
     json: bool,
-    help: bool,
+    /// The sandbox (container) ID
+    #[arg(long, global = true, value_name = "ID", help_heading = "Pod")]
+    id: Option<String>,
+    /// The pod's network namespace
+    #[arg(long, global = true, value_name = "PATH", value_hint = ValueHint::FilePath, help_heading = "Pod")]
+    netns: Option<String>,
+    /// The pod's name (K8S_POD_NAME)
+    #[arg(long, global = true, value_name = "NAME", help_heading = "Pod")]
+    name: Option<String>,
+    /// The pod's Kubernetes namespace (K8S_POD_NAMESPACE)
+    #[arg(long, global = true, value_name = "NS", help_heading = "Pod")]
+    namespace: Option<String>,
+    /// The pod's UID (K8S_POD_UID)
+    #[arg(long, global = true, value_name = "UID", help_heading = "Pod")]
+    uid: Option<String>,
+    /// A network to attach, repeatable, in order
+    #[arg(long = "network", global = true, value_name = "NAME[:IFNAME]", value_parser = network, help_heading = "Pod")]
+    networks: Vec<NetworkSelection>,
+    /// A host port mapping (portMappings), repeatable
+    #[arg(long = "port", global = true, value_name = "HOST:CONTAINER[/PROTO]", value_parser = port, help_heading = "Pod")]
+    ports: Vec<PortMapping>,
+    /// An extra CNI_ARGS pair, repeatable
+    #[arg(long = "arg", global = true, value_name = "KEY=VALUE", value_parser = cni_arg, help_heading = "Pod")]
+    args: Vec<(String, String)>,
+    /// Pass the Kubernetes CNI_ARGS (K8S_POD_*, IgnoreUnknown=1)
+    #[arg(long, global = true, help_heading = "Pod")]
+    k8s_args: bool,
+    /// (gc) A pod whose attachments are kept, repeatable
+    #[arg(long, global = true, value_name = "ID", help_heading = "Pod")]
+    valid: Vec<String>,
 }
 
-fn parse_cmd(word: &str) -> Result<Cmd, Usage> {
-    Ok(match word {
-        "add" => Cmd::Add,
-        "del" => Cmd::Del,
-        "check" => Cmd::Check,
-        "status" => Cmd::Status,
-        "gc" => Cmd::Gc,
-        "list" => Cmd::List,
-        other => return Err(Usage(format!("unknown command {other:?}"))),
-    })
+impl Flags {
+    /// The pod the flags describe; a flag not given is empty, as in [`PodNetwork::default`].
+    fn pod(&self) -> PodNetwork {
+        let text = |flag: &Option<String>| flag.clone().unwrap_or_default();
+        PodNetwork {
+            id: text(&self.id),
+            netns: text(&self.netns),
+            name: text(&self.name),
+            namespace: text(&self.namespace),
+            uid: text(&self.uid),
+            networks: self.networks.clone(),
+            extra_args: self.args.clone(),
+            ..PodNetwork::default()
+        }
+    }
+
+    /// The `--bin-dir` directories without the empty entries of a list (`/a,,/b`, `/a,`).
+    fn plugin_dirs(&self) -> Vec<PathBuf> {
+        let given = self.bin_dirs.iter().filter(|d| !d.as_os_str().is_empty());
+        given.cloned().collect()
+    }
 }
 
-fn parse_port(text: &str) -> Result<PortMapping, Usage> {
-    let bad = || Usage(format!("--port {text:?}: expected HOST:CONTAINER[/PROTO]"));
+/// `--timeout`: the workspace's one duration syntax (as crio-lite's `plugin_timeout`), and longer
+/// than zero. Never `Duration::from_secs_f64`, which panics on values a user can type (`1e300`).
+fn plugin_timeout(text: &str) -> Result<Duration, String> {
+    let duration = ocicni::duration::parse(text)?;
+    if duration.is_zero() {
+        return Err("must be longer than zero".to_owned());
+    }
+    Ok(duration)
+}
+
+fn port(text: &str) -> Result<PortMapping, String> {
+    let bad = || "expected HOST:CONTAINER[/PROTO]".to_owned();
     let (ports, proto) = text.split_once('/').unwrap_or((text, "tcp"));
     let (host, container) = ports.split_once(':').ok_or_else(bad)?;
     let host_port: u16 = host.parse().map_err(|_| bad())?;
     let container_port: u16 = container.parse().map_err(|_| bad())?;
     if !matches!(proto, "tcp" | "udp" | "sctp") {
-        return Err(Usage(format!(
-            "--port {text:?}: protocol must be tcp, udp or sctp"
-        )));
+        return Err("protocol must be tcp, udp or sctp".to_owned());
     }
     serde_json::from_value(json!({
         "hostPort": host_port,
         "containerPort": container_port,
         "protocol": proto,
     }))
-    .map_err(|e| Usage(format!("--port {text:?}: {e}")))
+    .map_err(|e| e.to_string())
 }
 
-fn parse_network(text: &str) -> Result<NetworkSelection, Usage> {
+fn network(text: &str) -> Result<NetworkSelection, String> {
     let (name, ifname) = match text.split_once(':') {
         Some((name, ifname)) => (name, Some(ifname)),
         None => (text, None),
     };
     if name.is_empty() || ifname.is_some_and(str::is_empty) {
-        return Err(Usage(format!(
-            "--network {text:?}: expected NAME or NAME:IFNAME"
-        )));
+        return Err("expected NAME or NAME:IFNAME".to_owned());
     }
     Ok(NetworkSelection {
         name: name.to_owned(),
@@ -132,137 +235,61 @@ fn parse_network(text: &str) -> Result<NetworkSelection, Usage> {
     })
 }
 
-fn parse_args(args: impl IntoIterator<Item = String>) -> Result<Cli, Usage> {
-    let mut cli = Cli::default();
-    let mut args = args.into_iter();
-    while let Some(arg) = args.next() {
-        if arg == "-h" || arg == "--help" {
-            cli.help = true;
-            continue;
-        }
-        let Some(flag) = arg.strip_prefix("--") else {
-            if cli.cmd.is_some() {
-                return Err(Usage(format!("unexpected argument {arg:?}")));
-            }
-            cli.cmd = Some(parse_cmd(&arg)?);
-            continue;
-        };
-        let (flag, inline) = match flag.split_once('=') {
-            Some((f, v)) => (f, Some(v.to_owned())),
-            None => (flag, None),
-        };
-        match flag {
-            "json" | "k8s-args" if inline.is_some() => {
-                return Err(Usage(format!("--{flag} takes no value")));
-            }
-            "json" => cli.json = true,
-            "k8s-args" => cli.k8s_args = true,
-            _ => {
-                let value = match inline {
-                    Some(v) => v,
-                    None => args
-                        .next()
-                        .ok_or_else(|| Usage(format!("--{flag} needs a value")))?,
-                };
-                set_flag(&mut cli, flag, value)?;
-            }
-        }
-    }
-    Ok(cli)
-}
-
-fn set_flag(cli: &mut Cli, flag: &str, value: String) -> Result<(), Usage> {
-    match flag {
-        "conf-dir" => cli.conf_dir = Some(value.into()),
-        "cache-dir" => cli.cache_dir = Some(value.into()),
-        "run-dir" => cli.run_dir = Some(value.into()),
-        "bin-dir" => cli.bin_dirs.extend(
-            value
-                .split(',')
-                .filter(|d| !d.is_empty())
-                .map(PathBuf::from),
-        ),
-        "timeout" => cli.timeout = Some(parse_seconds(flag, &value)?),
-        "id" => cli.pod.id = value,
-        "netns" => cli.pod.netns = value,
-        "name" => cli.pod.name = value,
-        "namespace" => cli.pod.namespace = value,
-        "uid" => cli.pod.uid = value,
-        "network" => cli.pod.networks.push(parse_network(&value)?),
-        "port" => cli.ports.push(parse_port(&value)?),
-        "arg" => {
-            let (k, v) = value
-                .split_once('=')
-                .ok_or_else(|| Usage(format!("--arg {value:?}: expected KEY=VALUE")))?;
-            cli.pod.extra_args.push((k.to_owned(), v.to_owned()));
-        }
-        "valid" => cli.valid.push(value),
-        other => return Err(Usage(format!("unknown flag --{other}"))),
-    }
-    Ok(())
-}
-
-/// A positive number of seconds, fractions allowed. Checked, never `Duration::from_secs_f64`:
-/// that panics on values a user can type (`1e300`, `inf`, `NaN`).
-fn parse_seconds(flag: &str, value: &str) -> Result<Duration, Usage> {
-    let bad = |why: &str| Usage(format!("--{flag} {value:?}: {why}"));
-    // The workspace's one duration syntax, as in crio-lite's configuration: `30s`, `500ms`, a
-    // bare number of seconds.
-    let duration = ocicni::duration::parse(value).map_err(|why| bad(&why))?;
-    if duration.is_zero() {
-        return Err(bad("must be longer than zero"));
-    }
-    Ok(duration)
+fn cni_arg(text: &str) -> Result<(String, String), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or_else(|| "expected KEY=VALUE".to_owned())?;
+    Ok((key.to_owned(), value.to_owned()))
 }
 
 /// Checks that the command has the pod flags it needs.
-fn require(cli: &Cli, cmd: Cmd) -> Result<(), Usage> {
-    let needs_id = matches!(cmd, Cmd::Add | Cmd::Del | Cmd::Check)
-        || (cmd == Cmd::Status && !cli.pod.netns.is_empty());
-    let needs_netns =
-        matches!(cmd, Cmd::Add | Cmd::Check) || (cmd == Cmd::Status && !cli.pod.id.is_empty());
-    if needs_id && cli.pod.id.is_empty() {
-        return Err(Usage(format!("{cmd:?} needs --id").to_lowercase()));
+fn require(pod: &PodNetwork, op: Op) -> Result<(), String> {
+    let needs_id =
+        matches!(op, Op::Add | Op::Del | Op::Check) || (op == Op::Status && !pod.netns.is_empty());
+    let needs_netns = matches!(op, Op::Add | Op::Check) || (op == Op::Status && !pod.id.is_empty());
+    if needs_id && pod.id.is_empty() {
+        return Err(format!("{} needs --id", op.name()));
     }
-    if needs_netns && cli.pod.netns.is_empty() {
-        return Err(Usage(format!("{cmd:?} needs --netns").to_lowercase()));
+    if needs_netns && pod.netns.is_empty() {
+        return Err(format!("{} needs --netns", op.name()));
     }
     Ok(())
 }
 
-async fn build(cli: &Cli, cmd: Cmd) -> ocicni::Result<Ocicni> {
+async fn build(flags: &Flags, op: Op) -> ocicni::Result<Ocicni> {
     let mut builder = Ocicni::builder()
         .watch(WatchPolicy::Off)
-        .cni_args(if cli.k8s_args {
+        .cni_args(if flags.k8s_args {
             CniArgsPolicy::Kubernetes
         } else {
             CniArgsPolicy::Plain
         });
-    if let Some(dir) = &cli.conf_dir {
+    if let Some(dir) = &flags.conf_dir {
         builder = builder.conf_dir(dir);
     }
-    if !cli.bin_dirs.is_empty() {
-        builder = builder.plugin_dirs(cli.bin_dirs.iter().cloned());
+    let plugin_dirs = flags.plugin_dirs();
+    if !plugin_dirs.is_empty() {
+        builder = builder.plugin_dirs(plugin_dirs);
     }
-    if let Some(dir) = &cli.cache_dir {
+    if let Some(dir) = &flags.cache_dir {
         builder = builder.cache_dir(dir);
     }
-    if let Some(dir) = &cli.run_dir {
+    if let Some(dir) = &flags.run_dir {
         builder = builder.run_dir(dir);
     }
-    if let Some(timeout) = cli.timeout {
+    if let Some(timeout) = flags.timeout {
         builder = builder.plugin_timeout(timeout);
     }
-    if cmd == Cmd::Check {
+    if op == Op::Check {
         builder = builder.check(CheckPolicy::Always);
     }
     builder.build().await
 }
 
 /// The pod with its port mappings attached to every network it names (or the default network).
-fn pod_for(cli: &Cli, cni: &Ocicni) -> PodNetwork {
-    let mut pod = cli.pod.clone();
-    if cli.ports.is_empty() {
+fn pod_for(pod: &PodNetwork, ports: &[PortMapping], cni: &Ocicni) -> PodNetwork {
+    let mut pod = pod.clone();
+    if ports.is_empty() {
         return pod;
     }
     let names: Vec<String> = if pod.networks.is_empty() {
@@ -274,7 +301,7 @@ fn pod_for(cli: &Cli, cni: &Ocicni) -> PodNetwork {
         pod.runtime_config.insert(
             name,
             RuntimeConfig {
-                port_mappings: cli.ports.clone(),
+                port_mappings: ports.to_vec(),
                 ..RuntimeConfig::default()
             },
         );
@@ -333,14 +360,14 @@ fn report_text(report: &NetworkReport) -> String {
 }
 
 /// Runs the command and returns what to print on success.
-async fn run(cli: &Cli, cmd: Cmd) -> ocicni::Result<String> {
-    let cni = build(cli, cmd).await?;
-    let out = match cmd {
-        Cmd::List => {
+async fn run(flags: &Flags, pod: &PodNetwork, op: Op) -> ocicni::Result<String> {
+    let cni = build(flags, op).await?;
+    let out = match op {
+        Op::List => {
             // The reports of a directory that cannot be read are empty: say why, and fail.
             cni.reload().await?;
             let reports = cni.networks();
-            if cli.json {
+            if flags.json {
                 serde_json::to_string_pretty(&reports).unwrap_or_default()
             } else {
                 reports
@@ -350,9 +377,9 @@ async fn run(cli: &Cli, cmd: Cmd) -> ocicni::Result<String> {
                     .join("\n")
             }
         }
-        Cmd::Status if cli.pod.id.is_empty() => {
+        Op::Status if pod.id.is_empty() => {
             let status = cni.status().await;
-            if cli.json {
+            if flags.json {
                 let mut obj = json!({
                     "ready": status.ready,
                     "defaultNetwork": cni.default_network_name(),
@@ -371,14 +398,14 @@ async fn run(cli: &Cli, cmd: Cmd) -> ocicni::Result<String> {
                 format!("not ready: {}: {}", status.reason, status.message)
             }
         }
-        Cmd::Add | Cmd::Check | Cmd::Status => {
-            let pod = pod_for(cli, &cni);
-            let atts = if cmd == Cmd::Add {
+        Op::Add | Op::Check | Op::Status => {
+            let pod = pod_for(pod, &flags.ports, &cni);
+            let atts = if op == Op::Add {
                 cni.setup_pod(&pod).await?
             } else {
                 cni.pod_network_status(&pod).await?
             };
-            if cli.json {
+            if flags.json {
                 let list: Vec<Value> = atts.iter().map(attachment_json).collect();
                 serde_json::to_string_pretty(&list).unwrap_or_default()
             } else {
@@ -388,16 +415,16 @@ async fn run(cli: &Cli, cmd: Cmd) -> ocicni::Result<String> {
                     .join("\n")
             }
         }
-        Cmd::Del => {
-            cni.teardown_pod(&pod_for(cli, &cni)).await?;
-            if cli.json {
-                json!({"deleted": cli.pod.id}).to_string()
+        Op::Del => {
+            cni.teardown_pod(&pod_for(pod, &flags.ports, &cni)).await?;
+            if flags.json {
+                json!({"deleted": pod.id}).to_string()
             } else {
-                format!("deleted {}", cli.pod.id)
+                format!("deleted {}", pod.id)
             }
         }
-        Cmd::Gc => {
-            let valid: Vec<PodNetwork> = cli
+        Op::Gc => {
+            let valid: Vec<PodNetwork> = flags
                 .valid
                 .iter()
                 .map(|id| PodNetwork {
@@ -406,8 +433,8 @@ async fn run(cli: &Cli, cmd: Cmd) -> ocicni::Result<String> {
                 })
                 .collect();
             cni.gc(&valid).await?;
-            if cli.json {
-                json!({"gc": "ok", "kept": cli.valid}).to_string()
+            if flags.json {
+                json!({"gc": "ok", "kept": flags.valid}).to_string()
             } else {
                 "gc done".to_owned()
             }
@@ -418,24 +445,16 @@ async fn run(cli: &Cli, cmd: Cmd) -> ocicni::Result<String> {
 }
 
 fn main() -> ExitCode {
-    let cli = match parse_args(std::env::args().skip(1)) {
-        Ok(cli) => cli,
-        Err(Usage(msg)) => {
-            eprintln!("ocicnitool: {msg}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
+    // Usage errors exit with 2 here, --help and --version with 0.
+    let Cli { cmd, flags } = Cli::parse();
+    let op = match cmd {
+        Cmd::Op(op) => op,
+        Cmd::Completions { shell } => return completions(shell),
+        Cmd::Man { out_dir } => return man(out_dir.as_deref()),
     };
-    if cli.help {
-        println!("{USAGE}");
-        return ExitCode::SUCCESS;
-    }
-    let Some(cmd) = cli.cmd else {
-        eprintln!("ocicnitool: no command given\n\n{USAGE}");
-        return ExitCode::from(2);
-    };
-    if let Err(Usage(msg)) = require(&cli, cmd) {
-        eprintln!("ocicnitool: {msg}");
-        return ExitCode::from(2);
+    let pod = flags.pod();
+    if let Err(msg) = require(&pod, op) {
+        usage_error(op, msg);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -448,7 +467,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(&cli, cmd)) {
+    match runtime.block_on(run(&flags, &pod, op)) {
         Ok(out) => {
             if !out.is_empty() {
                 println!("{out}");
@@ -456,7 +475,79 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => {
-            eprintln!("ocicnitool: {}: {err}", format!("{cmd:?}").to_lowercase());
+            eprintln!("ocicnitool: {}: {err}", op.name());
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Exits with status 2 and clap's rendering of `msg`, under the command's usage line.
+fn usage_error(op: Op, msg: String) -> ! {
+    let mut cli = Cli::command();
+    // Built, the subcommand knows its full name (`ocicnitool add`) for the usage line.
+    cli.build();
+    let mut cmd = cli.find_subcommand(op.name()).cloned().unwrap_or(cli);
+    cmd.error(ErrorKind::MissingRequiredArgument, msg).exit()
+}
+
+/// `ocicnitool completions SHELL`: the script, generated from the same [`Cli`] that parses.
+fn completions(shell: Shell) -> ExitCode {
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "ocicnitool", &mut script);
+    emit("completions", std::io::stdout().write_all(&script))
+}
+
+/// `ocicnitool man`: the page on stdout, or with `--out-dir` every page into the directory, their
+/// paths on stdout (`ocicnitool.1` names `ocicnitool-add(1)` and the others, so those are written
+/// too).
+fn man(out_dir: Option<&Path>) -> ExitCode {
+    // clap's `help` command has no page of its own; `--help` is on every page.
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    // Built, the commands know their page names (`ocicnitool-add`).
+    cmd.build();
+    let written = match out_dir {
+        None => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(cmd)
+                .render(&mut page)
+                .and_then(|()| std::io::stdout().write_all(&page))
+        }
+        Some(dir) => {
+            let mut paths = Vec::new();
+            std::fs::create_dir_all(dir)
+                .and_then(|()| write_pages(&cmd, dir, &mut paths))
+                .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display())))
+                .and_then(|()| {
+                    let mut stdout = std::io::stdout().lock();
+                    paths
+                        .iter()
+                        .try_for_each(|path| writeln!(stdout, "{}", path.display()))
+                })
+        }
+    };
+    emit("man", written)
+}
+
+/// The page of `cmd` and of each of its visible commands, recursively; every page's footer names
+/// the binary and its version (clap_mangen would name the command alone: `add`).
+fn write_pages(cmd: &clap::Command, dir: &Path, paths: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for sub in cmd.get_subcommands().filter(|sub| !sub.is_hide_set()) {
+        write_pages(sub, dir, paths)?;
+    }
+    let source = format!("ocicnitool {}", env!("CARGO_PKG_VERSION"));
+    paths.push(
+        clap_mangen::Man::new(cmd.clone())
+            .source(source)
+            .generate_to(dir)?,
+    );
+    Ok(())
+}
+
+fn emit(what: &str, written: std::io::Result<()>) -> ExitCode {
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("ocicnitool: {what}: {err}");
             ExitCode::FAILURE
         }
     }
@@ -466,15 +557,18 @@ fn main() -> ExitCode {
 mod tests {
     use super::*;
 
-    fn parse(args: &[&str]) -> Result<Cli, Usage> {
-        parse_args(args.iter().map(|s| (*s).to_owned()))
+    fn parse(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("ocicnitool").chain(args.iter().copied()))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"))
     }
 
-    fn usage(args: &[&str]) -> String {
-        match parse(args) {
-            Ok(_) => panic!("{args:?} parsed"),
-            Err(Usage(msg)) => msg,
-        }
+    fn parse_flags(args: &[&str]) -> Flags {
+        parse(args).flags
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
     }
 
     #[test]
@@ -497,19 +591,20 @@ mod tests {
             "FOO=bar",
             "--k8s-args",
             "--json",
-        ])
-        .unwrap_or_else(|Usage(m)| panic!("{m}"));
-        assert_eq!(cli.cmd, Some(Cmd::Add));
+        ]);
+        assert!(matches!(cli.cmd, Cmd::Op(Op::Add)));
+        let flags = cli.flags;
         assert_eq!(
-            cli.bin_dirs,
+            flags.bin_dirs,
             [
                 PathBuf::from("/a"),
                 PathBuf::from("/b"),
                 PathBuf::from("/c")
             ]
         );
+        let pod = flags.pod();
         assert_eq!(
-            cli.pod.networks,
+            pod.networks,
             [
                 NetworkSelection::new("one"),
                 NetworkSelection {
@@ -518,98 +613,138 @@ mod tests {
                 }
             ]
         );
-        assert_eq!(cli.pod.id, "abc");
-        assert_eq!(cli.pod.netns, "/run/netns/x");
-        assert_eq!(cli.ports.len(), 2);
-        assert_eq!(cli.ports[1].protocol, "udp");
-        assert_eq!(cli.ports[1].host_port, 53);
-        assert_eq!(cli.pod.extra_args, [("FOO".to_owned(), "bar".to_owned())]);
-        assert!(cli.k8s_args && cli.json);
-        let cli = parse(&["gc", "--timeout", "1.5"]).unwrap_or_else(|Usage(m)| panic!("{m}"));
-        assert_eq!(cli.timeout, Some(Duration::from_millis(1500)));
+        assert_eq!(pod.id, "abc");
+        assert_eq!(pod.netns, "/run/netns/x");
+        assert_eq!(flags.ports.len(), 2);
+        assert_eq!(flags.ports[1].protocol, "udp");
+        assert_eq!(flags.ports[1].host_port, 53);
+        assert_eq!(pod.extra_args, [("FOO".to_owned(), "bar".to_owned())]);
+        assert!(flags.k8s_args && flags.json);
+        assert_eq!(
+            parse_flags(&["gc", "--timeout", "1.5"]).timeout,
+            Some(Duration::from_millis(1500))
+        );
         // The syntax of crio-lite's plugin_timeout too.
         for (text, want) in [("500ms", 500), ("30s", 30_000), ("2m", 120_000)] {
-            let cli = parse(&["gc", "--timeout", text]).unwrap_or_else(|Usage(m)| panic!("{m}"));
-            assert_eq!(cli.timeout, Some(Duration::from_millis(want)), "{text}");
+            let flags = parse_flags(&["gc", "--timeout", text]);
+            assert_eq!(flags.timeout, Some(Duration::from_millis(want)), "{text}");
         }
     }
 
     #[test]
+    fn flags_go_anywhere_and_the_last_of_a_single_flag_wins() {
+        let cli = parse(&[
+            "--json", "--id", "a", "status", "--id", "b", "--netns", "/x",
+        ]);
+        assert!(matches!(cli.cmd, Cmd::Op(Op::Status)));
+        assert!(cli.flags.json);
+        assert_eq!(cli.flags.pod().id, "b");
+        // Empty entries of a --bin-dir list are dropped, not refused.
+        let flags = parse_flags(&["list", "--bin-dir", "/a,,/b,"]);
+        assert_eq!(
+            flags.plugin_dirs(),
+            [PathBuf::from("/a"), PathBuf::from("/b")]
+        );
+    }
+
+    #[test]
     fn bad_command_lines_say_what_is_wrong() {
-        let cases: &[(&[&str], &str)] = &[
-            (&["frob"], "unknown command \"frob\""),
-            (&["add", "--bogus", "1"], "unknown flag --bogus"),
-            (&["add", "--id"], "--id needs a value"),
-            (&["add", "--json=yes"], "--json takes no value"),
+        let cases: &[(&[&str], ErrorKind, &str)] = &[
+            (&["frob"], ErrorKind::InvalidSubcommand, "'frob'"),
+            (
+                &["add", "--bogus", "1"],
+                ErrorKind::UnknownArgument,
+                "'--bogus'",
+            ),
+            (&["add", "--id"], ErrorKind::InvalidValue, "'--id <ID>'"),
+            (&["add", "--json=yes"], ErrorKind::TooManyValues, "'--json'"),
+            (&["add", "del"], ErrorKind::UnknownArgument, "'del'"),
+            (
+                &[],
+                ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand,
+                "Usage",
+            ),
+            (
+                &["--json"],
+                ErrorKind::MissingSubcommand,
+                "requires a subcommand",
+            ),
             (
                 &["add", "--port", "80"],
-                "--port \"80\": expected HOST:CONTAINER[/PROTO]",
+                ErrorKind::ValueValidation,
+                "'80' for '--port <HOST:CONTAINER[/PROTO]>': expected HOST:CONTAINER[/PROTO]",
             ),
             (
                 &["add", "--port", "1:2/icmp"],
-                "--port \"1:2/icmp\": protocol must be tcp, udp or sctp",
+                ErrorKind::ValueValidation,
+                "'1:2/icmp' for '--port <HOST:CONTAINER[/PROTO]>': protocol must be tcp, udp or sctp",
             ),
             (
                 &["add", "--network", "x:"],
-                "--network \"x:\": expected NAME or NAME:IFNAME",
+                ErrorKind::ValueValidation,
+                "'x:' for '--network <NAME[:IFNAME]>': expected NAME or NAME:IFNAME",
             ),
             (
                 &["add", "--arg", "FOO"],
-                "--arg \"FOO\": expected KEY=VALUE",
-            ),
-            (&["add", "del"], "unexpected argument \"del\""),
-            (
-                &["gc", "--timeout", "-1"],
-                "--timeout \"-1\": expected a number with ms, s, m or h (a bare number is seconds)",
+                ErrorKind::ValueValidation,
+                "'FOO' for '--arg <KEY=VALUE>': expected KEY=VALUE",
             ),
             (
-                &["gc", "--timeout", "1e300"],
-                "--timeout \"1e300\": expected a number with ms, s, m or h (a bare number is seconds)",
-            ),
-            (
-                &["gc", "--timeout", "inf"],
-                "--timeout \"inf\": expected a number with ms, s, m or h (a bare number is seconds)",
-            ),
-            (
-                &["gc", "--timeout", "99999999999999999999h"],
-                "--timeout \"99999999999999999999h\": too long",
-            ),
-            (
-                &["gc", "--timeout", "0"],
-                "--timeout \"0\": must be longer than zero",
-            ),
-            (
-                &["gc", "--timeout", "NaN"],
-                "--timeout \"NaN\": expected a number with ms, s, m or h (a bare number is seconds)",
-            ),
-            (
-                &["gc", "--timeout", "1e-300"],
-                "--timeout \"1e-300\": expected a number with ms, s, m or h (a bare number is seconds)",
-            ),
-            (
-                &["gc", "--timeout", "soon"],
-                "--timeout \"soon\": expected a number with ms, s, m or h (a bare number is seconds)",
+                &["completions", "tcsh"],
+                ErrorKind::InvalidValue,
+                "'tcsh' for '<SHELL>'",
             ),
         ];
-        for (args, want) in cases {
-            assert_eq!(usage(args), *want, "{args:?}");
+        for (args, kind, want) in cases {
+            let args = std::iter::once("ocicnitool").chain(args.iter().copied());
+            let err = Cli::try_parse_from(args).expect_err("a usage error");
+            assert_eq!(err.kind(), *kind, "{err}");
+            assert!(err.to_string().contains(want), "{want:?} in {err}");
+        }
+    }
+
+    #[test]
+    fn timeouts_use_the_one_duration_syntax_and_exclude_zero() {
+        let syntax = "expected a number with ms, s, m or h (a bare number is seconds)";
+        for (value, why) in [
+            ("-1", syntax),
+            ("1e300", syntax),
+            ("inf", syntax),
+            ("NaN", syntax),
+            ("1e-300", syntax),
+            ("soon", syntax),
+            ("99999999999999999999h", "too long"),
+            ("0", "must be longer than zero"),
+        ] {
+            let err = Cli::try_parse_from(["ocicnitool", "gc", "--timeout", value])
+                .expect_err("a usage error");
+            assert_eq!(err.kind(), ErrorKind::ValueValidation, "{value}: {err}");
+            let want = format!("invalid value '{value}' for '--timeout <DURATION>': {why}");
+            assert!(err.to_string().contains(&want), "{want:?} in {err}");
         }
     }
 
     #[test]
     fn commands_demand_the_pod_flags_they_use() {
-        let cli = parse(&["add", "--id", "a"]).unwrap_or_else(|Usage(m)| panic!("{m}"));
-        assert!(matches!(require(&cli, Cmd::Add), Err(Usage(m)) if m == "add needs --netns"));
-        let cli = parse(&["del", "--netns", "/x"]).unwrap_or_else(|Usage(m)| panic!("{m}"));
-        assert!(matches!(require(&cli, Cmd::Del), Err(Usage(m)) if m == "del needs --id"));
-        let cli = parse(&["del", "--id", "a"]).unwrap_or_else(|Usage(m)| panic!("{m}"));
-        assert!(
-            require(&cli, Cmd::Del).is_ok(),
+        let pod = |args: &[&str]| parse_flags(args).pod();
+        assert_eq!(
+            require(&pod(&["add", "--id", "a"]), Op::Add),
+            Err("add needs --netns".to_owned())
+        );
+        assert_eq!(
+            require(&pod(&["del", "--netns", "/x"]), Op::Del),
+            Err("del needs --id".to_owned())
+        );
+        assert_eq!(
+            require(&pod(&["del", "--id", "a"]), Op::Del),
+            Ok(()),
             "del works without the namespace"
         );
-        let cli = parse(&["status"]).unwrap_or_else(|Usage(m)| panic!("{m}"));
-        assert!(require(&cli, Cmd::Status).is_ok(), "status of the node");
-        let cli = parse(&["list"]).unwrap_or_else(|Usage(m)| panic!("{m}"));
-        assert!(require(&cli, Cmd::List).is_ok());
+        assert_eq!(
+            require(&pod(&["status"]), Op::Status),
+            Ok(()),
+            "status of the node"
+        );
+        assert_eq!(require(&pod(&["list"]), Op::List), Ok(()));
     }
 }

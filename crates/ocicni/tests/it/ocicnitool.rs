@@ -121,7 +121,7 @@ fn usage_errors_exit_2_and_failures_exit_1_with_the_reason() {
     let out = tool(&["frobnicate"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("unknown command \"frobnicate\""),
+        text(&out.stderr).contains("unrecognized subcommand 'frobnicate'"),
         "{}",
         text(&out.stderr)
     );
@@ -157,7 +157,11 @@ fn usage_errors_exit_2_and_failures_exit_1_with_the_reason() {
 
     let out = tool(&["--help"]);
     assert!(out.status.success());
-    assert!(text(&out.stdout).starts_with("usage: ocicnitool"));
+    let help = text(&out.stdout);
+    assert!(
+        help.contains("Usage: ocicnitool [OPTIONS] <COMMAND>") && help.contains("Exit status: 0"),
+        "{help}"
+    );
 }
 
 fn first_ipv4(attachments: &Value) -> Ipv4Addr {
@@ -247,7 +251,9 @@ fn durations_nobody_can_wait_for_are_usage_errors_not_panics() {
         assert_eq!(out.status.code(), Some(2), "--timeout {value}: {err}");
         assert!(!err.contains("panicked"), "--timeout {value}: {err}");
         assert!(
-            err.starts_with(&format!("ocicnitool: --timeout {value:?}: ")),
+            err.starts_with(&format!(
+                "error: invalid value '{value}' for '--timeout <DURATION>': "
+            )),
             "--timeout {value}: {err}"
         );
     }
@@ -282,4 +288,107 @@ fn list_on_a_missing_conf_dir_fails_naming_it_once() {
             ),
         );
     }
+}
+
+#[test]
+fn completions_name_every_command_and_flag() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let out = tool(&["completions", shell]);
+        assert!(out.status.success(), "{shell}: {}", text(&out.stderr));
+        let script = text(&out.stdout);
+        for word in [
+            "add",
+            "del",
+            "check",
+            "status",
+            "gc",
+            "list",
+            "completions",
+            "conf-dir",
+            "bin-dir",
+            "timeout",
+            "k8s-args",
+        ] {
+            assert!(script.contains(word), "{shell} completes {word}");
+        }
+    }
+    let bash = text(&tool(&["completions", "bash"]).stdout);
+    assert!(
+        bash.lines()
+            .any(|l| l.trim_start().starts_with("complete -F") && l.ends_with(" ocicnitool")),
+        "the script registers itself for ocicnitool: {bash}"
+    );
+    let out = tool(&["completions", "tcsh"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an unknown shell is a usage error"
+    );
+}
+
+#[test]
+fn man_prints_a_roff_page_with_every_command_and_flag() {
+    let out = tool(&["man"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let page = text(&out.stdout);
+    assert!(
+        page.lines().any(|l| l.starts_with(".TH ocicnitool 1")),
+        "{page}"
+    );
+    for section in [".SH NAME", ".SH SYNOPSIS", ".SH OPTIONS", ".SH SUBCOMMANDS"] {
+        assert!(page.contains(section), "{section} in {page}");
+    }
+    // roff escapes the dashes of flags.
+    for flag in [
+        "\\-\\-conf\\-dir",
+        "\\-\\-timeout",
+        "\\-\\-valid",
+        "\\-\\-json",
+    ] {
+        assert!(page.contains(flag), "{flag} in {page}");
+    }
+    assert!(page.contains("ocicnitool\\-add(1)"), "{page}");
+    assert!(
+        !page.contains("ocicnitool\\-man") && !page.contains("ocicnitool\\-help"),
+        "no page for the hidden man command or clap's help"
+    );
+
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let dir = tmp.path().join("man1");
+    let out = tool(&["man", "--out-dir", &dir.display().to_string()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout).lines().count(),
+        8,
+        "the paths written: {}",
+        text(&out.stdout)
+    );
+    let mut pages: Vec<String> = std::fs::read_dir(&dir)
+        .expect("the pages' directory")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    pages.sort();
+    assert_eq!(
+        pages,
+        [
+            "ocicnitool-add.1",
+            "ocicnitool-check.1",
+            "ocicnitool-completions.1",
+            "ocicnitool-del.1",
+            "ocicnitool-gc.1",
+            "ocicnitool-list.1",
+            "ocicnitool-status.1",
+            "ocicnitool.1",
+        ]
+    );
+    let add = std::fs::read_to_string(dir.join("ocicnitool-add.1")).expect("the add page");
+    let title = format!(
+        ".TH ocicnitool-add 1  \"ocicnitool {}\"",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(add.contains(&title), "{title} in {add}");
+    assert!(
+        add.contains("\\-\\-netns"),
+        "the global flags are on the command's page"
+    );
 }
