@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use cni_exec::{Error, Exec, ProcessExec};
 use serde_json::json;
+use test_support::process::wait_dead;
 
-use crate::support::{PluginDir, cni_env, wait_child_record, wait_dead};
+use crate::support::{PluginDir, cni_env, wait_child_record};
 
 /// A network namespace of our own, deleted on drop.
 struct NetNs {
