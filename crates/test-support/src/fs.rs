@@ -78,3 +78,16 @@ pub fn is_mount_point(path: &Path) -> bool {
     let path = path.to_string_lossy();
     mounts().iter().any(|m| m.point == path)
 }
+
+/// What a result cache holds: the files of `results`, then the pending entries in `pending` as
+/// `pending/<name>` (ocicni writes an ADD's entry there until its result is complete), each
+/// sorted. A test asserts it is empty after a teardown.
+pub fn cache_entries(results: &Path, pending: &Path) -> Vec<String> {
+    let mut all = file_names(results);
+    all.extend(
+        file_names(pending)
+            .into_iter()
+            .map(|name| format!("pending/{name}")),
+    );
+    all
+}

@@ -5,7 +5,7 @@
 //!   the test panics. A privileged test that cannot get one fails; it never skips.
 //! - [`process`]: run a program and capture its output, look for processes by environment, wait
 //!   for a pid to die.
-//! - [`fs`]: sorted file names, executable scripts, mount points.
+//! - [`fs`]: sorted file names, result cache entries, executable scripts, mount points.
 //! - [`fake_plugin`]: `cni-fake-plugin`, a configurable CNI plugin binary, built on first use.
 //! - [`go`]: Go test programs built offline against Debian's Go packages.
 //!

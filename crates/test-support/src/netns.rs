@@ -8,7 +8,7 @@
 //! [`NetNs::new`] fails the test when the namespace cannot be created: the tests that call it are
 //! `#[ignore = "needs root + netns: cargo xtask test"]`, and once asked for they never skip.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use crate::process::{self, stdout};
@@ -141,6 +141,36 @@ impl NetNs {
             .filter_map(|pid| pid.parse().ok())
             .collect()
     }
+}
+
+/// Runs `args` inside the namespace file at `path` (a pin the code under test made, which `ip netns`
+/// does not know) with `nsenter --net=<path>`, and returns what it did, failed or not.
+///
+/// # Panics
+///
+/// When `nsenter` cannot be started.
+pub fn run_in(path: &Path, args: &[&str]) -> Output {
+    let net = format!("--net={}", path.display());
+    let mut all = vec![net.as_str(), "--"];
+    all.extend_from_slice(args);
+    process::output("nsenter", &all)
+}
+
+/// Runs `args` inside the namespace file at `path` like [`run_in`] and returns its stdout.
+///
+/// # Panics
+///
+/// When the command fails, with its stderr.
+pub fn must_in(path: &Path, args: &[&str]) -> String {
+    let out = run_in(path, args);
+    assert!(
+        out.status.success(),
+        "{args:?} in {} failed ({}): {}",
+        path.display(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout(&out)
 }
 
 impl Drop for NetNs {

@@ -117,11 +117,10 @@ async fn fifty_pods_get_unique_addresses_reach_each_other_and_leave_nothing() {
     }
 
     // Pod to pod, across the bridge.
-    let ping = Command::new("nsenter")
-        .arg(format!("--net={}", pods[0].netns))
-        .args(["ping", "-c1", "-W1", &addrs[1].to_string()])
-        .output()
-        .expect("run ping");
+    let ping = test_support::netns::run_in(
+        Path::new(&pods[0].netns),
+        &["ping", "-c1", "-W1", &addrs[1].to_string()],
+    );
     assert!(
         ping.status.success(),
         "pod 0 pings pod 1 ({}): {}",
