@@ -37,6 +37,26 @@ pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// This test binary again, running only the test `name` (ignored or not) on one thread with its
+/// output shown: a worker process that a test starts (telling it its job through environment
+/// variables the test checks first) and waits for or kills.
+///
+/// # Panics
+///
+/// When the running executable cannot be found.
+pub fn rerun_test(name: &str) -> Command {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let mut cmd = Command::new(exe);
+    cmd.args([
+        name,
+        "--exact",
+        "--include-ignored",
+        "--nocapture",
+        "--test-threads=1",
+    ]);
+    cmd
+}
+
 /// A process found by [`with_env`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Found {

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -318,20 +318,15 @@ async fn a_runtime_killed_mid_set_up_leaves_nothing_after_gc() {
     let lab = Lab::new();
     lab.write_conflist(NET, true);
     let log = std::fs::File::create(lab.root.join("worker.log")).expect("worker log");
-    let mut worker = Command::new(std::env::current_exe().expect("current exe"))
-        .args([
-            "real_plugins::a_runtime_killed_mid_set_up_leaves_nothing_after_gc",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .envs(lab.worker_env())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start the worker");
+    let mut worker = test_support::process::rerun_test(
+        "real_plugins::a_runtime_killed_mid_set_up_leaves_nothing_after_gc",
+    )
+    .envs(lab.worker_env())
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(log)
+    .spawn()
+    .expect("start the worker");
 
     // Kill it once three pods are up and the fourth or a later one has its veth but has not
     // finished: partial state with no result cached.

@@ -46,3 +46,23 @@ async fn a_process_is_found_by_its_environment_and_seen_dying() {
     assert!(is_dead(pid));
     assert!(with_env(|var| var == want).is_empty());
 }
+
+#[test]
+fn a_rerun_test_runs_only_itself_as_a_worker() {
+    if let Ok(out) = std::env::var("TSUP_WORKER_OUT") {
+        std::fs::write(out, "worker ran").expect("write the worker's file");
+        return;
+    }
+    let dir = test_support::temp_dir("tsup-rerun");
+    let out = dir.path().join("out");
+    let run =
+        test_support::process::rerun_test("process::a_rerun_test_runs_only_itself_as_a_worker")
+            .env("TSUP_WORKER_OUT", &out)
+            .stdin(Stdio::null())
+            .output()
+            .expect("run the worker");
+    assert!(run.status.success(), "{run:?}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "worker ran");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(stdout.contains("running 1 test"), "{stdout}");
+}
