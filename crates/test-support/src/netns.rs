@@ -134,6 +134,17 @@ impl NetNs {
         self.must(&["iptables-save"])
     }
 
+    /// The lines of [`NetNs::iptables`] that name any of `words` (a pod's container ID, say): what
+    /// a teardown must leave none of.
+    pub fn rules_naming<S: AsRef<str>>(&self, words: impl IntoIterator<Item = S>) -> Vec<String> {
+        let words: Vec<S> = words.into_iter().collect();
+        self.iptables()
+            .lines()
+            .filter(|line| words.iter().any(|w| line.contains(w.as_ref())))
+            .map(str::to_owned)
+            .collect()
+    }
+
     /// The pids of the processes running in the namespace.
     pub fn pids(&self) -> Vec<u32> {
         process::must("ip", &["netns", "pids", &self.name])

@@ -4,7 +4,7 @@
 //! h2 server rejects unless crio-lite's front repairs it. `go-cri-client` (tests/go-cri-client) is
 //! built from Debian's grpc-go 1.33 and dials exactly as crictl 1.26 does.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
@@ -13,17 +13,14 @@ use crate::support::{self, FakeCni, FakeNetns};
 
 const NEEDS_GO: &str = "needs Debian's golang-google-grpc-dev: cargo xtask test";
 
-/// go-cri-client, built once per test binary, offline, against Debian's packages.
-fn go_client() -> PathBuf {
-    test_support::go::build(
+fn go(socket: &Path, authority: Option<&str>, args: &[&str]) -> Output {
+    // Built once per test binary, offline, against Debian's packages.
+    let client = test_support::go::build(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go-cri-client"),
         Path::new(env!("CARGO_TARGET_TMPDIR")),
         NEEDS_GO,
-    )
-}
-
-fn go(socket: &Path, authority: Option<&str>, args: &[&str]) -> Output {
-    let mut cmd = Command::new(go_client());
+    );
+    let mut cmd = Command::new(client);
     cmd.arg("-socket").arg(socket).args(["-timeout", "10s"]);
     if let Some(authority) = authority {
         cmd.args(["-authority", authority]);

@@ -65,6 +65,11 @@ impl Node {
         node
     }
 
+    /// The node namespace.
+    pub(crate) fn ns(&self) -> &NetNs {
+        &self.ns
+    }
+
     /// The node namespace's name (`ip netns` knows it by).
     pub(crate) fn name(&self) -> &str {
         self.ns.name()

@@ -240,15 +240,6 @@ pub(crate) fn all_leases(node: &Node) -> Vec<String> {
         .collect()
 }
 
-/// The node's iptables rules that name one of `ids`.
-pub(crate) fn rules_naming(node: &Node, ids: &[String]) -> Vec<String> {
-    node.iptables()
-        .lines()
-        .filter(|l| ids.iter().any(|id| l.contains(id.as_str())))
-        .map(str::to_owned)
-        .collect()
-}
-
 /// Deletes the node's iptables rules `lines` (as iptables-save prints them) and the CNI chains
 /// they jump to, so a row can go on checking everything else after a known leak.
 pub(crate) fn delete_rules(node: &Node, lines: &[String]) {
@@ -333,7 +324,7 @@ pub(crate) fn assert_only(
     if states != kept {
         problems.push(format!("state files {states:?}, expected {kept:?}"));
     }
-    let rules = rules_naming(node, &without_network);
+    let rules = node.ns().rules_naming(&without_network);
     if !rules.is_empty() {
         problems.push(format!(
             "iptables rules of sandboxes without a network: {rules:?}"

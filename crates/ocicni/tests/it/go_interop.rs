@@ -17,22 +17,19 @@ const NEEDS_GO: &str = "needs Debian's golang-go and golang-github-appc-cni-dev:
 
 const NET: &str = "gonet";
 
-/// go-libcni, built once per test binary, offline, against Debian's packages.
-fn go_libcni() -> PathBuf {
-    test_support::go::build(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go-libcni"),
-        Path::new(env!("CARGO_TARGET_TMPDIR")),
-        NEEDS_GO,
-    )
-}
-
 /// Runs go-libcni inside the lab's node on the lab's cache, with plugins from `plugin_path`, and
 /// returns its JSON; fails the test with its output when it fails.
 fn go(lab: &Lab, plugin_path: &Path, flags: &[&str], args: &[&str]) -> Value {
+    // Built once per test binary, offline, against Debian's packages.
+    let program = test_support::go::build(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go-libcni"),
+        Path::new(env!("CARGO_TARGET_TMPDIR")),
+        NEEDS_GO,
+    );
     let [launcher, launcher_args @ ..] = lab.node.launcher();
     let out = Command::new(launcher)
         .args(launcher_args)
-        .arg(go_libcni())
+        .arg(program)
         .arg("-cache-dir")
         .arg(lab.cache_dir())
         .arg("-plugin-path")
@@ -160,7 +157,7 @@ async fn go_libcni_tears_down_an_ocicni_pod_from_the_cache_alone() {
         lab.leases(NET)
     );
     assert!(lab.cache_entries().is_empty(), "{:?}", lab.cache_entries());
-    let rules = lab.rules_mentioning(&id_set(&pod));
+    let rules = lab.node.rules_naming(id_set(&pod));
     assert!(rules.is_empty(), "iptables rules left: {rules:#?}");
 
     // Only ocicni's own lock file is left, which its GC sweeps as it does for any pod gone.
@@ -197,7 +194,7 @@ async fn ocicni_tears_down_a_go_libcni_pod_from_the_cache_alone() {
     assert_eq!(lab.leases(NET).len(), 1);
     assert_eq!(lab.cache_entries(), [entry_name(NET, &pod)]);
     assert!(
-        !lab.rules_mentioning(&id_set(&pod)).is_empty(),
+        !lab.node.rules_naming(id_set(&pod)).is_empty(),
         "portmap and masquerade rules"
     );
 

@@ -213,7 +213,7 @@ async fn teardown_after_the_namespace_is_gone_releases_everything() {
     set_up_all(&cni, &pods, 2).await;
     assert_eq!(lab.leases(NET).len(), 2);
     assert!(
-        !lab.rules_mentioning(&ids(&pods)).is_empty(),
+        !lab.node.rules_naming(ids(&pods)).is_empty(),
         "portmap made rules"
     );
 
@@ -356,7 +356,7 @@ async fn a_runtime_killed_mid_set_up_leaves_nothing_after_gc() {
         "the finished pods are cached"
     );
     assert!(
-        !lab.rules_mentioning(&worker_pods).is_empty(),
+        !lab.node.rules_naming(&worker_pods).is_empty(),
         "the worker's pods have rules before GC"
     );
 

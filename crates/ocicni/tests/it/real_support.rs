@@ -220,20 +220,10 @@ impl Lab {
         )
     }
 
-    /// Lines of the node's iptables that mention any of `ids`.
-    pub(crate) fn rules_mentioning(&self, ids: &BTreeSet<String>) -> Vec<String> {
-        self.node
-            .iptables()
-            .lines()
-            .filter(|l| ids.iter().any(|id| l.contains(id.as_str())))
-            .map(str::to_owned)
-            .collect()
-    }
-
     /// Panics listing whatever any pod of `ids` left behind on `network`.
     pub(crate) fn assert_nothing_left(&self, network: &str, ids: &BTreeSet<String>) {
         let veths = self.node.veths();
-        let rules = self.rules_mentioning(ids);
+        let rules = self.node.rules_naming(ids);
         let leases = self.leases(network);
         let cache = self.cache_entries();
         // Only the GC lock's file outlives the pods (never created if nothing ran).

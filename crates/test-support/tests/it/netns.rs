@@ -32,6 +32,19 @@ fn a_namespace_is_inspected_and_deleted_on_drop() {
         !ns.iptables().contains("-A "),
         "no rules in a new namespace"
     );
+    ns.must(&[
+        "iptables",
+        "-A",
+        "INPUT",
+        "-m",
+        "comment",
+        "--comment",
+        "pod-1",
+        "-j",
+        "ACCEPT",
+    ]);
+    assert_eq!(ns.rules_naming(["pod-1", "pod-2"]).len(), 1);
+    assert!(ns.rules_naming(["pod-2"]).is_empty());
     assert!(ns.pids().is_empty());
     assert!(!ns.exec(&["false"]).status.success());
 
