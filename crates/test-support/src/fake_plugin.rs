@@ -38,6 +38,7 @@
 //!
 //! `CNI_FAKE_PLUGIN=/path/to/cni-fake-plugin` skips the build and uses that binary.
 
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -137,13 +138,19 @@ fn build() -> Result<PathBuf, String> {
 /// The workspace's target directory: the test executable runs from `<target>/<profile>/deps/`
 /// (`<target>/<triple>/<profile>/deps/` when cross-compiling, which is as good a place).
 fn target_dir() -> PathBuf {
-    let from_exe = std::env::current_exe().ok().and_then(|exe| {
-        let deps = exe.parent()?;
-        (deps.file_name()? == "deps").then(|| Some(deps.parent()?.parent()?.to_owned()))?
-    });
-    from_exe
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| target_dir_of(&exe))
         .or_else(|| std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from))
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"))
+}
+
+fn target_dir_of(test_exe: &Path) -> Option<PathBuf> {
+    let deps = test_exe.parent()?;
+    if deps.file_name()? != "deps" {
+        return None;
+    }
+    Some(deps.parent()?.parent()?.to_owned())
 }
 
 /// A copy of `built` beside it, named after its contents: cargo re-links its output on every
@@ -165,8 +172,9 @@ fn stable_copy(built: &Path) -> Result<PathBuf, String> {
         ".cni-fake-plugin-{hash:016x}.{}",
         std::process::id()
     ));
-    std::fs::copy(built, &partial)
-        .and_then(|_| std::fs::rename(&partial, &stable))
+    std::fs::write(&partial, &bytes)
+        .and_then(|()| std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o755)))
+        .and_then(|()| std::fs::rename(&partial, &stable))
         .map_err(|e| format!("copy {} to {}: {e}", built.display(), stable.display()))?;
     Ok(stable)
 }
@@ -183,5 +191,26 @@ fn read_while_relinked(path: &Path) -> Result<Vec<u8>, String> {
             }
             read => return read.map_err(|e| format!("read {}: {e}", path.display())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::target_dir_of;
+
+    #[test]
+    fn the_target_dir_is_two_above_the_test_executables_deps() {
+        let of = |exe: &str| target_dir_of(Path::new(exe));
+        assert_eq!(
+            of("/w/target/debug/deps/it-0123").as_deref(),
+            Some(Path::new("/w/target"))
+        );
+        assert_eq!(
+            of("/w/target/x86_64-unknown-linux-gnu/release/deps/it-0123").as_deref(),
+            Some(Path::new("/w/target/x86_64-unknown-linux-gnu"))
+        );
+        assert_eq!(of("/usr/local/bin/it"), None, "not run by cargo");
     }
 }

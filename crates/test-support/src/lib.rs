@@ -1,10 +1,11 @@
 //! What the workspace's tests share, so no test tree keeps a copy of its own.
 //!
 //! - [`netns`]: network namespaces a test creates with `ip netns add` under a unique name, runs
-//!   commands in and inspects (links, veths, addresses, iptables), and deletes on drop, also when
-//!   the test panics. A privileged test that cannot get one fails; it never skips.
-//! - [`process`]: run a program and capture its output, look for processes by environment, wait
-//!   for a pid to die.
+//!   commands in and inspects (links, veths, addresses, iptables rules naming a pod, pids), and
+//!   deletes on drop, also when the test panics; `run_in`/`must_in` enter a pinned namespace with
+//!   `nsenter`. A privileged test that cannot get one fails; it never skips.
+//! - [`process`]: run a program and capture its output, re-run the test binary as a worker, look
+//!   for processes by environment, wait for a pid to die.
 //! - [`fs`]: sorted file names, result cache entries, executable scripts, mount points.
 //! - [`fake_plugin`]: `cni-fake-plugin`, a configurable CNI plugin binary, built on first use.
 //! - [`go`]: Go test programs built offline against Debian's Go packages.
