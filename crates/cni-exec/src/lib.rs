@@ -67,34 +67,13 @@
 //! - [`Error::Failed`] keeps a failed plugin's stdout, so the layer above can parse the spec's error
 //!   object out of it, and the tail of its stderr for humans.
 //!
-//! # The fake plugin
+//! # Testing with a fake plugin
 //!
-//! The crate ships a binary, `cni-fake-plugin`: a configurable test double for runtime authors. It
-//! records every invocation (command, environment, parsed stdin, pid) as one JSON line in a file and
-//! behaves as told by a `"fake"` object in its network configuration, so each plugin of a conflist can
-//! behave differently. Keys in `<argv0>.fake.json` next to the binary (or link) apply first, which
-//! reaches commands whose stdin has no configuration of ours (VERSION); the `CNI_FAKE` environment
-//! variable (a JSON object) overrides keys of both.
-//!
-//! | key | effect |
-//! |-----|--------|
-//! | `"record": "/path/log.jsonl"` | append `{"command","env","stdin","pid"}` per invocation |
-//! | `"result": <json>` | print this on ADD |
-//! | `"resultVersion": "0.2.0"` … `"1.1.0"` | print a canned result of that version's shape, with an address derived from `CNI_CONTAINERID` (the default, using the config's `cniVersion`) |
-//! | `"passPrevResult": true` | print the `prevResult` from stdin on ADD, as a chained plugin does |
-//! | `"fail": {"code": 7, "msg": "...", "details": "..."}` | print that spec error and exit 1 |
-//! | `"failOn": ["ADD", "DEL"]` | apply `fail`, `crash`, `garbage`, `hugeBytes`, `hangSecs` and `spawnChild` only to these commands (default: all) |
-//! | `"hangSecs": 30` | sleep that long first |
-//! | `"crash": "abort"` / `"segv"` / `"exit3-no-json"` | die by SIGABRT, by SIGSEGV, or exit 3 with text on stderr only |
-//! | `"garbage": true` | print something that is not JSON, exit 0 |
-//! | `"hugeBytes": 5000000` | print that many bytes, exit 0 |
-//! | `"spawnChild": true` | start `sleep 1000` (its pid recorded as `childPid`) and hang |
-//! | `"stderr": "text"` | write this to stderr |
-//! | `"supportedVersions": [...]` | what VERSION reports |
-//!
-//! Undecodable stdin gets the spec's error code 6 and an unknown `CNI_COMMAND` code 4; the fake never
-//! panics. Integration tests find it with `env!("CARGO_BIN_EXE_cni-fake-plugin")` and copy or link it
-//! into a temporary plugin directory under the names a configuration uses.
+//! [`Exec`] is the seam for logic tests: implement it to answer without processes. For tests that
+//! run real processes, the workspace's unpublished `test-support` crate has `cni-fake-plugin`, a
+//! configurable plugin binary that records every invocation and fails, hangs, crashes or answers in
+//! any result version as its network configuration tells it; its `fake_plugin` module lists the
+//! keys and builds the binary on first use. This crate's own tests run it through [`ProcessExec`].
 //!
 //! # Example
 //!

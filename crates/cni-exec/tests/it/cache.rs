@@ -231,16 +231,7 @@ fn pending_entries_live_in_the_pending_dir_until_the_complete_one_replaces_them(
     let pending_dir = dir.path().join("run/pending");
     let cache = ResultCache::new(dir.path().join("cache")).with_pending_dir(&pending_dir);
     assert_eq!(cache.pending_dir(), pending_dir);
-    let files = |d: &Path| -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(d)
-            .map(|rd| {
-                rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        names.sort();
-        names
-    };
+    let files = test_support::fs::file_names;
     let entry = |id: &str, result: Option<Value>| CachedAttachment {
         container_id: id.into(),
         network: "net".into(),

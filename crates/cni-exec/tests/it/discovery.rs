@@ -4,12 +4,13 @@ use std::path::PathBuf;
 
 use cni_exec::{Error, Exec, ProcessExec, find_plugin_in};
 
-use crate::support::{PluginDir, set_mode};
+use test_support::fs::{set_mode, write_executable};
+
+use crate::support::PluginDir;
 
 fn executable(dir: &PluginDir, name: &str) -> PathBuf {
     let path = dir.path().join(name);
-    std::fs::write(&path, "#!/bin/sh\n").expect("write");
-    set_mode(&path, 0o755);
+    write_executable(&path, "#!/bin/sh\n");
     path
 }
 

@@ -6,8 +6,9 @@ use std::time::Instant;
 
 use cni_exec::{Error, RuntimeConf};
 use serde_json::{Value, json};
+use test_support::netns::NetNs;
 
-use crate::realnet::{NetNs, Node, addresses};
+use crate::realnet::Node;
 use crate::support::network;
 
 const VERSIONS: [&str; 3] = ["0.3.1", "0.4.0", "1.0.0"];
@@ -75,7 +76,7 @@ async fn run_cell(
     ipam: &'static str,
     version: &'static str,
 ) -> Cell {
-    let pod = NetNs::new("mpod");
+    let pod = NetNs::new("cxmpod");
     let subnet = format!("10.77.{index}");
     let name = format!("matrix-{index}");
     let net = network(
@@ -85,7 +86,7 @@ async fn run_cell(
     );
     let rt = RuntimeConf::new(
         format!("m{}x{index}", std::process::id()),
-        pod.path(),
+        pod.path().display().to_string(),
         "eth0",
     );
     let mut cell = Cell {
@@ -102,7 +103,7 @@ async fn run_cell(
                 .ips_on_sandbox_interface("eth0")
                 .next()
                 .map(|ip| ip.address.to_string());
-            let have = addresses(&pod, "eth0");
+            let have = pod.addresses("eth0");
             match want {
                 Some(addr) if have == [addr.clone()] && addr.starts_with(&format!("{subnet}.")) => {
                     "ok".to_owned()
@@ -118,7 +119,7 @@ async fn run_cell(
         let leases = node.leases(&name);
         if !leases.is_empty() {
             cell.del = format!("leases left: {leases:?}");
-        } else if node.links().iter().any(|l| l.starts_with("veth")) {
+        } else if node.ns.links().iter().any(|l| l.starts_with("veth")) {
             "veth left in the node".clone_into(&mut cell.del);
         }
     }

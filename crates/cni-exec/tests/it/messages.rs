@@ -24,8 +24,7 @@ fn assert_one_line(text: &str) {
 async fn a_bad_interpreter_is_named_with_the_plugin_path_and_the_network() {
     let fx = Fixture::new(&[]);
     let path = fx.plugins.path().join("badshebang");
-    std::fs::write(&path, "#!/nonexistent/interp\necho hi\n").unwrap();
-    crate::support::set_mode(&path, 0o755);
+    test_support::fs::write_executable(&path, "#!/nonexistent/interp\necho hi\n");
     let net = network("shebangnet", "1.0.0", vec![json!({"type": "badshebang"})]);
 
     let err = fx.cni.validate_network_list(&net).await.unwrap_err();

@@ -1,53 +1,19 @@
 //! The launcher running plugins inside a "node" network namespace, as tests and benchmarks do.
 
 use std::os::unix::fs::MetadataExt;
-use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use cni_exec::{Error, Exec, ProcessExec};
 use serde_json::json;
+use test_support::netns::NetNs;
+use test_support::process::wait_dead;
 
-use crate::support::{PluginDir, cni_env, wait_child_record, wait_dead};
-
-/// A network namespace of our own, deleted on drop.
-struct NetNs {
-    name: String,
-}
-
-impl NetNs {
-    fn new() -> Self {
-        static COUNTER: AtomicU32 = AtomicU32::new(0);
-        let name = format!(
-            "cniexec-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        );
-        let status = Command::new("ip")
-            .args(["netns", "add", &name])
-            .status()
-            .expect("run ip netns add");
-        assert!(status.success(), "cannot create network namespace {name}");
-        Self { name }
-    }
-
-    fn launcher(&self) -> [&str; 4] {
-        ["ip", "netns", "exec", &self.name]
-    }
-}
-
-impl Drop for NetNs {
-    fn drop(&mut self) {
-        let _ = Command::new("ip")
-            .args(["netns", "delete", &self.name])
-            .status();
-    }
-}
+use crate::support::{PluginDir, cni_env, wait_child_record};
 
 #[tokio::test]
 #[ignore = "needs root + netns: cargo xtask test"]
 async fn launcher_runs_the_plugin_in_the_namespace() {
-    let ns = NetNs::new();
+    let ns = NetNs::new("cniexec");
     let dir = PluginDir::new();
     let plugin = dir.script("whereami", "stat -L -c %i /proc/self/ns/net");
     let stdout = ProcessExec::new()
@@ -56,16 +22,14 @@ async fn launcher_runs_the_plugin_in_the_namespace() {
         .await
         .expect("plugin runs through ip netns exec")
         .stdout;
-    let want = std::fs::metadata(format!("/run/netns/{}", ns.name))
-        .expect("namespace file")
-        .ino();
+    let want = std::fs::metadata(ns.path()).expect("namespace file").ino();
     assert_eq!(String::from_utf8_lossy(&stdout).trim(), want.to_string());
 }
 
 #[tokio::test]
 #[ignore = "needs root + netns: cargo xtask test"]
 async fn timeout_through_the_launcher_kills_the_group() {
-    let ns = NetNs::new();
+    let ns = NetNs::new("cniexec");
     let dir = PluginDir::new();
     let plugin = dir.install_fake("hanger");
     let err = ProcessExec::new()

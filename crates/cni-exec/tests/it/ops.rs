@@ -482,7 +482,7 @@ async fn teardown_from_the_cache_alone() {
 fn copy_binary(fx: &Fixture, name: &str) -> std::path::PathBuf {
     let dest = fx.plugins.path().join(name);
     let tmp = fx.plugins.path().join(format!(".{name}.new"));
-    std::fs::copy(crate::support::fake_plugin_binary(), &tmp).unwrap();
+    std::fs::copy(test_support::fake_plugin::binary(), &tmp).unwrap();
     std::fs::rename(&tmp, &dest).unwrap();
     dest
 }

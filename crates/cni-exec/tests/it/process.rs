@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 
 use cni_exec::{Error, Exec, OutputStream, PluginStatus, ProcessExec};
 use serde_json::{Value, json};
+use test_support::fs::set_mode;
+use test_support::process::wait_dead;
 
-use crate::support::{PluginDir, cni_env, set_mode, wait_child_record, wait_dead};
+use crate::support::{PluginDir, cni_env, wait_child_record};
 
 /// A plugin directory with the fake plugin linked into it.
 struct Fake {

@@ -5,8 +5,10 @@ use cni_exec::{Error, RuntimeConf};
 use cni_types::CapabilityArgs;
 use ipnet::Ipv4Net;
 use serde_json::{Value, json};
+use test_support::netns::NetNs;
+use test_support::unique;
 
-use crate::realnet::{NetNs, Node, addresses, unique};
+use crate::realnet::Node;
 use crate::support::network;
 
 fn plugins(node: &Node, bridge: &str, subnet: &str, with_portmap: bool) -> Vec<Value> {
@@ -38,7 +40,7 @@ fn runtime(container: &str, pod: &NetNs, host_port: u16) -> RuntimeConf {
                       "egressRate": 100_000_000, "egressBurst": 1_000_000}
     }))
     .expect("capability args");
-    RuntimeConf::new(container, pod.path(), "eth0")
+    RuntimeConf::new(container, pod.path().display().to_string(), "eth0")
         .with_arg("IgnoreUnknown", "1")
         .with_arg("K8S_POD_NAME", container)
         .with_capability_args(caps)
@@ -68,7 +70,7 @@ async fn bridge_chain_add_check_del() {
     let caps = node.cni.validate_network_list(&full).await.expect("valid");
     assert_eq!(caps, ["portMappings", "bandwidth"]);
 
-    let pods = [NetNs::new("pod"), NetNs::new("pod")];
+    let pods = [NetNs::new("cxpod"), NetNs::new("cxpod")];
     let ids = [format!("rp{pid}x{n}a"), format!("rp{pid}x{n}b")];
     let rts = [
         runtime(&ids[0], &pods[0], 18080),
@@ -89,7 +91,7 @@ async fn bridge_chain_add_check_del() {
             panic!("want IPv4, got {}", ip.address);
         };
         assert!(subnet.contains(&v4), "{v4} in {subnet}");
-        assert_eq!(addresses(pod, "eth0"), [ip.address.to_string()]);
+        assert_eq!(pod.addresses("eth0"), [ip.address.to_string()]);
         assert_eq!(
             pod.must(&["sysctl", "-n", "net.ipv4.conf.eth0.accept_redirects"])
                 .trim(),
@@ -105,7 +107,7 @@ async fn bridge_chain_add_check_del() {
         assert!(
             out.status.success(),
             "ping {to} from {}: {}",
-            from.name,
+            from.name(),
             String::from_utf8_lossy(&out.stdout)
         );
     }
@@ -132,6 +134,7 @@ async fn bridge_chain_add_check_del() {
         node.cni.del_network_list(&full, rt).await.expect("DEL");
     }
     let veths: Vec<String> = node
+        .ns
         .links()
         .into_iter()
         .filter(|l| l.starts_with("veth"))
@@ -142,7 +145,7 @@ async fn bridge_chain_add_check_del() {
         "leases left: {:?}",
         node.leases(&name)
     );
-    let rules = node.ns.must(&["iptables-save"]);
+    let rules = node.ns.iptables();
     for id in &ids {
         assert!(
             !rules.contains(id.as_str()),

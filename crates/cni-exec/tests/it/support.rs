@@ -1,16 +1,11 @@
 //! Helpers shared by the integration tests.
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tempfile::TempDir;
-
-/// The fake plugin binary cargo built for these tests.
-pub(crate) fn fake_plugin_binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_BIN_EXE_cni-fake-plugin"))
-}
+use test_support::{fake_plugin, fs::write_executable};
 
 /// A temporary plugin directory with a record file next to it.
 pub(crate) struct PluginDir {
@@ -30,16 +25,13 @@ impl PluginDir {
 
     /// Links the fake plugin into the directory as `name` and returns its path.
     pub(crate) fn install_fake(&self, name: &str) -> PathBuf {
-        let path = self.dir.path().join(name);
-        std::os::unix::fs::symlink(fake_plugin_binary(), &path).expect("symlink fake plugin");
-        path
+        fake_plugin::install(self.dir.path(), name)
     }
 
     /// Writes an executable shell script called `name`.
     pub(crate) fn script(&self, name: &str, body: &str) -> PathBuf {
         let path = self.dir.path().join(name);
-        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).expect("write script");
-        set_mode(&path, 0o755);
+        write_executable(&path, &format!("#!/bin/sh\n{body}\n"));
         path
     }
 
@@ -71,10 +63,6 @@ impl PluginDir {
     }
 }
 
-pub(crate) fn set_mode(path: &Path, mode: u32) {
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
-}
-
 /// The `CNI_*` variables of an invocation.
 pub(crate) fn cni_env(command: &str, container: &str) -> Vec<(String, String)> {
     [
@@ -87,30 +75,6 @@ pub(crate) fn cni_env(command: &str, container: &str) -> Vec<(String, String)> {
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v.to_owned()))
     .collect()
-}
-
-/// Whether `pid` is gone: no `/proc` entry, or a zombie that nobody reaped yet (in a container the
-/// init process may not reap orphans; a zombie runs no code and holds no resources but its pid).
-pub(crate) fn is_dead(pid: u64) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return true;
-    };
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.trim_start().chars().next());
-    matches!(state, Some('Z' | 'X'))
-}
-
-/// Waits up to five seconds for `pid` to die.
-pub(crate) async fn wait_dead(pid: u64) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline {
-        if is_dead(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    is_dead(pid)
 }
 
 /// Waits up to five seconds for a record with a `childPid`, returning (pid, childPid).

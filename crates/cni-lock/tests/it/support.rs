@@ -4,7 +4,7 @@
 use std::{
     fs, io,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::{Child, Stdio},
     time::Duration,
 };
 
@@ -94,15 +94,7 @@ impl Workspace {
         iterations: u32,
         sleep_ms: u64,
     ) -> Child {
-        let exe = std::env::current_exe().expect("current_exe");
-        Command::new(exe)
-            .args([
-                test_name,
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-                "-q",
-            ])
+        test_support::process::rerun_test(test_name)
             .env(ROLE_VAR, role.name())
             .env(DIR_VAR, &self.root)
             .env(ITERATIONS_VAR, iterations.to_string())

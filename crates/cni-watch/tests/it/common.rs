@@ -6,27 +6,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use cni_watch::{Snapshot, WatchOptions};
+use test_support::fs::file_names;
 use tokio::sync::watch;
 
 /// Long enough for a loaded 2-core machine; only reached when a test fails.
 pub(crate) const PATIENCE: Duration = Duration::from_secs(30);
 
-/// Sorted file names in `dir`; empty when it is missing.
-pub(crate) fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    names
-}
-
 /// A loader listing each of `dirs`, the way a config loader would read them.
 pub(crate) fn lister(dirs: Vec<PathBuf>) -> impl Fn() -> Vec<Vec<String>> + Send + Sync + 'static {
-    move || dirs.iter().map(|d| names(d)).collect()
+    move || dirs.iter().map(|d| file_names(d)).collect()
 }
 
 /// `want` as owned strings.

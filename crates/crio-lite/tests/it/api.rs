@@ -2,9 +2,10 @@
 
 use cri_api::v1 as cri;
 use ocicni::NetworkStatus;
+use test_support::fs::file_names;
 use tonic::Code;
 
-use crate::support::{self, Call, Harness, files, pod};
+use crate::support::{self, Call, Harness, pod};
 
 fn with_mapping(mapping: cri::PortMapping) -> cri::RunPodSandboxRequest {
     let mut request = pod("web");
@@ -125,7 +126,7 @@ async fn invalid_requests_name_the_field() {
         cni.summary()
     );
     assert_eq!(
-        files(&dir.path().join("state/sandboxes")),
+        file_names(&dir.path().join("state/sandboxes")),
         Vec::<String>::new()
     );
 
@@ -462,7 +463,7 @@ async fn oversized_metadata_is_refused_at_creation() {
         "{}",
         err.message()
     );
-    assert!(files(&dir.path().join("state/sandboxes")).is_empty());
+    assert!(file_names(&dir.path().join("state/sandboxes")).is_empty());
     let mut request = pod("fits");
     request
         .config
@@ -505,7 +506,7 @@ async fn network_sysctls_are_applied_and_others_refused() {
         assert!(err.message().contains(key), "{}", err.message());
         assert!(err.message().contains(why), "{}", err.message());
     }
-    assert!(files(&dir.path().join("state/sandboxes")).is_empty());
+    assert!(file_names(&dir.path().join("state/sandboxes")).is_empty());
     assert!(cni.summary().iter().all(|c| !c.starts_with("setup")));
 
     let id = client

@@ -4,9 +4,8 @@
 //! h2 server rejects unless crio-lite's front repairs it. `go-cri-client` (tests/go-cri-client) is
 //! built from Debian's grpc-go 1.33 and dials exactly as crictl 1.26 does.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::OnceLock;
 
 use serde_json::Value;
 
@@ -14,38 +13,14 @@ use crate::support::{self, FakeCni, FakeNetns};
 
 const NEEDS_GO: &str = "needs Debian's golang-google-grpc-dev: cargo xtask test";
 
-/// Builds the Go client once per test binary, offline, in GOPATH mode against Debian's packages.
-fn go_client() -> &'static Path {
-    static CLIENT: OnceLock<PathBuf> = OnceLock::new();
-    CLIENT.get_or_init(|| {
-        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-cri-client");
-        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go-cri-client/main.go");
-        let built = Command::new("go")
-            .args(["build", "-o"])
-            .arg(&out)
-            .arg(&source)
-            .env("GO111MODULE", "off")
-            .env("GOPROXY", "off")
-            .env("GOFLAGS", "")
-            .env("GOPATH", "/nonexistent:/usr/share/gocode")
-            .env(
-                "GOCACHE",
-                Path::new(env!("CARGO_TARGET_TMPDIR")).join("gocache"),
-            )
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run `go` ({NEEDS_GO}): {e}"));
-        assert!(
-            built.status.success(),
-            "building {} failed ({NEEDS_GO}):\n{}",
-            source.display(),
-            String::from_utf8_lossy(&built.stderr)
-        );
-        out
-    })
-}
-
 fn go(socket: &Path, authority: Option<&str>, args: &[&str]) -> Output {
-    let mut cmd = Command::new(go_client());
+    // Built once per test binary, offline, against Debian's packages.
+    let client = test_support::go::build(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go-cri-client"),
+        Path::new(env!("CARGO_TARGET_TMPDIR")),
+        NEEDS_GO,
+    );
+    let mut cmd = Command::new(client);
     cmd.arg("-socket").arg(socket).args(["-timeout", "10s"]);
     if let Some(authority) = authority {
         cmd.args(["-authority", authority]);

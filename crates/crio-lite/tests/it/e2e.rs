@@ -6,10 +6,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 
 use cri_api::v1 as cri;
+use test_support::fs::file_names;
 use tokio::task::JoinSet;
 
 use crate::e2e_support::{self, GATEWAY, NETWORK, Node, ready_ip, remove, run, stop};
-use crate::support::{self, files, list};
+use crate::support::{self, list};
 
 fn ready() -> i32 {
     cri::PodSandboxState::SandboxReady as i32
@@ -247,7 +248,7 @@ async fn sigkill_during_runs_leaves_each_sandbox_ready_or_gone() {
         listed.len(),
         "leases of survivors only"
     );
-    let mut pins = files(&node.netns_dir());
+    let mut pins = file_names(&node.netns_dir());
     pins.sort();
     let mut expected = listed.clone();
     expected.sort();
@@ -377,7 +378,7 @@ async fn status_api_and_subcommand_against_the_real_daemon() {
         let socket = socket.display().to_string();
         let mut all = vec!["--socket", socket.as_str(), "status"];
         all.extend_from_slice(args);
-        e2e_support::output(env!("CARGO_BIN_EXE_crio-lite"), &all)
+        test_support::process::output(env!("CARGO_BIN_EXE_crio-lite"), &all)
     };
     let out = cli(&["info"]);
     assert!(out.status.success(), "{out:?}");

@@ -11,12 +11,14 @@ use std::io::{Read as _, Write as _};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use cri_api::v1 as cri;
 use cri_api::v1::runtime_service_client::RuntimeServiceClient;
 use ipnet::IpNet;
+use test_support::fs::file_names;
+use test_support::netns::{self, NetNs};
+use test_support::process::{output, stdout};
 use tonic::transport::Channel;
 
 use crate::support;
@@ -29,26 +31,12 @@ pub(crate) fn subnet() -> IpNet {
     IpNet::new(IpAddr::V4(Ipv4Addr::new(10, 85, 0, 0)), 16).expect("a /16 is a prefix")
 }
 
-static NEXT: AtomicU32 = AtomicU32::new(0);
-
-/// Runs a program to its end and returns its output; a program that cannot start fails the test.
-pub(crate) fn output(program: &str, args: &[&str]) -> Output {
-    Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"))
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// A node: its network namespace, its directories and the daemon running in it. Dropping it kills
 /// the daemon, unmounts what is left under the run directory, deletes the namespace and the
 /// directories, whether the test passed or not.
 pub(crate) struct Node {
-    pub(crate) name: String,
+    /// Deleted after [`Node`]'s own drop has killed the daemon and removed the pins.
+    ns: NetNs,
     dir: tempfile::TempDir,
     daemon: Option<Child>,
     starts: u32,
@@ -60,38 +48,31 @@ impl Node {
     /// Creates the node namespace (`lo` up) and the directories. Fails the test when the namespace
     /// cannot be made: these tests never skip.
     pub(crate) fn new(tag: &str) -> Node {
-        let name = format!(
-            "crle2e-{tag}-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::SeqCst)
-        );
-        let dir = tempfile::Builder::new()
-            .prefix("crio-lite-e2e-")
-            .tempdir()
-            .expect("a temporary directory");
+        let dir = test_support::temp_dir("crio-lite-e2e");
         let node = Node {
-            name,
+            ns: NetNs::new(&format!("crle2e-{tag}")),
             dir,
             daemon: None,
             starts: 0,
             killed: None,
             extra_flags: Vec::new(),
         };
-        let add = output("ip", &["netns", "add", &node.name]);
-        assert!(
-            add.status.success(),
-            "cannot create the node namespace {} (these tests need root): {}",
-            node.name,
-            String::from_utf8_lossy(&add.stderr)
-        );
-        let up = output("ip", &["-n", &node.name, "link", "set", "lo", "up"]);
-        assert!(up.status.success(), "cannot set lo up in {}", node.name);
         for sub in ["state", "run", "net.d", "cache"] {
             std::fs::create_dir_all(node.path(sub)).expect("create a node directory");
         }
         // An empty configuration file, so a /etc/crio-lite/crio-lite.conf on the machine is not read.
         std::fs::write(node.path("crio-lite.conf"), "").expect("write the config file");
         node
+    }
+
+    /// The node namespace.
+    pub(crate) fn ns(&self) -> &NetNs {
+        &self.ns
+    }
+
+    /// The node namespace's name (`ip netns` knows it by).
+    pub(crate) fn name(&self) -> &str {
+        self.ns.name()
     }
 
     /// A path under the node's temporary directory.
@@ -130,7 +111,7 @@ impl Node {
 
     /// The node namespace as `ip netns add` pinned it.
     pub(crate) fn netns_path(&self) -> PathBuf {
-        Path::new("/run/netns").join(&self.name)
+        self.ns.path()
     }
 
     /// The flags that point the binary at this node's socket and directories.
@@ -236,14 +217,14 @@ impl Node {
     pub(crate) async fn wait_for_orphans(&self) {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            let pids = stdout(&output("ip", &["netns", "pids", &self.name]));
-            if pids.trim().is_empty() {
+            let pids = self.ns.pids();
+            if pids.is_empty() {
                 return;
             }
             assert!(
                 Instant::now() < deadline,
-                "processes still in {} after 30 s: {pids}",
-                self.name
+                "processes still in {} after 30 s: {pids:?}",
+                self.name()
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -283,19 +264,11 @@ impl Node {
         support::runtime_client(&self.socket()).await
     }
 
-    /// Runs a program inside the node namespace.
-    pub(crate) fn in_node(&self, program: &str, args: &[&str]) -> Output {
-        let mut all = vec!["netns", "exec", &self.name, program];
-        all.extend_from_slice(args);
-        output("ip", &all)
-    }
-
     /// Runs a program inside a pod's pinned namespace.
     pub(crate) fn in_pod(&self, id: &str, program: &str, args: &[&str]) -> Output {
-        let net = format!("--net={}", self.pin(id).display());
-        let mut all = vec![net.as_str(), "--", program];
+        let mut all = vec![program];
         all.extend_from_slice(args);
-        output("nsenter", &all)
+        netns::run_in(&self.pin(id), &all)
     }
 
     /// Whether one ping from pod `from` reaches `to`.
@@ -314,21 +287,12 @@ impl Node {
 
     /// The veth interfaces in the node namespace (the host ends of pod interfaces).
     pub(crate) fn veths(&self) -> Vec<String> {
-        let out = output(
-            "ip",
-            &["-n", &self.name, "-o", "link", "show", "type", "veth"],
-        );
-        assert!(out.status.success(), "ip link show in {}", self.name);
-        stdout(&out)
-            .lines()
-            .filter_map(|l| l.split(": ").nth(1))
-            .map(|n| n.split('@').next().unwrap_or(n).to_owned())
-            .collect()
+        self.ns.veths()
     }
 
     /// host-local's leases for the default network: files named after an address.
     pub(crate) fn leases(&self) -> Vec<String> {
-        support::files(&self.cache_dir().join("networks").join(NETWORK))
+        file_names(&self.cache_dir().join("networks").join(NETWORK))
             .into_iter()
             .filter(|f| f.parse::<IpAddr>().is_ok())
             .collect()
@@ -336,32 +300,25 @@ impl Node {
 
     /// ocicni's cached results (`<cache dir>/results/*`) and pending entries (`pending/*`).
     pub(crate) fn cache_entries(&self) -> Vec<String> {
-        let mut all = support::files(&self.cache_dir().join("results"));
-        all.extend(
-            support::files(&self.path("run/cni/pending"))
-                .into_iter()
-                .map(|f| format!("pending/{f}")),
-        );
-        all
+        test_support::fs::cache_entries(
+            &self.cache_dir().join("results"),
+            &self.path("run/cni/pending"),
+        )
     }
 
     /// Mounts under the netns directory (pins); the directory's own self-bind is not one.
     pub(crate) fn pin_mounts(&self) -> Vec<String> {
-        let prefix = format!("{}/", self.netns_dir().display());
-        std::fs::read_to_string("/proc/self/mountinfo")
-            .expect("read /proc/self/mountinfo")
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4))
-            .filter(|mount_point| mount_point.starts_with(&prefix))
-            .map(str::to_owned)
+        let dir = self.netns_dir();
+        test_support::fs::mounts_at_or_below(&dir)
+            .into_iter()
+            .map(|m| m.point)
+            .filter(|point| Path::new(point) != dir)
             .collect()
     }
 
     /// The node's iptables rules (iptables-save), one per line.
     pub(crate) fn iptables(&self) -> String {
-        let out = self.in_node("iptables-save", &[]);
-        assert!(out.status.success(), "iptables-save in {}", self.name);
-        stdout(&out)
+        self.ns.iptables()
     }
 
     /// Rules that belong to one pod: they name a sandbox ID, or carry the `id: "..."` comment the
@@ -388,16 +345,16 @@ impl Node {
             ("cache entries", self.cache_entries()),
             (
                 "pod lock files",
-                support::files(&self.path("run/cni/locks"))
+                file_names(&self.path("run/cni/locks"))
                     .into_iter()
                     .filter(|name| name != "gc.lock")
                     .collect(),
             ),
-            ("pins", support::files(&self.netns_dir())),
+            ("pins", file_names(&self.netns_dir())),
             ("mounts under the run dir", self.pin_mounts()),
             (
                 "sandbox state files",
-                support::files(&self.state_dir().join("sandboxes")),
+                file_names(&self.state_dir().join("sandboxes")),
             ),
             ("iptables rules of pods", self.pod_rules(ids)),
         ];
@@ -444,10 +401,10 @@ impl Drop for Node {
             let _ = child.wait();
         }
         if std::thread::panicking() {
-            eprintln!("node {}: daemon logs\n{}", self.name, self.logs());
+            eprintln!("node {}: daemon logs\n{}", self.name(), self.logs());
         }
         // Plugins of a killed daemon may still run in the node; their namespace goes anyway.
-        for pin in support::files(&self.netns_dir()) {
+        for pin in file_names(&self.netns_dir()) {
             let path = self.netns_dir().join(&pin);
             if let Err(e) = ocicni::netns::remove_pinned(&path) {
                 eprintln!("cannot remove pin {}: {e}", path.display());
@@ -456,15 +413,7 @@ impl Drop for Node {
         if let Err(e) = ocicni::netns::release_dir(&self.netns_dir()) {
             eprintln!("cannot release {}: {e}", self.netns_dir().display());
         }
-        let del = output("ip", &["netns", "del", &self.name]);
-        if !del.status.success() {
-            eprintln!(
-                "cannot delete namespace {}: {}",
-                self.name,
-                String::from_utf8_lossy(&del.stderr)
-            );
-        }
-        // The TempDir removes the directories after this.
+        // Then `ns` deletes the namespace and the TempDir removes the directories.
     }
 }
 

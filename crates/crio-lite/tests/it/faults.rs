@@ -37,10 +37,11 @@ use std::time::{Duration, Instant};
 
 use cri_api::v1 as cri;
 use cri_api::v1::runtime_service_client::RuntimeServiceClient;
+use test_support::fs::file_names;
 use tonic::transport::Channel;
 
 use crate::e2e_support::Node;
-use crate::support::{files, list};
+use crate::support::list;
 
 /// How long one row may take before it counts as hung.
 const ROW_LIMIT: Duration = Duration::from_secs(180);
@@ -191,29 +192,12 @@ fn processes_of(dir: &str, ids: &[String]) -> Vec<(String, String)> {
         .iter()
         .map(|id| format!("CNI_CONTAINERID={id}"))
         .collect();
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        else {
-            continue;
-        };
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
-            continue;
-        };
-        let ours = environ.split(|b| *b == 0).any(|var| {
-            let var = String::from_utf8_lossy(var);
-            (var.starts_with("CNI_PATH=") && var.contains(dir)) || wanted.iter().any(|w| *w == var)
-        });
-        if ours {
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-            found.push((pid.to_owned(), cmdline.trim_end().to_owned()));
-        }
-    }
-    found
+    test_support::process::with_env(|var| {
+        (var.starts_with("CNI_PATH=") && var.contains(dir)) || wanted.iter().any(|w| w == var)
+    })
+    .into_iter()
+    .map(|found| (found.pid.to_string(), found.cmdline))
+    .collect()
 }
 
 /// Kills, when dropped, whatever the node's plugin runs left running (their `CNI_PATH` names the
@@ -245,23 +229,14 @@ impl Drop for Reaper {
 /// host-local's leases in every network of the node, as `network/address`.
 pub(crate) fn all_leases(node: &Node) -> Vec<String> {
     let root = node.cache_dir().join("networks");
-    files(&root)
+    file_names(&root)
         .into_iter()
         .flat_map(|net| {
-            files(&root.join(&net))
+            file_names(&root.join(&net))
                 .into_iter()
                 .filter(|f| f.parse::<IpAddr>().is_ok())
                 .map(move |ip| format!("{net}/{ip}"))
         })
-        .collect()
-}
-
-/// The node's iptables rules that name one of `ids`.
-pub(crate) fn rules_naming(node: &Node, ids: &[String]) -> Vec<String> {
-    node.iptables()
-        .lines()
-        .filter(|l| ids.iter().any(|id| l.contains(id.as_str())))
-        .map(str::to_owned)
         .collect()
 }
 
@@ -284,7 +259,7 @@ pub(crate) fn delete_rules(node: &Node, lines: &[String]) {
         .join("\n");
     kept.push('\n');
     let mut restore = Command::new("ip")
-        .args(["netns", "exec", &node.name, "iptables-restore"])
+        .args(["netns", "exec", node.name(), "iptables-restore"])
         .stdin(Stdio::piped())
         .spawn()
         .expect("start iptables-restore in the node");
@@ -294,7 +269,11 @@ pub(crate) fn delete_rules(node: &Node, lines: &[String]) {
     )
     .expect("feed iptables-restore");
     let status = restore.wait().expect("wait for iptables-restore");
-    assert!(status.success(), "iptables-restore in {} failed", node.name);
+    assert!(
+        status.success(),
+        "iptables-restore in {} failed",
+        node.name()
+    );
 }
 
 /// Asserts what exists while the daemon runs: `ready` sandboxes own a veth, a lease, a pin, a state
@@ -333,19 +312,19 @@ pub(crate) fn assert_only(
             problems.push(format!("cache entry {entry} of no ready sandbox"));
         }
     }
-    let pins: BTreeSet<String> = files(&node.netns_dir()).into_iter().collect();
+    let pins: BTreeSet<String> = file_names(&node.netns_dir()).into_iter().collect();
     let pinned: BTreeSet<String> = ready_ids.iter().chain(stopped).cloned().collect();
     if pins != pinned {
         problems.push(format!("pins {pins:?}, expected {pinned:?}"));
     }
-    let states: BTreeSet<String> = files(&node.state_dir().join("sandboxes"))
+    let states: BTreeSet<String> = file_names(&node.state_dir().join("sandboxes"))
         .into_iter()
         .collect();
     let kept: BTreeSet<String> = pinned.iter().map(|id| format!("{id}.json")).collect();
     if states != kept {
         problems.push(format!("state files {states:?}, expected {kept:?}"));
     }
-    let rules = rules_naming(node, &without_network);
+    let rules = node.ns().rules_naming(&without_network);
     if !rules.is_empty() {
         problems.push(format!(
             "iptables rules of sandboxes without a network: {rules:?}"

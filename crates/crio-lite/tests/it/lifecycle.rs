@@ -5,12 +5,11 @@ use std::os::unix::fs::PermissionsExt as _;
 
 use cri_api::v1 as cri;
 use cri_api::v1::runtime_service_client::RuntimeServiceClient;
+use test_support::fs::file_names;
 use tonic::Code;
 use tonic::transport::Channel;
 
-use crate::support::{
-    self, Call, FakeCni, Harness, NET, files, ips, labels, list, pod, run, status,
-};
+use crate::support::{self, Call, FakeCni, Harness, NET, ips, labels, list, pod, run, status};
 
 /// What ocicni was asked for: this pod, its namespace, its port mapping, cgroup and annotations.
 fn assert_setup_asked_for(cni: &FakeCni, id: &str, netns: &std::path::Path) {
@@ -224,9 +223,12 @@ async fn run_status_list_stop_remove() {
         "no lease outlives its sandbox: {:?}",
         cni.leases()
     );
-    assert_eq!(files(&dir.path().join("run/netns")), Vec::<String>::new());
     assert_eq!(
-        files(&dir.path().join("state/sandboxes")),
+        file_names(&dir.path().join("run/netns")),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        file_names(&dir.path().join("state/sandboxes")),
         Vec::<String>::new()
     );
     daemon.shutdown().await.unwrap();
@@ -263,7 +265,7 @@ async fn twenty_sandboxes_at_once() {
         addresses.insert(ips(&st)[0].clone());
     }
     assert_eq!(addresses.len(), 20, "distinct IPs: {addresses:?}");
-    assert_eq!(files(&dir.path().join("run/netns")).len(), 20);
+    assert_eq!(file_names(&dir.path().join("run/netns")).len(), 20);
     assert_eq!(
         daemon
             .metrics()
@@ -345,9 +347,12 @@ async fn failed_setup_leaves_nothing_behind() {
         err.message()
     );
     assert!(list(&mut client, None).await.is_empty());
-    assert_eq!(files(&dir.path().join("run/netns")), Vec::<String>::new());
     assert_eq!(
-        files(&dir.path().join("state/sandboxes")),
+        file_names(&dir.path().join("run/netns")),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        file_names(&dir.path().join("state/sandboxes")),
         Vec::<String>::new()
     );
     assert!(
@@ -401,7 +406,10 @@ async fn host_network_pods_get_no_namespace_and_no_cni() {
     assert_eq!(st.state, cri::PodSandboxState::SandboxReady as i32);
     let options = st.linux.unwrap().namespaces.unwrap().options.unwrap();
     assert_eq!(options.network, cri::NamespaceMode::Node as i32);
-    assert_eq!(files(&dir.path().join("run/netns")), Vec::<String>::new());
+    assert_eq!(
+        file_names(&dir.path().join("run/netns")),
+        Vec::<String>::new()
+    );
     assert!(
         cni.summary().iter().all(|c| !c.starts_with("setup")),
         "{:?}",
@@ -436,10 +444,13 @@ async fn a_request_refused_leaves_no_state_file_and_state_files_are_private() {
         assert!(err.message().contains(name), "{}", err.message());
     }
     assert_eq!(
-        files(&dir.path().join("state/sandboxes")),
+        file_names(&dir.path().join("state/sandboxes")),
         Vec::<String>::new()
     );
-    assert_eq!(files(&dir.path().join("run/netns")), Vec::<String>::new());
+    assert_eq!(
+        file_names(&dir.path().join("run/netns")),
+        Vec::<String>::new()
+    );
     assert!(
         cni.calls().iter().all(|c| matches!(c, Call::Gc(_))),
         "{:?}",
@@ -447,7 +458,7 @@ async fn a_request_refused_leaves_no_state_file_and_state_files_are_private() {
     );
 
     run(&mut client, "private").await;
-    for name in files(&dir.path().join("state/sandboxes")) {
+    for name in file_names(&dir.path().join("state/sandboxes")) {
         let path = dir.path().join("state/sandboxes").join(&name);
         let mode = std::fs::metadata(path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600, "{name}: {mode:o}");

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use cri_api::v1 as cri;
 use crio_lite::{Daemon, HostNetns};
 use ocicni::CniPlugin;
+use test_support::fs::{file_names, is_mount_point};
 
-use crate::support::{self, FakeCni, files, run, status};
+use crate::support::{self, FakeCni, run, status};
 
 /// Detaches the netns directory's self-bind (and any pin a failed test left) on drop.
 struct ReleaseDir(PathBuf);
@@ -68,28 +69,18 @@ async fn real_namespaces_are_pinned_kept_and_released() {
         .await
         .unwrap();
     assert!(!pin.exists(), "the pin is gone");
-    assert_eq!(files(&netns_dir), Vec::<String>::new());
+    assert_eq!(file_names(&netns_dir), Vec::<String>::new());
     assert!(
-        is_mount_point(&netns_dir),
+        is_mount_point(&netns_dir.canonicalize().unwrap()),
         "pinning bound the directory onto itself"
     );
     daemon.shutdown().await.unwrap();
     // It used to stay mounted after shutdown; with no pin left the daemon releases it.
     assert!(
-        !is_mount_point(&netns_dir),
+        !is_mount_point(&netns_dir.canonicalize().unwrap()),
         "{} is still mounted after shutdown",
         netns_dir.display()
     );
-}
-
-/// Whether `dir` is a mount point in this process's mount namespace.
-fn is_mount_point(dir: &std::path::Path) -> bool {
-    let dir = dir.canonicalize().unwrap();
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap()
-        .lines()
-        .filter_map(|line| line.split(' ').nth(4))
-        .any(|mount_point| std::path::Path::new(mount_point) == dir)
 }
 
 /// A network sysctl lands in the pod's namespace, and only there.
@@ -145,7 +136,7 @@ async fn network_sysctls_land_in_the_pod_namespace_only() {
         "{}",
         err.message()
     );
-    assert_eq!(files(&netns_dir), vec![id.clone()]);
+    assert_eq!(file_names(&netns_dir), vec![id.clone()]);
     client
         .stop_pod_sandbox(support::stop_request(&id))
         .await

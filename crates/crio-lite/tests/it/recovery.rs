@@ -5,8 +5,9 @@ use std::path::Path;
 
 use cri_api::v1 as cri;
 use crio_lite::domain::{DnsSettings, NamespaceModes, Sandbox, SandboxName, SandboxState};
+use test_support::fs::file_names;
 
-use crate::support::{self, FakeCni, Harness, files, ips, list, run, status};
+use crate::support::{self, FakeCni, Harness, ips, list, run, status};
 
 const CREATING_ID: &str = "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00";
 const STRAY_ID: &str = "5555555555555555555555555555555555555555555555555555555555555555";
@@ -37,7 +38,7 @@ async fn restart_brings_sandboxes_back_with_their_ips() {
     daemon.shutdown().await.unwrap();
     assert!(!socket.exists(), "the socket file is removed at shutdown");
     assert_eq!(
-        files(&dir.path().join("run/netns")).len(),
+        file_names(&dir.path().join("run/netns")).len(),
         3,
         "sandboxes outlive the daemon"
     );
@@ -100,7 +101,7 @@ async fn a_ready_sandbox_whose_namespace_vanished_is_stopped() {
         .await
         .unwrap();
     assert_eq!(
-        files(&dir.path().join("state/sandboxes")),
+        file_names(&dir.path().join("state/sandboxes")),
         Vec::<String>::new()
     );
     daemon.shutdown().await.unwrap();
@@ -171,8 +172,12 @@ async fn a_sandbox_caught_half_way_is_rolled_back() {
         Some("gc []"),
         "gc runs last, with no valid pod"
     );
-    assert_eq!(files(&sandboxes), Vec::<String>::new(), "state files gone");
-    assert_eq!(files(&netns_dir), Vec::<String>::new(), "pins gone");
+    assert_eq!(
+        file_names(&sandboxes),
+        Vec::<String>::new(),
+        "state files gone"
+    );
+    assert_eq!(file_names(&netns_dir), Vec::<String>::new(), "pins gone");
 
     // The rolled-back pod can be run again.
     let id = run(&mut client, "half").await;
@@ -239,7 +244,7 @@ fn killed_during_setup_then_restarted() {
         );
         assert!(!Path::new(&pod.netns).exists(), "the namespace is unpinned");
         assert_eq!(
-            files(&dir.path().join("state/sandboxes")),
+            file_names(&dir.path().join("state/sandboxes")),
             Vec::<String>::new()
         );
         daemon.shutdown().await.unwrap();
@@ -258,8 +263,8 @@ async fn a_second_daemon_on_the_same_state_changes_nothing() {
     while first.leases().is_empty() {
         tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     }
-    let state_before = files(&dir.path().join("state/sandboxes"));
-    let pins_before = files(&dir.path().join("run/netns"));
+    let state_before = file_names(&dir.path().join("state/sandboxes"));
+    let pins_before = file_names(&dir.path().join("run/netns"));
     assert_eq!(state_before.len(), 1, "{state_before:?}");
 
     let second = FakeCni::new();
@@ -280,8 +285,11 @@ async fn a_second_daemon_on_the_same_state_changes_nothing() {
         "the second daemon acted: {:?}",
         second.summary()
     );
-    assert_eq!(files(&dir.path().join("state/sandboxes")), state_before);
-    assert_eq!(files(&dir.path().join("run/netns")), pins_before);
+    assert_eq!(
+        file_names(&dir.path().join("state/sandboxes")),
+        state_before
+    );
+    assert_eq!(file_names(&dir.path().join("run/netns")), pins_before);
     assert!(
         first
             .calls()
@@ -349,7 +357,7 @@ fn killed_during_stop_comes_back_not_ready_and_finishes_the_stop() {
             .await
             .unwrap();
         assert!(list(&mut client, None).await.is_empty());
-        assert!(files(&dir.path().join("state/sandboxes")).is_empty());
+        assert!(file_names(&dir.path().join("state/sandboxes")).is_empty());
         daemon.shutdown().await.unwrap();
     });
 }

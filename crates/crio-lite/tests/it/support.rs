@@ -433,19 +433,6 @@ pub(crate) fn ips(status: &cri::PodSandboxStatus) -> Vec<String> {
         .collect()
 }
 
-/// Files in a directory (names), sorted; empty when it is missing.
-pub(crate) fn files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(Result::ok)
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    names
-}
-
 /// Port mappings etc. the fake was given for `NET`.
 pub(crate) fn runtime_config_of(pod: &PodNetwork) -> ocicni::RuntimeConfig {
     pod.runtime_config.get(NET).cloned().unwrap_or_default()

@@ -339,7 +339,7 @@ async fn run_dir_holds_the_pending_entry_and_the_pod_lock_until_teardown() {
         .hang("fake", "ADD", std::time::Duration::from_millis(300));
     let cni = node.start().await;
     assert_eq!(cni.run_dir(), node.run_dir());
-    let files = |sub: &str| crate::fake_exec::file_names(&node.run_dir().join(sub));
+    let files = |sub: &str| test_support::fs::file_names(&node.run_dir().join(sub));
     let setup = {
         let (cni, pod) = (cni.clone(), node.pod("p1"));
         tokio::spawn(async move { cni.setup_pod(&pod).await })

@@ -5,7 +5,6 @@
 //! installing one is also a change the configuration watcher sees.
 
 use std::collections::{BTreeMap, HashMap};
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -258,9 +257,7 @@ impl Node {
 
     /// Creates the plugin file `name` (an executable the fake never runs).
     pub(crate) fn install(&self, name: &str) {
-        let path = self.plugins.path().join(name);
-        std::fs::write(&path, "#!/bin/sh\nexit 1\n").expect("write plugin");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        test_support::fs::write_executable(&self.plugins.path().join(name), "#!/bin/sh\nexit 1\n");
     }
 
     /// Writes a configuration file atomically (a hidden temporary name the loader ignores, then a
@@ -309,7 +306,10 @@ impl Node {
 
     /// The files of the result cache, then the pending entries (as `pending/<name>`).
     pub(crate) fn cache_entries(&self) -> Vec<String> {
-        cache_entries(&self.cache.path().join("results"), &self.run_dir())
+        test_support::fs::cache_entries(
+            &self.cache.path().join("results"),
+            &self.run_dir().join("pending"),
+        )
     }
 
     /// A pod whose namespace path does not exist (nothing here enters it).
@@ -388,30 +388,4 @@ pub(crate) async fn wait_for_default(ocicni: &Ocicni, want: Option<&str>) {
         o.default_network_name().as_deref() == want
     })
     .await;
-}
-
-/// Names of the files in `dir`, sorted; none when it does not exist.
-pub(crate) fn file_names(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir).map_or_else(
-        |_| Vec::new(),
-        |rd| {
-            rd.filter_map(Result::ok)
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        },
-    );
-    names.sort();
-    names
-}
-
-/// The files of a results directory, then the pending entries of a run directory (as
-/// `pending/<name>`), each sorted.
-pub(crate) fn cache_entries(results: &std::path::Path, run_dir: &std::path::Path) -> Vec<String> {
-    let mut all = file_names(results);
-    all.extend(
-        file_names(&run_dir.join("pending"))
-            .into_iter()
-            .map(|name| format!("pending/{name}")),
-    );
-    all
 }

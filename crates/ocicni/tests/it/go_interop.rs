@@ -5,10 +5,8 @@
 //! as ocicni's plugins do, so everything the real plugins make lives there.
 
 use std::net::Ipv4Addr;
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
 use ocicni::{CheckPolicy, CniArgsPolicy, CniPlugin, NetworkSelection, PodNetwork};
 use serde_json::{Value, json};
@@ -19,41 +17,19 @@ const NEEDS_GO: &str = "needs Debian's golang-go and golang-github-appc-cni-dev:
 
 const NET: &str = "gonet";
 
-/// Builds the Go program once per test binary, offline, in GOPATH mode against Debian's packages.
-fn go_libcni() -> &'static Path {
-    static PROGRAM: OnceLock<PathBuf> = OnceLock::new();
-    PROGRAM.get_or_init(|| {
-        let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
-        let out = tmp.join("go-libcni");
-        let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go-libcni/main.go");
-        let built = Command::new("go")
-            .args(["build", "-o"])
-            .arg(&out)
-            .arg(&source)
-            .env("GO111MODULE", "off")
-            .env("GOPROXY", "off")
-            .env("GOFLAGS", "")
-            .env("GOPATH", "/nonexistent:/usr/share/gocode")
-            .env("GOCACHE", tmp.join("gocache"))
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run `go` ({NEEDS_GO}): {e}"));
-        assert!(
-            built.status.success(),
-            "building {} failed ({NEEDS_GO}):\n{}",
-            source.display(),
-            String::from_utf8_lossy(&built.stderr)
-        );
-        out
-    })
-}
-
 /// Runs go-libcni inside the lab's node on the lab's cache, with plugins from `plugin_path`, and
 /// returns its JSON; fails the test with its output when it fails.
 fn go(lab: &Lab, plugin_path: &Path, flags: &[&str], args: &[&str]) -> Value {
+    // Built once per test binary, offline, against Debian's packages.
+    let program = test_support::go::build(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go-libcni"),
+        Path::new(env!("CARGO_TARGET_TMPDIR")),
+        NEEDS_GO,
+    );
     let [launcher, launcher_args @ ..] = lab.node.launcher();
     let out = Command::new(launcher)
         .args(launcher_args)
-        .arg(go_libcni())
+        .arg(program)
         .arg("-cache-dir")
         .arg(lab.cache_dir())
         .arg("-plugin-path")
@@ -181,7 +157,7 @@ async fn go_libcni_tears_down_an_ocicni_pod_from_the_cache_alone() {
         lab.leases(NET)
     );
     assert!(lab.cache_entries().is_empty(), "{:?}", lab.cache_entries());
-    let rules = lab.rules_mentioning(&id_set(&pod));
+    let rules = lab.node.rules_naming(id_set(&pod));
     assert!(rules.is_empty(), "iptables rules left: {rules:#?}");
 
     // Only ocicni's own lock file is left, which its GC sweeps as it does for any pod gone.
@@ -218,7 +194,7 @@ async fn ocicni_tears_down_a_go_libcni_pod_from_the_cache_alone() {
     assert_eq!(lab.leases(NET).len(), 1);
     assert_eq!(lab.cache_entries(), [entry_name(NET, &pod)]);
     assert!(
-        !lab.rules_mentioning(&id_set(&pod)).is_empty(),
+        !lab.node.rules_naming(id_set(&pod)).is_empty(),
         "portmap and masquerade rules"
     );
 
@@ -253,10 +229,7 @@ fn recording_plugin(dir: &Path, record: &Path, address: &str) {
         record = record.display(),
     );
     std::fs::create_dir_all(dir).expect("plugin dir");
-    let path = dir.join("argrec");
-    std::fs::write(&path, script).expect("write the plugin");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-        .expect("chmod the plugin");
+    test_support::fs::write_executable(&dir.join("argrec"), &script);
 }
 
 /// The recorded calls of `command`: their CNI_ARGS and stdin.

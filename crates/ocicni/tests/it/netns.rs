@@ -2,16 +2,18 @@
 //!
 //! Every test pins its namespaces under a temporary directory of its own; the guard removes them (and
 //! the directory's self-bind) on drop, also when the test fails. Only the tests themselves run `ip` and
-//! `nsenter`, to build fixtures and to look from a child process; the library runs nothing.
+//! `nsenter` (test-support's `must_in`), to build fixtures and to look from a child process; the
+//! library runs nothing.
 
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use ipnet::IpNet;
 use ocicni::netns::{self, Error, InterfaceInfo};
+use test_support::fs::mounts_at_or_below;
+use test_support::netns::must_in;
 
 /// A temporary directory for pins; everything pinned in it is removed on drop.
 struct PinDir {
@@ -20,17 +22,9 @@ struct PinDir {
 
 impl PinDir {
     fn new() -> Self {
-        static COUNTER: AtomicU32 = AtomicU32::new(0);
-        let prefix = format!(
-            "ocicni-netns-{}-{}-",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        );
-        let dir = tempfile::Builder::new()
-            .prefix(&prefix)
-            .tempdir()
-            .expect("temp dir");
-        Self { dir }
+        Self {
+            dir: test_support::temp_dir("ocicni-netns"),
+        }
     }
 
     fn path(&self) -> &Path {
@@ -46,7 +40,7 @@ impl PinDir {
 
     /// How many mounts sit at or under the directory.
     fn mounts(&self) -> usize {
-        mountinfo_under(self.path()).len()
+        mounts_at_or_below(self.path()).len()
     }
 }
 
@@ -61,37 +55,8 @@ impl Drop for PinDir {
     }
 }
 
-/// The mountinfo lines whose mount point is `dir` or below it.
-fn mountinfo_under(dir: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").expect("read mountinfo");
-    let dir = dir.to_string_lossy().into_owned();
-    text.lines()
-        .filter(|line| {
-            line.split(' ')
-                .nth(4)
-                .is_some_and(|mp| mp == dir || mp.starts_with(&format!("{dir}/")))
-        })
-        .map(str::to_owned)
-        .collect()
-}
-
 fn inode(path: &Path) -> u64 {
     std::fs::metadata(path).expect("stat").ino()
-}
-
-/// Runs a command inside the namespace through nsenter (test fixtures only) and returns its stdout.
-fn in_ns(path: &Path, args: &[&str]) -> String {
-    let out = Command::new("nsenter")
-        .arg(format!("--net={}", path.display()))
-        .args(args)
-        .output()
-        .expect("run nsenter");
-    assert!(
-        out.status.success(),
-        "nsenter {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 fn own_thread_netns() -> PathBuf {
@@ -153,7 +118,7 @@ fn loopback_comes_up_with_its_address_and_a_second_call_is_fine() {
     assert!(lo.addresses.contains(&net("127.0.0.1/8")), "{lo:?}");
     assert_eq!(lo.mac.as_deref(), Some("00:00:00:00:00:00"));
     // and the kernel agrees, seen from a separate process
-    let out = in_ns(&path, &["ip", "-o", "-4", "addr", "show", "dev", "lo"]);
+    let out = must_in(&path, &["ip", "-o", "-4", "addr", "show", "dev", "lo"]);
     assert!(out.contains("127.0.0.1/8"), "{out}");
 }
 
@@ -163,7 +128,7 @@ fn interfaces_report_links_with_mac_mtu_state_and_addresses() {
     let dir = PinDir::new();
     let path = dir.pin("links");
     // Both ends of the veth stay inside the test's namespace.
-    in_ns(
+    must_in(
         &path,
         &[
             "ip",
@@ -181,13 +146,13 @@ fn interfaces_report_links_with_mac_mtu_state_and_addresses() {
             "peer0",
         ],
     );
-    in_ns(&path, &["ip", "addr", "add", "10.99.0.2/24", "dev", "eth0"]);
-    in_ns(
+    must_in(&path, &["ip", "addr", "add", "10.99.0.2/24", "dev", "eth0"]);
+    must_in(
         &path,
         &["ip", "addr", "add", "fd00:99::2/64", "dev", "eth0", "nodad"],
     );
-    in_ns(&path, &["ip", "link", "set", "eth0", "up"]);
-    let ip_line = in_ns(&path, &["ip", "-o", "link", "show", "eth0"]);
+    must_in(&path, &["ip", "link", "set", "eth0", "up"]);
+    let ip_line = must_in(&path, &["ip", "-o", "link", "show", "eth0"]);
     let want_index: u32 = ip_line
         .split(':')
         .next()
@@ -216,7 +181,7 @@ fn removing_a_pin_makes_it_gone_and_twice_is_fine() {
 
     netns::remove_pinned(&path).expect("remove");
     assert!(!netns::exists(&path));
-    assert!(mountinfo_under(&path).is_empty());
+    assert!(mounts_at_or_below(&path).is_empty());
     netns::remove_pinned(&path).expect("remove again");
 
     let err = netns::with_netns(&path, || ()).expect_err("entering a removed pin");
@@ -277,7 +242,7 @@ fn pinning_over_an_existing_path_fails_and_keeps_the_first() {
     );
     assert_eq!(inode(&path), first);
     assert_eq!(
-        mountinfo_under(&path).len(),
+        mounts_at_or_below(&path).len(),
         1,
         "no mount stacked on the pin"
     );
@@ -301,7 +266,7 @@ fn child_processes_see_the_pinned_namespace() {
         want.to_string()
     );
     // ...and can join it.
-    let seen = in_ns(&path, &["readlink", "/proc/self/ns/net"]);
+    let seen = must_in(&path, &["readlink", "/proc/self/ns/net"]);
     assert_eq!(seen.trim(), format!("net:[{want}]"));
 }
 
@@ -310,12 +275,12 @@ fn child_processes_see_the_pinned_namespace() {
 fn the_directory_becomes_a_shared_mount_point_and_is_released() {
     let dir = PinDir::new();
     let _path = dir.pin("one");
-    let lines = mountinfo_under(dir.path());
+    let lines = mounts_at_or_below(dir.path());
     let own = lines
         .iter()
-        .find(|l| l.split(' ').nth(4) == Some(&*dir.path().to_string_lossy()))
+        .find(|m| m.point == dir.path().to_string_lossy())
         .unwrap_or_else(|| panic!("the directory is not a mount point: {lines:?}"));
-    assert!(own.contains(" shared:"), "{own}");
+    assert!(own.line.contains(" shared:"), "{}", own.line);
 
     netns::prepare_dir(dir.path()).expect("prepare again");
     assert_eq!(
@@ -363,7 +328,7 @@ fn concurrent_create_remove_cycles_leak_no_mounts() {
     });
 
     assert_eq!(inodes.len(), 20);
-    assert_eq!(dir.mounts(), before, "{:?}", mountinfo_under(dir.path()));
+    assert_eq!(dir.mounts(), before, "{:?}", mounts_at_or_below(dir.path()));
     assert_eq!(std::fs::read_dir(dir.path()).expect("read dir").count(), 0);
     // Namespaces alive at the same time are distinct; the kernel may reuse an inode once freed.
     assert!(inodes.iter().collect::<HashSet<_>>().len() > 1);
@@ -407,10 +372,10 @@ fn removing_a_pin_with_a_mount_stacked_on_it_peels_both() {
         .status()
         .expect("run mount");
     assert!(status.success(), "mount --bind");
-    assert_eq!(mountinfo_under(&path).len(), 2);
+    assert_eq!(mounts_at_or_below(&path).len(), 2);
 
     netns::remove_pinned(&path).expect("remove");
     assert!(!netns::exists(&path));
-    assert!(mountinfo_under(&path).is_empty());
+    assert!(mounts_at_or_below(&path).is_empty());
     assert!(netns::is_netns(&other).expect("the other pin is untouched"));
 }

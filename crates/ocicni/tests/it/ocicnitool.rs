@@ -2,7 +2,6 @@
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
-use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -26,13 +25,10 @@ fn text(bytes: &[u8]) -> String {
 
 /// A plugin directory with one shell-script plugin that answers VERSION, enough for `list`.
 fn version_only_plugin(dir: &Path) {
-    let path = dir.join("fakeplug");
-    std::fs::write(
-        &path,
+    test_support::fs::write_executable(
+        &dir.join("fakeplug"),
         "#!/bin/sh\necho '{\"cniVersion\":\"1.0.0\",\"supportedVersions\":[\"0.4.0\",\"1.0.0\"]}'\n",
-    )
-    .expect("write plugin");
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    );
 }
 
 #[test]
@@ -210,7 +206,7 @@ fn real_plugins_add_status_and_del_through_the_tool() {
     ];
     let in_node = |cmd: &str| {
         let out = Command::new("ip")
-            .args(["netns", "exec", &lab.node.name, TOOL, cmd])
+            .args(["netns", "exec", lab.node.name(), TOOL, cmd])
             .args(&dirs)
             .args(pod_flags)
             .output()

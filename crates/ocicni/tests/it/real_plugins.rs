@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
@@ -117,11 +117,10 @@ async fn fifty_pods_get_unique_addresses_reach_each_other_and_leave_nothing() {
     }
 
     // Pod to pod, across the bridge.
-    let ping = Command::new("nsenter")
-        .arg(format!("--net={}", pods[0].netns))
-        .args(["ping", "-c1", "-W1", &addrs[1].to_string()])
-        .output()
-        .expect("run ping");
+    let ping = test_support::netns::run_in(
+        Path::new(&pods[0].netns),
+        &["ping", "-c1", "-W1", &addrs[1].to_string()],
+    );
     assert!(
         ping.status.success(),
         "pod 0 pings pod 1 ({}): {}",
@@ -214,7 +213,7 @@ async fn teardown_after_the_namespace_is_gone_releases_everything() {
     set_up_all(&cni, &pods, 2).await;
     assert_eq!(lab.leases(NET).len(), 2);
     assert!(
-        !lab.rules_mentioning(&ids(&pods)).is_empty(),
+        !lab.node.rules_naming(ids(&pods)).is_empty(),
         "portmap made rules"
     );
 
@@ -319,20 +318,15 @@ async fn a_runtime_killed_mid_set_up_leaves_nothing_after_gc() {
     let lab = Lab::new();
     lab.write_conflist(NET, true);
     let log = std::fs::File::create(lab.root.join("worker.log")).expect("worker log");
-    let mut worker = Command::new(std::env::current_exe().expect("current exe"))
-        .args([
-            "real_plugins::a_runtime_killed_mid_set_up_leaves_nothing_after_gc",
-            "--exact",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .envs(lab.worker_env())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .expect("start the worker");
+    let mut worker = test_support::process::rerun_test(
+        "real_plugins::a_runtime_killed_mid_set_up_leaves_nothing_after_gc",
+    )
+    .envs(lab.worker_env())
+    .stdin(Stdio::null())
+    .stdout(Stdio::null())
+    .stderr(log)
+    .spawn()
+    .expect("start the worker");
 
     // Kill it once three pods are up and the fourth or a later one has its veth but has not
     // finished: partial state with no result cached.
@@ -362,7 +356,7 @@ async fn a_runtime_killed_mid_set_up_leaves_nothing_after_gc() {
         "the finished pods are cached"
     );
     assert!(
-        !lab.rules_mentioning(&worker_pods).is_empty(),
+        !lab.node.rules_naming(&worker_pods).is_empty(),
         "the worker's pods have rules before GC"
     );
 

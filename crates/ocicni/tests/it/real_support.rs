@@ -2,14 +2,14 @@
 //! configuration, cache, IPAM and pin directories, pods pinned under it, and the questions a person asks
 //! afterwards (which veths, leases, cache entries and iptables rules are left).
 //!
-//! Plugins run inside the node namespace through `ip netns exec`, so the bridge, the veths' host ends and
-//! every iptables rule live there; the machine's own namespace is never touched. [`Lab`]'s drop removes
-//! the pods' namespaces, the node namespace and the directories, also when the test panics.
+//! Plugins run inside the node namespace (test-support's `NetNs`) through `ip netns exec`, so the
+//! bridge, the veths' host ends and every iptables rule live there; the machine's own namespace is
+//! never touched. [`Lab`]'s drop removes the pods' namespaces, the node namespace and the directories,
+//! also when the test panics.
 
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
@@ -18,6 +18,7 @@ use ipnet::Ipv4Net;
 use ocicni::cni_exec::ProcessExec;
 use ocicni::{CniArgsPolicy, NetworkSelection, Ocicni, PodNetwork, RuntimeConfig, WatchPolicy};
 use serde_json::json;
+use test_support::netns::NetNs;
 
 /// Where Debian's containernetworking-plugins are installed.
 pub(crate) const CNI_BIN: &str = "/usr/lib/cni";
@@ -30,91 +31,6 @@ pub(crate) const WORKER_ROOT_VAR: &str = "OCICNI_IT_WORKER_ROOT";
 pub(crate) const WORKER_NODE_VAR: &str = "OCICNI_IT_WORKER_NODE";
 pub(crate) const WORKER_K_VAR: &str = "OCICNI_IT_WORKER_K";
 
-/// Runs a command and returns its output; panics with the command and stderr when it fails.
-pub(crate) fn run(program: &str, args: &[&str]) -> Output {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {program} {args:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{program} {args:?} failed ({}): {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// A "node" network namespace made with `ip netns add`, `lo` up; deleted on drop.
-pub(crate) struct Node {
-    pub(crate) name: String,
-    /// False in a worker process, whose parent owns (and deletes) the namespace.
-    owned: bool,
-}
-
-impl Node {
-    fn new(name: String) -> Self {
-        run("ip", &["netns", "add", &name]);
-        let node = Node { name, owned: true };
-        run("ip", &["-n", &node.name, "link", "set", "lo", "up"]);
-        node
-    }
-
-    /// The namespace file, for entering the node from this process.
-    pub(crate) fn path(&self) -> PathBuf {
-        PathBuf::from("/run/netns").join(&self.name)
-    }
-
-    /// The launcher that runs plugins (or anything) inside the node.
-    pub(crate) fn launcher(&self) -> [String; 4] {
-        [
-            "ip".into(),
-            "netns".into(),
-            "exec".into(),
-            self.name.clone(),
-        ]
-    }
-
-    /// Runs `args` inside the node and returns stdout; panics when it fails.
-    pub(crate) fn exec(&self, args: &[&str]) -> String {
-        let mut all = vec!["netns", "exec", self.name.as_str()];
-        all.extend_from_slice(args);
-        stdout(&run("ip", &all))
-    }
-
-    /// The names of the veth links in the node (the host ends of pods' interfaces).
-    pub(crate) fn veths(&self) -> Vec<String> {
-        stdout(&run(
-            "ip",
-            &["-n", &self.name, "-o", "link", "show", "type", "veth"],
-        ))
-        .lines()
-        .filter_map(|l| l.split(": ").nth(1))
-        .map(|n| n.split('@').next().unwrap_or(n).to_owned())
-        .collect()
-    }
-
-    /// Every iptables rule and chain of the node (IPv4, all tables).
-    pub(crate) fn iptables(&self) -> String {
-        self.exec(&["iptables-save"])
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        if !self.owned {
-            return;
-        }
-        let _ = Command::new("ip")
-            .args(["netns", "delete", &self.name])
-            .status();
-    }
-}
-
 /// Everything one test owns. Drop order: pods' pins, the pin directory's self-bind, the node, the files.
 pub(crate) struct Lab {
     /// A short unique tag in every pod ID, so rules and leases can be traced back to this test.
@@ -125,7 +41,8 @@ pub(crate) struct Lab {
     pub(crate) bridge: String,
     /// The lab's number in this process (picks the subnet and the bridge).
     k: u32,
-    pub(crate) node: Node,
+    /// The node namespace (the namespace file of a worker's parent, which deletes it).
+    pub(crate) node: NetNs,
     pub(crate) root: PathBuf,
     tmp: Option<tempfile::TempDir>,
 }
@@ -136,33 +53,21 @@ impl Lab {
     pub(crate) fn new() -> Self {
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let k = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let pid = std::process::id();
-        let tmp = tempfile::Builder::new()
-            .prefix(&format!("cnitest-{pid}-{k}-"))
-            .tempdir()
-            .expect("temp dir");
+        let tmp = test_support::temp_dir("cnitest");
         let root = tmp.path().to_owned();
         for sub in ["conf", "cache", "ipam", "pins"] {
             std::fs::create_dir(root.join(sub)).expect("lab directory");
         }
-        let node = Node::new(format!("cnitest-{pid}-{k}-node"));
+        let node = NetNs::new("cnitest-node");
         Self::assemble(k, node, root, Some(tmp))
     }
 
     /// The lab a parent test made, as seen by a worker process it started.
     pub(crate) fn adopt(root: PathBuf, node: String, k: u32) -> Self {
-        Self::assemble(
-            k,
-            Node {
-                name: node,
-                owned: false,
-            },
-            root,
-            None,
-        )
+        Self::assemble(k, NetNs::adopt(node), root, None)
     }
 
-    fn assemble(k: u32, node: Node, root: PathBuf, tmp: Option<tempfile::TempDir>) -> Self {
+    fn assemble(k: u32, node: NetNs, root: PathBuf, tmp: Option<tempfile::TempDir>) -> Self {
         let octet = u8::try_from(200 + (k % 50)).unwrap_or(250);
         Lab {
             tag: format!("ct{}n{k}", std::process::id()),
@@ -179,7 +84,7 @@ impl Lab {
     pub(crate) fn worker_env(&self) -> [(&'static str, String); 3] {
         [
             (WORKER_ROOT_VAR, self.root.display().to_string()),
-            (WORKER_NODE_VAR, self.node.name.clone()),
+            (WORKER_NODE_VAR, self.node.name().to_owned()),
             (WORKER_K_VAR, self.k.to_string()),
         ]
     }
@@ -301,40 +206,28 @@ impl Lab {
 
     /// Host-local lease files of `network` (allocation bookkeeping files do not count).
     pub(crate) fn leases(&self, network: &str) -> Vec<String> {
-        let dir = self.ipam_dir().join(network);
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            return Vec::new();
-        };
-        entries
-            .filter_map(Result::ok)
-            .map(|e| e.file_name().to_string_lossy().into_owned())
+        test_support::fs::file_names(&self.ipam_dir().join(network))
+            .into_iter()
             .filter(|n| n != "lock" && !n.starts_with("last_reserved_ip"))
             .collect()
     }
 
     /// Files left in the result cache, and pending entries (as `pending/<name>`).
     pub(crate) fn cache_entries(&self) -> Vec<String> {
-        crate::fake_exec::cache_entries(&self.cache_dir().join("results"), &self.run_dir())
-    }
-
-    /// Lines of the node's iptables that mention any of `ids`.
-    pub(crate) fn rules_mentioning(&self, ids: &BTreeSet<String>) -> Vec<String> {
-        self.node
-            .iptables()
-            .lines()
-            .filter(|l| ids.iter().any(|id| l.contains(id.as_str())))
-            .map(str::to_owned)
-            .collect()
+        test_support::fs::cache_entries(
+            &self.cache_dir().join("results"),
+            &self.run_dir().join("pending"),
+        )
     }
 
     /// Panics listing whatever any pod of `ids` left behind on `network`.
     pub(crate) fn assert_nothing_left(&self, network: &str, ids: &BTreeSet<String>) {
         let veths = self.node.veths();
-        let rules = self.rules_mentioning(ids);
+        let rules = self.node.rules_naming(ids);
         let leases = self.leases(network);
         let cache = self.cache_entries();
         // Only the GC lock's file outlives the pods (never created if nothing ran).
-        let locks: Vec<String> = crate::fake_exec::file_names(&self.run_dir().join("locks"))
+        let locks: Vec<String> = test_support::fs::file_names(&self.run_dir().join("locks"))
             .into_iter()
             .filter(|name| name != "gc.lock")
             .collect();
@@ -386,18 +279,9 @@ impl Drop for Lab {
 
 /// PIDs of processes whose environment holds a variable starting with `needle`.
 pub(crate) fn processes_with_env(needle: &str) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<u32>().ok()))
-        .filter(|pid| {
-            std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|env| {
-                env.split(|b| *b == 0)
-                    .any(|var| var.starts_with(needle.as_bytes()))
-            })
-        })
+    test_support::process::with_env(|var| var.starts_with(needle))
+        .into_iter()
+        .map(|found| found.pid)
         .collect()
 }
 

@@ -8,11 +8,13 @@ use std::os::unix::fs::{FileTypeExt as _, symlink};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use test_support::process::output;
+
 use super::{
     Row, assert_serving, exits_within, finish_clean, flags_with, install_plugins, mkfifo,
     run_table, spawn_in_node, stop_and_remove_all, within,
 };
-use crate::e2e_support::{GATEWAY, Node, output, ready_ip};
+use crate::e2e_support::{GATEWAY, Node, ready_ip};
 
 /// Sandbox IDs for planted files: names the daemon takes for its own.
 fn planted_id(n: u8) -> String {
@@ -530,12 +532,7 @@ impl TmpfsMount {
     }
 
     fn is_mounted(&self) -> bool {
-        let wanted = self.path.display().to_string();
-        std::fs::read_to_string("/proc/self/mountinfo")
-            .expect("read /proc/self/mountinfo")
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4))
-            .any(|mount_point| mount_point == wanted)
+        test_support::fs::is_mount_point(&self.path)
     }
 }
 

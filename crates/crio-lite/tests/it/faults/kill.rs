@@ -14,7 +14,7 @@ use tonic::transport::Channel;
 
 use super::{
     Row, arm, assert_only, assert_serving, delete_rules, finish_clean, install_plugins, release,
-    rules_naming, run_table, state_of, stop_and_remove_all, wait_hit, within,
+    run_table, state_of, stop_and_remove_all, wait_hit, within,
 };
 use crate::e2e_support::{self, GATEWAY, Node, ready_ip, run};
 use crate::support;
@@ -355,7 +355,7 @@ async fn kill_case(tag: String, point: KillPoint) {
 /// The bridge plugin's ipMasq rules of sandbox `id`: the POSTROUTING jump to its chain, and the
 /// chain's rules.
 fn masq_rules(node: &Node, id: &str) -> Vec<String> {
-    let rules = rules_naming(node, &[id.to_owned()]);
+    let rules = node.ns().rules_naming([id]);
     let chains: Vec<String> = rules
         .iter()
         .filter(|l| l.starts_with("-A POSTROUTING "))

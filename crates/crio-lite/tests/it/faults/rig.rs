@@ -1,10 +1,11 @@
 //! The rig the fault rows drive: wrapper plugins that hold one armed call, misbehaving plugins,
 //! and crio-lite processes started beside the node's daemon.
 
-use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use test_support::fs::write_executable;
 
 use super::Reaper;
 use crate::e2e_support::Node;
@@ -25,12 +26,6 @@ fn fault_dir(node: &Node) -> PathBuf {
     node.path("faults")
 }
 
-fn write_script(path: &Path, text: &str) {
-    std::fs::write(path, text).expect("write a plugin script");
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755))
-        .expect("make the plugin script executable");
-}
-
 /// Creates a FIFO at `path`.
 pub(crate) fn mkfifo(path: &Path) {
     nix::unistd::mkfifo(path, nix::sys::stat::Mode::from_bits_truncate(0o600))
@@ -49,10 +44,10 @@ pub(crate) fn install_plugins(node: &mut Node, timeout: Option<&str>) -> Reaper 
     // Read with a timeout as a sleep that forks nothing, so a killed wrapper leaves no child.
     mkfifo(&faults.join("pause"));
     for plugin in WRAPPED {
-        write_script(&plugins.join(plugin), &wrapper(plugin, &faults));
+        write_executable(&plugins.join(plugin), &wrapper(plugin, &faults));
     }
     for (name, what, body) in super::plugins::MISBEHAVING {
-        write_script(&plugins.join(name), &misbehaving(what, body));
+        write_executable(&plugins.join(name), &misbehaving(what, body));
     }
     let mut flags = vec![
         "--plugin-dir".to_owned(),

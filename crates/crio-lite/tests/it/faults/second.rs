@@ -4,12 +4,13 @@
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
+use test_support::fs::file_names;
+
 use super::{
     Row, arm, assert_only, assert_serving, exits_within, finish_clean, flags_with, install_plugins,
     release, run_table, spawn_in_node, stop_and_remove_all, wait_hit, within,
 };
 use crate::e2e_support::{self, GATEWAY, Node, ready_ip, run};
-use crate::support::files;
 
 /// What the second daemon shares with the first, and the lock file its error must name.
 struct Second {
@@ -71,7 +72,7 @@ async fn second_daemon_changes_nothing() {
 /// Every state file by name, with its bytes.
 fn state_files(node: &Node) -> BTreeMap<String, Vec<u8>> {
     let dir = node.state_dir().join("sandboxes");
-    files(&dir)
+    file_names(&dir)
         .into_iter()
         .map(|f| {
             let bytes = std::fs::read(dir.join(&f)).unwrap_or_default();

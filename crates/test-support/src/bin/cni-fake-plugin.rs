@@ -2,7 +2,8 @@
 //!
 //! It behaves as told by the `"fake"` object of the network configuration on its stdin, on top of
 //! the object in `<argv0>.fake.json` and overridden by the `CNI_FAKE` environment variable (a JSON
-//! object); the `cni_exec` crate docs list the keys. It never panics: bad input gets a spec error on stdout and exit code 1.
+//! object); the docs of `test_support::fake_plugin` list the keys. It never panics: bad input gets a
+//! spec error on stdout and exit code 1.
 
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
