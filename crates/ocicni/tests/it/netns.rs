@@ -75,6 +75,63 @@ fn mountinfo_under(dir: &Path) -> Vec<String> {
         .collect()
 }
 
+/// A namespace made by `ip netns add` under a name no other test or run uses, as a runtime other
+/// than ocicni makes them; `ip netns del` on drop, also when the test fails.
+pub(crate) struct NamedNetns {
+    name: String,
+}
+
+impl NamedNetns {
+    /// Adds `ocicni-it-<what>-<pid>-<n>`; fails the test when it cannot.
+    pub(crate) fn new(what: &str) -> Self {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let name = format!(
+            "ocicni-it-{what}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let out = Command::new("ip")
+            .args(["netns", "add", &name])
+            .output()
+            .expect("run ip netns add");
+        assert!(
+            out.status.success(),
+            "ip netns add {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Self { name }
+    }
+
+    /// The file `ip netns add` pinned the namespace at.
+    pub(crate) fn path(&self) -> PathBuf {
+        PathBuf::from("/run/netns").join(&self.name)
+    }
+
+    /// Runs `ip -n <name> <args>` (test fixtures only) and returns its stdout.
+    pub(crate) fn ip(&self, args: &[&str]) -> String {
+        let out = Command::new("ip")
+            .args(["-n", &self.name])
+            .args(args)
+            .output()
+            .expect("run ip");
+        assert!(
+            out.status.success(),
+            "ip -n {} {args:?} failed: {}",
+            self.name,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+}
+
+impl Drop for NamedNetns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+    }
+}
+
 fn inode(path: &Path) -> u64 {
     std::fs::metadata(path).expect("stat").ino()
 }
@@ -413,4 +470,83 @@ fn removing_a_pin_with_a_mount_stacked_on_it_peels_both() {
     assert!(!netns::exists(&path));
     assert!(mountinfo_under(&path).is_empty());
     assert!(netns::is_netns(&other).expect("the other pin is untouched"));
+}
+
+/// The netlink path against what `ip` (a separate process) made and sees, in a namespace that
+/// `ip netns add` made: lo comes up with its addresses, and a link's index, MAC, MTU and every
+/// address are read back, the local address of a point-to-point pair and not its peer's.
+#[test]
+#[ignore = "needs root + netns: cargo xtask test"]
+fn netlink_sets_and_reads_what_ip_sees_in_a_namespace_ip_made() {
+    let ns = NamedNetns::new("netlink");
+    let path = ns.path();
+
+    let lo = find(&netns::interfaces(&path).expect("interfaces"), "lo").clone();
+    assert!(lo.loopback && !lo.up && lo.addresses.is_empty(), "{lo:?}");
+    netns::bring_up_loopback(&path).expect("bring lo up");
+    netns::bring_up_loopback(&path).expect("bring lo up again");
+    let flags = ns.ip(&["-o", "link", "show", "lo"]);
+    assert!(flags.contains(",UP"), "ip sees lo down: {flags}");
+    let lo = find(&netns::interfaces(&path).expect("interfaces"), "lo").clone();
+    assert!(lo.up, "{lo:?}");
+    assert!(lo.addresses.contains(&net("127.0.0.1/8")), "{lo:?}");
+    if ns
+        .ip(&["-o", "-6", "addr", "show", "dev", "lo"])
+        .contains("::1/128")
+    {
+        assert!(lo.addresses.contains(&net("::1/128")), "{lo:?}");
+    }
+
+    ns.ip(&[
+        "link",
+        "add",
+        "eth0",
+        "address",
+        "02:00:00:00:00:42",
+        "mtu",
+        "1280",
+        "type",
+        "veth",
+        "peer",
+        "name",
+        "peer0",
+    ]);
+    ns.ip(&["addr", "add", "10.77.0.2/24", "dev", "eth0"]);
+    ns.ip(&["addr", "add", "10.77.0.3/24", "dev", "eth0"]);
+    ns.ip(&[
+        "addr",
+        "add",
+        "10.78.0.1",
+        "peer",
+        "10.78.0.9/32",
+        "dev",
+        "eth0",
+    ]);
+    ns.ip(&["addr", "add", "fd00:77::2/64", "dev", "eth0", "nodad"]);
+    let want_index: u32 = ns
+        .ip(&["-o", "link", "show", "eth0"])
+        .split(':')
+        .next()
+        .and_then(|n| n.trim().parse().ok())
+        .expect("index from ip");
+
+    let list = netns::interfaces(&path).expect("interfaces");
+    let eth0 = find(&list, "eth0");
+    assert_eq!(eth0.index, want_index);
+    assert_eq!(eth0.mac.as_deref(), Some("02:00:00:00:00:42"));
+    assert_eq!(eth0.mtu, Some(1280));
+    assert!(!eth0.up && !eth0.loopback, "{eth0:?}");
+    let mut got: Vec<String> = eth0.addresses.iter().map(ToString::to_string).collect();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "10.77.0.2/24",
+            "10.77.0.3/24",
+            "10.78.0.1/32",
+            "fd00:77::2/64"
+        ],
+        "the peer 10.78.0.9 is not ours"
+    );
+    assert!(find(&list, "peer0").addresses.is_empty());
 }
