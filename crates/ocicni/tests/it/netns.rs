@@ -122,6 +122,21 @@ impl NamedNetns {
         );
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
+
+    /// What [`NamedNetns::add_eth0`] puts on eth0, sorted.
+    pub(crate) const ETH0_ADDRESSES: [&str; 3] = ["10.77.0.2/24", "10.78.0.1/32", "fd00:77::2/64"];
+
+    /// Adds the veth pair eth0/peer0 (both ends inside) with this MAC, and on eth0 the addresses
+    /// of [`NamedNetns::ETH0_ADDRESSES`], one the local end of a point-to-point pair whose peer
+    /// is 10.78.0.9.
+    pub(crate) fn add_eth0(&self, mac: &str) {
+        let veth = ["link", "add", "eth0", "address", mac, "type", "veth"];
+        self.ip(&[&veth[..], &["peer", "name", "peer0"]].concat());
+        self.ip(&["addr", "add", "10.77.0.2/24", "dev", "eth0"]);
+        let ptp = ["addr", "add", "10.78.0.1", "peer", "10.78.0.9/32"];
+        self.ip(&[&ptp[..], &["dev", "eth0"]].concat());
+        self.ip(&["addr", "add", "fd00:77::2/64", "dev", "eth0", "nodad"]);
+    }
 }
 
 impl Drop for NamedNetns {
@@ -497,32 +512,9 @@ fn netlink_sets_and_reads_what_ip_sees_in_a_namespace_ip_made() {
         assert!(lo.addresses.contains(&net("::1/128")), "{lo:?}");
     }
 
-    ns.ip(&[
-        "link",
-        "add",
-        "eth0",
-        "address",
-        "02:00:00:00:00:42",
-        "mtu",
-        "1280",
-        "type",
-        "veth",
-        "peer",
-        "name",
-        "peer0",
-    ]);
-    ns.ip(&["addr", "add", "10.77.0.2/24", "dev", "eth0"]);
+    ns.add_eth0("02:00:00:00:00:42");
+    ns.ip(&["link", "set", "eth0", "mtu", "1280"]);
     ns.ip(&["addr", "add", "10.77.0.3/24", "dev", "eth0"]);
-    ns.ip(&[
-        "addr",
-        "add",
-        "10.78.0.1",
-        "peer",
-        "10.78.0.9/32",
-        "dev",
-        "eth0",
-    ]);
-    ns.ip(&["addr", "add", "fd00:77::2/64", "dev", "eth0", "nodad"]);
     let want_index: u32 = ns
         .ip(&["-o", "link", "show", "eth0"])
         .split(':')
@@ -538,15 +530,9 @@ fn netlink_sets_and_reads_what_ip_sees_in_a_namespace_ip_made() {
     assert!(!eth0.up && !eth0.loopback, "{eth0:?}");
     let mut got: Vec<String> = eth0.addresses.iter().map(ToString::to_string).collect();
     got.sort();
-    assert_eq!(
-        got,
-        [
-            "10.77.0.2/24",
-            "10.77.0.3/24",
-            "10.78.0.1/32",
-            "fd00:77::2/64"
-        ],
-        "the peer 10.78.0.9 is not ours"
-    );
+    let mut want = NamedNetns::ETH0_ADDRESSES.to_vec();
+    want.push("10.77.0.3/24");
+    want.sort_unstable();
+    assert_eq!(got, want, "the peer 10.78.0.9 is not ours");
     assert!(find(&list, "peer0").addresses.is_empty());
 }
