@@ -18,7 +18,8 @@
 //!   bytes and the bytes libcni would cache for it.
 //! - [`effective_version`], [`is_valid_network_name`], [`is_plain_file_name`]: the rules.
 //! - [`read_regular_file`]: how every file is read: regular files only (a FIFO, socket or device
-//!   is refused without blocking), at most [`MAX_CONFIG_BYTES`] for a configuration file.
+//!   is refused without blocking), at most [`MAX_CONFIG_BYTES`] for a configuration file. The rule
+//!   itself lives in the `safe-file` crate; this is its form with links followed.
 //!
 //! # Rules
 //!

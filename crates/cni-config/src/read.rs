@@ -1,10 +1,12 @@
-//! Reading a file that someone else controls: regular files only, never blocking on open, never
-//! more than a cap.
+//! Reading a file that someone else controls, in this crate's terms: the `safe-file` rules with
+//! symbolic links followed (a configuration directory is often a ConfigMap of links) and errors
+//! as [`io::Error`]s whose callers name the file.
 
-use std::fs::{File, Metadata, OpenOptions};
-use std::io::{self, Read};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::fs::File;
+use std::io;
 use std::path::Path;
+
+use safe_file::Symlinks;
 
 /// The most bytes [`crate::load_file`] reads from one configuration file: 1 MiB. Real
 /// configurations are a few KiB.
@@ -14,9 +16,7 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// anything longer than `limit` bytes.
 ///
 /// A FIFO, socket or device in a directory that the caller only meant to scan would otherwise
-/// hang the open (a FIFO with no writer) or never reach end of file (`/dev/zero`). So the file
-/// is opened with `O_NONBLOCK` and `O_NOCTTY`, the descriptor (not the path, which may change in
-/// between) is checked to be a regular file, and at most `limit + 1` bytes are read.
+/// hang the open or never reach end of file; see [`safe_file::read_regular`], which does the work.
 ///
 /// # Errors
 ///
@@ -25,17 +25,7 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// otherwise); for a longer file, `larger than <limit>` (kind `FileTooLarge`). The messages do
 /// not repeat the path: callers name it.
 pub fn read_regular_file(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
-    let file = open_regular_file(path)?;
-    let mut bytes = Vec::new();
-    // One byte over the limit is enough to know it was exceeded; memory stays bounded.
-    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Err(io::Error::new(
-            io::ErrorKind::FileTooLarge,
-            format!("larger than {}", size_text(limit)),
-        ));
-    }
-    Ok(bytes)
+    safe_file::read_regular(path, limit, Symlinks::Follow).map_err(safe_file::Error::into_io)
 }
 
 /// Opens `path` for reading if, once open, it is a regular file: the open half of
@@ -45,80 +35,16 @@ pub fn read_regular_file(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
 ///
 /// As [`read_regular_file`], without the size limit.
 pub fn open_regular_file(path: &Path) -> io::Result<File> {
-    // O_NONBLOCK: opening a FIFO without a writer returns at once instead of waiting for one.
-    // On a regular file it changes nothing. O_NOCTTY: a terminal never becomes ours.
-    let opened = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(path);
-    let file = match opened {
-        Ok(file) => file,
-        // A socket cannot be opened at all (ENXIO): say what it is rather than "no such device".
-        Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
-            return Err(std::fs::metadata(path)
-                .ok()
-                .and_then(|meta| not_regular(&meta))
-                .unwrap_or(e));
-        }
-        Err(e) => return Err(e),
-    };
-    match not_regular(&file.metadata()?) {
-        Some(err) => Err(err),
-        None => Ok(file),
-    }
-}
-
-/// The error for anything that is not a regular file; `None` for a regular file.
-fn not_regular(meta: &Metadata) -> Option<io::Error> {
-    let kind = meta.file_type();
-    let (what, error_kind) = if kind.is_file() {
-        return None;
-    } else if kind.is_dir() {
-        ("directory", io::ErrorKind::IsADirectory)
-    } else if kind.is_fifo() {
-        ("fifo", io::ErrorKind::InvalidInput)
-    } else if kind.is_socket() {
-        ("socket", io::ErrorKind::InvalidInput)
-    } else if kind.is_char_device() {
-        ("character device", io::ErrorKind::InvalidInput)
-    } else if kind.is_block_device() {
-        ("block device", io::ErrorKind::InvalidInput)
-    } else {
-        ("unknown file type", io::ErrorKind::InvalidInput)
-    };
-    Some(io::Error::new(
-        error_kind,
-        format!("not a regular file ({what})"),
-    ))
-}
-
-/// `1 MiB`, `4 KiB` or `1000 bytes`.
-fn size_text(bytes: u64) -> String {
-    const KIB: u64 = 1 << 10;
-    const MIB: u64 = 1 << 20;
-    if bytes >= MIB && bytes.is_multiple_of(MIB) {
-        format!("{} MiB", bytes / MIB)
-    } else if bytes >= KIB && bytes.is_multiple_of(KIB) {
-        format!("{} KiB", bytes / KIB)
-    } else {
-        format!("{bytes} bytes")
-    }
+    safe_file::open_regular(path, Symlinks::Follow).map_err(safe_file::Error::into_io)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// Callers wrap these errors in their own, which name the file: the messages must not.
     #[test]
-    fn sizes_read_as_people_write_them() {
-        assert_eq!(size_text(MAX_CONFIG_BYTES), "1 MiB");
-        assert_eq!(size_text(4096), "4 KiB");
-        assert_eq!(size_text(1000), "1000 bytes");
-        assert_eq!(size_text(0), "0 bytes");
-    }
-
-    #[test]
-    fn a_file_at_the_limit_is_read_and_one_byte_more_is_refused() {
+    fn errors_leave_the_path_to_the_caller() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         std::fs::write(&path, b"12345").unwrap();
@@ -126,16 +52,22 @@ mod tests {
         let err = read_regular_file(&path, 4).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::FileTooLarge);
         assert_eq!(err.to_string(), "larger than 4 bytes");
-        assert_eq!(read_regular_file(&path, u64::MAX).unwrap(), b"12345");
-    }
-
-    #[test]
-    fn devices_and_directories_are_refused_by_kind() {
         let err = read_regular_file(Path::new("/dev/zero"), 10).unwrap_err();
         assert_eq!(err.to_string(), "not a regular file (character device)");
-        let err = read_regular_file(Path::new("/"), 10).unwrap_err();
+        let err = open_regular_file(Path::new("/")).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::IsADirectory);
         let err = read_regular_file(Path::new("/nonexistent/x"), 10).unwrap_err();
         assert_eq!(err.kind(), io::ErrorKind::NotFound);
+    }
+
+    #[test]
+    fn symlinks_are_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("real"), b"{}").unwrap();
+        std::os::unix::fs::symlink("real", dir.path().join("link")).unwrap();
+        assert_eq!(
+            read_regular_file(&dir.path().join("link"), MAX_CONFIG_BYTES).unwrap(),
+            b"{}"
+        );
     }
 }

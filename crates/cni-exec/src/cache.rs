@@ -9,18 +9,19 @@
 //! ```
 //!
 //! Keys are those of libcni's `cachedInfo` (Go marshals `[]byte` as standard base64 and its maps
-//! with sorted keys; this crate does the same). Writes go to a temporary file in the same directory
-//! that is synced and renamed over the entry, so a crash leaves the old entry or the new one.
+//! with sorted keys; this crate does the same). Writes go through [`safe_file`]'s atomic write (a
+//! temporary file in the same directory, synced and renamed over the entry), so a crash leaves the
+//! old entry or the new one.
 
-use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::{self, Write as _};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::fs::{self, DirBuilder};
+use std::io;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use cni_types::{CapabilityArgs, CniResult};
+use safe_file::{AtomicFile, Durability, Symlinks, TempName};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -396,9 +397,9 @@ impl ResultCache {
         if_name: &str,
     ) -> Result<PreparedEntry> {
         let path = self.entry_path(network, container_id, if_name)?;
-        let dir = self.results_dir();
-        create_dir(&dir)?;
-        create_temp(&dir, &path)
+        create_dir(&self.results_dir())?;
+        let file = AtomicFile::create(path, ENTRY_MODE).map_err(file_error)?;
+        Ok(PreparedEntry { file })
     }
 
     /// [`ResultCache::put`] into a file made by [`ResultCache::prepare`] for the same attachment.
@@ -417,18 +418,22 @@ impl ResultCache {
             &attachment.container_id,
             &attachment.if_name,
         )?;
-        if prepared.path != path {
+        if prepared.path() != path {
             return Err(Error::InvalidRuntimeConf {
                 field: "network",
                 value: attachment.network.clone(),
                 reason: format!(
                     "the prepared cache entry is {}, not {}",
-                    prepared.path.display(),
+                    prepared.path().display(),
                     path.display()
                 ),
             });
         }
-        finish_write(prepared, &encode(attachment, &path)?, Durability::Synced)?;
+        let bytes = encode(attachment, &path)?;
+        prepared
+            .file
+            .commit(&bytes, Durability::Synced)
+            .map_err(file_error)?;
         self.remove_pending_of(&path)
     }
 
@@ -463,7 +468,8 @@ impl ResultCache {
             _ => (self.results_dir(), path.clone()),
         };
         create_dir(&dir)?;
-        write_atomic(&dir, &target, &bytes, Durability::Unsynced)
+        safe_file::write_atomic(&target, &bytes, ENTRY_MODE, Durability::Unsynced)
+            .map_err(file_error)
     }
 
     /// Removes an entry, complete or pending; `Ok(false)` when there was none.
@@ -581,7 +587,7 @@ fn remove_stale_temp_files_in(dir: &Path) -> Result<usize> {
     let mut removed = 0;
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = temp_file_writer(&name.to_string_lossy()) else {
+        let Some(pid) = TempName::parse(&name.to_string_lossy()).map(|t| t.pid) else {
             continue;
         };
         if pid != std::process::id() && !process_exists(pid) {
@@ -654,7 +660,7 @@ fn list_dir(dir: &Path, container_id: Option<&str>) -> Result<Vec<(String, Cache
 }
 
 /// Longest entry name: a file name may have 255 bytes, and the temporary file a write goes
-/// through adds a dot and `.tmp-<pid>-<counter>`.
+/// through ([`safe_file::AtomicFile`]) adds a dot and `.tmp-<pid>-<counter>`.
 const MAX_ENTRY_NAME: usize = 255 - 32;
 
 /// See [`ResultCache::entry_path`].
@@ -714,10 +720,11 @@ const MAX_ENTRY_BYTES: u64 = 4 << 20;
 fn read_entry(path: &Path) -> Option<CachedAttachment> {
     // Regular files only, bounded: a FIFO or /dev/zero planted in the cache must not hang or
     // exhaust the runtime.
-    let bytes = match cni_config::read_regular_file(path, MAX_ENTRY_BYTES) {
+    let bytes = match safe_file::read_regular(path, MAX_ENTRY_BYTES, Symlinks::Follow) {
         Ok(bytes) => bytes,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return None,
+        Err(e) if e.is_not_found() => return None,
         Err(e) => {
+            let e = e.into_io();
             tracing::warn!(file = %path.display(), error = %e, "cannot read cache entry; treating it as absent");
             return None;
         }
@@ -731,15 +738,6 @@ fn read_entry(path: &Path) -> Option<CachedAttachment> {
     }
 }
 
-/// The pid in a temporary file name made by [`write_atomic`], if `name` is one.
-fn temp_file_writer(name: &str) -> Option<u32> {
-    let rest = name.strip_prefix('.')?;
-    let (_, tail) = rest.rsplit_once(".tmp-")?;
-    let (pid, counter) = tail.split_once('-')?;
-    counter.parse::<u64>().ok()?;
-    pid.parse().ok()
-}
-
 /// Whether a process with this pid exists (signal 0 probes without sending anything).
 fn process_exists(pid: u32) -> bool {
     let Ok(raw) = i32::try_from(pid) else {
@@ -751,120 +749,41 @@ fn process_exists(pid: u32) -> bool {
     )
 }
 
-/// Whether [`write_atomic`] syncs the file and the directory.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Durability {
-    Synced,
-    Unsynced,
-}
+/// Entries hold a pod's arguments and results: for root alone, as libcni writes them.
+const ENTRY_MODE: u32 = 0o600;
 
 /// A temporary file created ahead of a durable write; see [`ResultCache::prepare`].
 ///
 /// Dropping it unused removes the file.
 #[derive(Debug)]
 pub struct PreparedEntry {
-    dir: PathBuf,
-    path: PathBuf,
-    tmp: PathBuf,
-    file: Option<File>,
-}
-
-impl Drop for PreparedEntry {
-    fn drop(&mut self) {
-        if self.file.take().is_some() {
-            let _ = fs::remove_file(&self.tmp);
-        }
-    }
+    file: AtomicFile,
 }
 
 impl PreparedEntry {
     /// The entry's path in the results directory.
     pub fn path(&self) -> &Path {
-        &self.path
+        self.file.target()
     }
 }
 
-/// Creates the temporary file of a write to `path` in `dir` (mode 0600, a name no one else uses).
-fn create_temp(dir: &Path, path: &Path) -> Result<PreparedEntry> {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let file_name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(
-        ".{file_name}.tmp-{}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)
-        .map_err(|source| Error::Cache {
-            path: path.to_owned(),
-            op: "write",
-            source,
-        })?;
-    Ok(PreparedEntry {
-        dir: dir.to_owned(),
-        path: path.to_owned(),
-        tmp,
-        file: Some(file),
-    })
-}
-
-/// Writes `bytes` to the prepared temporary file, syncs it if asked, renames it over its entry,
-/// then syncs the directory if asked. The temporary file is removed on failure.
-fn finish_write(mut prepared: PreparedEntry, bytes: &[u8], durability: Durability) -> Result<()> {
-    let fail = |path: &Path, op, source| Error::Cache {
-        path: path.to_owned(),
+/// A failed file operation as this crate's error, naming the entry and the step.
+fn file_error(e: safe_file::Error) -> Error {
+    let path = e.path().to_owned();
+    let op = match &e {
+        safe_file::Error::Io { op, .. } => op,
+        _ => "write",
+    };
+    Error::Cache {
+        path,
         op,
-        source,
-    };
-    let Some(mut file) = prepared.file.take() else {
-        return Ok(());
-    };
-    let written = file.write_all(bytes).and_then(|()| {
-        if durability == Durability::Synced {
-            file.sync_all()
-        } else {
-            Ok(())
-        }
-    });
-    drop(file);
-    if let Err(source) = written {
-        let _ = fs::remove_file(&prepared.tmp);
-        return Err(fail(&prepared.path, "write", source));
+        source: e.into_io(),
     }
-    if let Err(source) = fs::rename(&prepared.tmp, &prepared.path) {
-        let _ = fs::remove_file(&prepared.tmp);
-        return Err(fail(&prepared.path, "rename into place", source));
-    }
-    if durability == Durability::Unsynced {
-        return Ok(());
-    }
-    // The rename is durable only once the directory is synced.
-    File::open(&prepared.dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|source| fail(&prepared.path, "sync directory", source))
-}
-
-fn write_atomic(dir: &Path, path: &Path, bytes: &[u8], durability: Durability) -> Result<()> {
-    finish_write(create_temp(dir, path)?, bytes, durability)
 }
 
 #[cfg(test)]
 mod stale_tests {
     use super::*;
-
-    #[test]
-    fn temp_file_names_give_their_writer() {
-        assert_eq!(temp_file_writer(".net-c1-eth0.tmp-4242-7"), Some(4242));
-        assert_eq!(temp_file_writer("net-c1-eth0"), None);
-        assert_eq!(temp_file_writer(".net-c1-eth0.tmp-x-7"), None);
-        assert_eq!(temp_file_writer(".net-c1-eth0.tmp-12"), None);
-    }
 
     #[test]
     fn only_temp_files_of_dead_writers_are_removed() {

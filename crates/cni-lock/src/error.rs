@@ -18,6 +18,13 @@ pub enum Error {
         /// How long the caller waited before giving up.
         waited: Duration,
     },
+    /// The lock is held by another process (or by another open of the same file in this
+    /// process), and the caller asked not to wait. See [`FileLock`](crate::FileLock).
+    #[error("lock file {} is held by another process", path.display())]
+    Held {
+        /// The lock file.
+        path: PathBuf,
+    },
     /// A file-system call on the lock file or its directory failed.
     #[error("lock file {}: {source}", path.display())]
     Io {

@@ -111,14 +111,7 @@ pub(crate) fn try_acquire(dir: &Path, path: &Path, mode: LockMode) -> Result<Opt
         .create(dir)
         .map_err(|e| Error::io(dir, e))?;
     loop {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(path)
-            .map_err(|e| Error::io(path, e))?;
+        let file = open_lock_file(path).map_err(|e| Error::io(path, e))?;
         let attempt = match mode {
             LockMode::Exclusive => file.try_lock(),
             LockMode::Shared => file.try_lock_shared(),
@@ -144,6 +137,30 @@ pub(crate) fn try_acquire(dir: &Path, path: &Path, mode: LockMode) -> Result<Opt
             }
             Err(e) => return Err(Error::io(path, e)),
         }
+    }
+}
+
+/// Opens the lock file at `path`, creating it (mode 0600) when missing, if it is a regular file.
+///
+/// `O_NOFOLLOW`: a symbolic link planted at the path would otherwise send the lock to another file
+/// and, since the link's own inode never matches the file's, make [`try_acquire`] retry forever.
+/// `O_NONBLOCK`: a FIFO at the path is opened without waiting, then refused.
+pub(crate) fn open_lock_file(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if file.metadata()?.is_file() {
+        Ok(file)
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ))
     }
 }
 
@@ -329,6 +346,19 @@ mod tests {
         let file = second.file.as_ref().expect("held");
         assert!(names_inode_of(&path, file).expect("stat"));
         assert_ne!(file.metadata().expect("fstat").ino(), old_ino);
+    }
+
+    #[test]
+    fn a_symlink_at_a_lock_path_is_an_error_not_an_endless_retry() {
+        let (tmp, dir, path) = paths();
+        fs::create_dir_all(&dir).expect("mkdir");
+        let target = tmp.path().join("elsewhere");
+        std::os::unix::fs::symlink(&target, &path).expect("symlink");
+        match try_acquire(&dir, &path, LockMode::Exclusive) {
+            Err(Error::Io { path: p, .. }) => assert_eq!(p, path),
+            other => panic!("expected an I/O error, got {other:?}"),
+        }
+        assert!(!target.exists());
     }
 
     #[test]

@@ -27,6 +27,10 @@
 //! Tokio's blocking pool and stops at the deadline or when the future is dropped. The blocking
 //! API ([`Locks::lock_blocking`]) suits synchronous callers and needs no runtime.
 //!
+//! [`FileLock`] is the plain case: one exclusive lock on one file, tried once without waiting,
+//! [`Error::Held`] when someone else has it. A daemon takes it to be the only one using its state
+//! directory or socket.
+//!
 //! This crate does not know about CNI, plugins or configurations. You probably want the `ocicni`
 //! crate, which builds on this one.
 //!
@@ -61,6 +65,7 @@
 //! ```
 
 mod error;
+mod file_lock;
 mod flock;
 mod key;
 mod queue;
@@ -75,6 +80,7 @@ use std::{
 };
 
 pub use error::{Error, Result};
+pub use file_lock::FileLock;
 pub use key::LockKey;
 
 use flock::{Failure, Held};

@@ -5,16 +5,16 @@
 //! being created. Both locks are taken before anything is read or changed; a second daemon stops
 //! with an error naming the lock and changes nothing.
 
-use std::fs::{File, OpenOptions, TryLockError};
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
+
+use ocicni::cni_lock::{self, FileLock};
 
 use crate::error::{Error, Result};
 
 /// Held for the daemon's life; the kernel drops the locks when the process dies, even by SIGKILL.
 #[derive(Debug)]
 pub(crate) struct InstanceLocks {
-    _files: Vec<File>,
+    _locks: Vec<FileLock>,
 }
 
 impl InstanceLocks {
@@ -22,47 +22,24 @@ impl InstanceLocks {
     pub(crate) fn acquire(state_dir: &Path, socket: &Path) -> Result<InstanceLocks> {
         let mut socket_lock = socket.as_os_str().to_owned();
         socket_lock.push(".lock");
-        let files = [state_dir.join("crio-lite.lock"), PathBuf::from(socket_lock)]
-            .iter()
-            .map(|path| lock(path))
+        let locks = [state_dir.join("crio-lite.lock"), PathBuf::from(socket_lock)]
+            .into_iter()
+            .map(lock)
             .collect::<Result<Vec<_>>>()?;
-        Ok(InstanceLocks { _files: files })
+        Ok(InstanceLocks { _locks: locks })
     }
 }
 
-fn lock(path: &Path) -> Result<File> {
+fn lock(path: PathBuf) -> Result<FileLock> {
     if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
         std::fs::create_dir_all(parent)
             .map_err(|e| Error::io("cannot create directory", parent, e))?;
     }
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        // A FIFO or device planted at the path must not block or be written to.
-        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| Error::io("cannot open lock file", path, e))?;
-    let regular = file
-        .metadata()
-        .map_err(|e| Error::io("cannot inspect lock file", path, e))?
-        .is_file();
-    if !regular {
-        return Err(Error::io(
-            "lock file is not a regular file:",
-            path,
-            std::io::Error::from(std::io::ErrorKind::InvalidInput),
-        ));
-    }
-    match file.try_lock() {
-        Ok(()) => Ok(file),
-        Err(TryLockError::WouldBlock) => Err(Error::AlreadyRunning {
-            lock: path.to_owned(),
-        }),
-        Err(TryLockError::Error(e)) => Err(Error::io("cannot lock", path, e)),
-    }
+    FileLock::try_exclusive(&path).map_err(|e| match e {
+        cni_lock::Error::Held { path } => Error::AlreadyRunning { lock: path },
+        cni_lock::Error::Io { path, source } => Error::io("cannot lock", path, source),
+        other => Error::io("cannot lock", path, std::io::Error::other(other)),
+    })
 }
 
 #[cfg(test)]

@@ -1,14 +1,14 @@
 //! Sandbox state files: one JSON file per sandbox, replaced atomically.
 //!
-//! A save writes `.<id>.json.tmp`, fsyncs it, renames it over `<id>.json` and fsyncs the directory,
-//! so after a crash a file holds either the old state or the new one, never half of each. The
-//! `Creating` marker skips the syncs (see [`Store::save_unsynced`]). Leftover
-//! temporary files are deleted when the store opens.
+//! A save is [`safe_file::write_atomic`]: a temporary file `.<id>.json.tmp-<pid>-<n>`, fsynced,
+//! renamed over `<id>.json`, then the directory fsynced, so after a crash a file holds either the
+//! old state or the new one, never half of each. The `Creating` marker skips the syncs (see
+//! [`Store::save_unsynced`]). Leftover temporary files are deleted when the store opens.
 
 use std::fs;
-use std::io::Write as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
+
+use safe_file::{Durability, Symlinks, TempName};
 
 use crate::domain::Sandbox;
 use crate::error::{Error, Result};
@@ -45,8 +45,7 @@ impl Store {
         let store = Store { dir };
         for entry in store.entries()? {
             let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if name.starts_with('.') && name.ends_with(".json.tmp") {
+            if is_temp_file(&name.to_string_lossy()) {
                 let path = entry.path();
                 if let Err(e) = fs::remove_file(&path) {
                     tracing::warn!(path = %path.display(), error = %e, "cannot delete temporary state file");
@@ -69,46 +68,25 @@ impl Store {
 
     /// Writes the sandbox's state atomically and durably (file and directory synced).
     pub(crate) fn save(&self, sandbox: &Sandbox) -> Result<()> {
-        self.write(sandbox, true)
+        self.write(sandbox, Durability::Synced)
     }
 
     /// Writes the sandbox's state atomically without syncing it: for the `Creating` marker, which
     /// must survive the daemon being killed (the page cache does) but not a power loss, after which
     /// the namespace pins are gone anyway and a torn or missing file is rolled back or left to GC.
     pub(crate) fn save_unsynced(&self, sandbox: &Sandbox) -> Result<()> {
-        self.write(sandbox, false)
+        self.write(sandbox, Durability::Unsynced)
     }
 
-    fn write(&self, sandbox: &Sandbox, durable: bool) -> Result<()> {
+    fn write(&self, sandbox: &Sandbox, durability: Durability) -> Result<()> {
         let path = self.path_of(&sandbox.id);
-        let tmp = self.dir.join(format!(".{}.json.tmp", sandbox.id));
         let bytes = serde_json::to_vec_pretty(sandbox).map_err(|e| Error::State {
             path: path.clone(),
             reason: format!("cannot encode: {e}"),
         })?;
-        let write = || -> std::io::Result<()> {
-            // 0600: a sandbox's labels, annotations and network results are not for every user.
-            let mut file = fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&tmp)?;
-            file.write_all(&bytes)?;
-            if durable {
-                file.sync_all()?;
-            }
-            Ok(())
-        };
-        if let Err(e) = write() {
-            let _ = fs::remove_file(&tmp);
-            return Err(Error::io("cannot write sandbox state", &tmp, e));
-        }
-        if let Err(e) = fs::rename(&tmp, &path) {
-            let _ = fs::remove_file(&tmp);
-            return Err(Error::io("cannot replace sandbox state", &path, e));
-        }
-        if durable { self.sync_dir() } else { Ok(()) }
+        // 0600: a sandbox's labels, annotations and network results are not for every user.
+        safe_file::write_atomic(&path, &bytes, 0o600, durability)
+            .map_err(|e| Error::io("cannot write sandbox state", &path, e.into_io()))
     }
 
     /// Deletes the sandbox's state; a missing file is fine.
@@ -122,9 +100,8 @@ impl Store {
     }
 
     fn sync_dir(&self) -> Result<()> {
-        fs::File::open(&self.dir)
-            .and_then(|dir| dir.sync_all())
-            .map_err(|e| Error::io("cannot sync state directory", &self.dir, e))
+        safe_file::sync_dir(&self.dir)
+            .map_err(|e| Error::io("cannot sync state directory", &self.dir, e.into_io()))
     }
 
     /// Reads every state file. Files not named `<64 hex>.json` are left alone.
@@ -141,8 +118,8 @@ impl Store {
             let path = entry.path();
             // A state file is a few KiB (metadata is capped at 256 KiB); a FIFO or a huge file
             // planted here must not hang or exhaust the daemon.
-            let decoded = ocicni::cni_config::read_regular_file(&path, MAX_STATE_BYTES)
-                .map_err(|e| Error::io("cannot read sandbox state", &path, e))
+            let decoded = safe_file::read_regular(&path, MAX_STATE_BYTES, Symlinks::Follow)
+                .map_err(|e| Error::io("cannot read sandbox state", &path, e.into_io()))
                 .and_then(|bytes| {
                     serde_json::from_slice::<Sandbox>(&bytes).map_err(|e| Error::State {
                         path: path.clone(),
@@ -169,6 +146,16 @@ impl Store {
         }
         Ok(loaded)
     }
+}
+
+/// True for the temporary file of a save: [`safe_file::AtomicFile`]'s name for a state file, or
+/// the fixed `.<id>.json.tmp` of daemons before it. The store opens under the instance lock, so
+/// no other daemon is writing: every one of them is left over.
+fn is_temp_file(name: &str) -> bool {
+    TempName::parse(name)
+        .and_then(|t| t.target.strip_suffix(".json"))
+        .is_some_and(is_sandbox_id)
+        || (name.starts_with('.') && name.ends_with(".json.tmp"))
 }
 
 /// True for the IDs crio-lite makes: 64 lower-case hex characters.
@@ -241,12 +228,18 @@ mod tests {
         store.save(&sandbox(&id)).unwrap();
         let tmp = dir.path().join("sandboxes").join(format!(".{id}.json.tmp"));
         fs::write(&tmp, b"{half").unwrap();
+        // A daemon killed mid-save leaves its own temporary file; it goes too.
+        let killed = dir
+            .path()
+            .join("sandboxes")
+            .join(format!(".{id}.json.tmp-99999999-0"));
+        fs::write(&killed, b"{half").unwrap();
         fs::write(dir.path().join("sandboxes/notes.txt"), b"ignored").unwrap();
         let other = new_sandbox_id().unwrap();
         fs::write(store.path_of(&other), b"not json").unwrap();
 
         let store = Store::open(dir.path()).unwrap();
-        assert!(!tmp.exists());
+        assert!(!tmp.exists() && !killed.exists());
         let loaded = store.load_all().unwrap();
         assert_eq!(loaded.len(), 2);
         for item in loaded {
@@ -261,6 +254,28 @@ mod tests {
         store.delete(&id).unwrap();
         store.delete(&id).unwrap();
         assert!(!store.path_of(&id).exists());
+    }
+
+    #[test]
+    fn a_failed_save_names_the_file_and_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let id = new_sandbox_id().unwrap();
+        // A directory in the state file's place: the rename over it fails.
+        fs::create_dir_all(store.path_of(&id).join("x")).unwrap();
+        let err = store.save(&sandbox(&id)).unwrap_err();
+        assert!(
+            err.to_string().starts_with(&format!(
+                "cannot write sandbox state {}",
+                store.path_of(&id).display()
+            )),
+            "{err}"
+        );
+        assert_eq!(
+            fs::read_dir(dir.path().join("sandboxes")).unwrap().count(),
+            1,
+            "only the directory, no temporary file"
+        );
     }
 
     #[test]

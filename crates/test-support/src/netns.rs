@@ -28,6 +28,18 @@ impl NetNs {
     ///
     /// When the namespace cannot be created (not root, no `ip`), failing the test.
     pub fn new(prefix: &str) -> NetNs {
+        let ns = NetNs::bare(prefix);
+        process::must("ip", &["-n", &ns.name, "link", "set", "lo", "up"]);
+        ns
+    }
+
+    /// Creates `<prefix>-<pid>-<n>` as `ip netns add` leaves it: `lo` down, nothing else, as a
+    /// runtime that is not under test would hand it over.
+    ///
+    /// # Panics
+    ///
+    /// When the namespace cannot be created (not root, no `ip`), failing the test.
+    pub fn bare(prefix: &str) -> NetNs {
         let name = crate::unique_name(prefix);
         let add = process::output("ip", &["netns", "add", &name]);
         assert!(
@@ -35,10 +47,7 @@ impl NetNs {
             "cannot create the network namespace {name} (these tests need root: cargo xtask test): {}",
             String::from_utf8_lossy(&add.stderr)
         );
-        // Owned from here on, so a failure below still deletes it.
-        let ns = NetNs { name, owned: true };
-        process::must("ip", &["-n", &ns.name, "link", "set", "lo", "up"]);
-        ns
+        NetNs { name, owned: true }
     }
 
     /// The namespace `name` that another process made (a test that re-executes itself as a

@@ -2,5 +2,6 @@
 
 mod api;
 mod churn;
+mod file_lock;
 mod multiproc;
 mod support;

@@ -104,3 +104,28 @@ fn killing_the_holder_releases_the_lock() {
         "the dead holder's file is removed by the next holder"
     );
 }
+
+#[test]
+fn a_file_lock_held_by_another_process_is_reported_held_until_it_dies() {
+    act_as_worker_if_asked();
+    let ws = Workspace::new();
+    let mut holder = ws.spawn_worker(
+        "multiproc::a_file_lock_held_by_another_process_is_reported_held_until_it_dies",
+        Role::HoldFile,
+        0,
+        0,
+    );
+    wait_for_file(&ws.root.join("ready"), Duration::from_secs(20));
+    let path = ws.root.join("daemon.lock");
+    match cni_lock::FileLock::try_exclusive(&path) {
+        Err(err @ Error::Held { .. }) => assert_eq!(
+            err.to_string(),
+            format!("lock file {} is held by another process", path.display())
+        ),
+        other => panic!("expected Held, got {other:?}"),
+    }
+    holder.kill().expect("SIGKILL the holder");
+    holder.wait().expect("reap the holder");
+    let lock = cni_lock::FileLock::try_exclusive(&path).expect("free once the holder died");
+    assert_eq!(lock.path(), path);
+}

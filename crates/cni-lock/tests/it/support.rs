@@ -30,6 +30,9 @@ pub(crate) enum Role {
     IncrementBlocking,
     /// Take the lock, create `<dir>/ready`, then sleep until killed.
     Hold,
+    /// Take a [`cni_lock::FileLock`] on `<dir>/daemon.lock`, create `<dir>/ready`, then sleep
+    /// until killed.
+    HoldFile,
 }
 
 impl Role {
@@ -38,6 +41,7 @@ impl Role {
             Self::IncrementAsync => "increment-async",
             Self::IncrementBlocking => "increment-blocking",
             Self::Hold => "hold",
+            Self::HoldFile => "hold-file",
         }
     }
 }
@@ -166,6 +170,11 @@ fn run_worker(role: &str) -> Result<(), Box<dyn std::error::Error>> {
         }
         "hold" => {
             let _guard = locks.lock_blocking(&key, timeout)?;
+            fs::write(root.join("ready"), std::process::id().to_string())?;
+            std::thread::sleep(Duration::from_secs(120));
+        }
+        "hold-file" => {
+            let _lock = cni_lock::FileLock::try_exclusive(root.join("daemon.lock"))?;
             fs::write(root.join("ready"), std::process::id().to_string())?;
             std::thread::sleep(Duration::from_secs(120));
         }

@@ -1,17 +1,18 @@
-//! Interfaces inside a namespace: bring loopback up, list interfaces and addresses.
+//! Interfaces inside a namespace: bring loopback up, list interfaces and addresses, over rtnetlink
+//! as `ip link` and `ip addr` do.
 //!
-//! Everything here runs on a thread that already joined the namespace: sockets, netlink and ioctls
-//! made there act on that namespace.
+//! Everything here runs on a thread that already joined the namespace: the netlink socket opened
+//! there talks to that namespace's kernel tables.
 
 use std::io;
 use std::net::IpAddr;
-use std::os::fd::{AsRawFd, OwnedFd};
 
 use ipnet::IpNet;
-use nix::errno::Errno;
-use nix::ifaddrs::getifaddrs;
-use nix::net::if_::{InterfaceFlags, if_nametoindex};
-use nix::sys::socket::{AddressFamily, SockFlag, SockType, SockaddrStorage, socket};
+use netlink_packet_route::RouteNetlinkMessage;
+use netlink_packet_route::address::{AddressAttribute, AddressMessage};
+use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
+
+use super::netlink::Netlink;
 
 /// One network interface as seen from inside a namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -48,73 +49,117 @@ impl InterfaceInfo {
     }
 }
 
-/// Sets `IFF_UP` on `lo` unless it is already up.
+/// The loopback interface every network namespace is born with.
+const LOOPBACK: &str = "lo";
+
+/// Sets `lo` up (`IFF_UP`, through `RTM_NEWLINK`) unless it is already up.
 pub(super) fn bring_up_loopback() -> io::Result<()> {
-    let sock = ioctl_socket()?;
-    let mut req = ifreq_for("lo")?;
-    ioctl_ifreq(&sock, libc::SIOCGIFFLAGS, &mut req)?;
-    // SAFETY: SIOCGIFFLAGS succeeded, so the kernel stored the flags in this union member.
-    let flags = unsafe { req.ifr_ifru.ifru_flags };
-    let up = libc::IFF_UP as libc::c_short;
-    if flags & up != 0 {
+    let mut netlink = Netlink::open()?;
+    let lo = link_by_name(&mut netlink, LOOPBACK)?;
+    if lo.header.flags.contains(LinkFlags::Up) {
         return Ok(());
     }
-    req.ifr_ifru.ifru_flags = flags | up;
-    ioctl_ifreq(&sock, libc::SIOCSIFFLAGS, &mut req)
+    let mut change = LinkMessage::default();
+    change.header.index = lo.header.index;
+    change.header.flags = LinkFlags::Up;
+    change.header.change_mask = LinkFlags::Up;
+    netlink
+        .request(RouteNetlinkMessage::SetLink(change))
+        .map(drop)
+        .map_err(|e| about_interface(LOOPBACK, "set it up", e))
 }
 
 /// Every interface of the calling thread's namespace, ordered by index.
 pub(super) fn read_interfaces() -> io::Result<Vec<InterfaceInfo>> {
-    let mut list: Vec<InterfaceInfo> = Vec::new();
-    for entry in getifaddrs()? {
-        let pos = if let Some(pos) = list.iter().position(|i| i.name == entry.interface_name) {
-            pos
-        } else {
-            list.push(InterfaceInfo::new(entry.interface_name.clone()));
-            list.len() - 1
+    let mut netlink = Netlink::open()?;
+    let mut list: Vec<InterfaceInfo> = netlink
+        .dump(RouteNetlinkMessage::GetLink(LinkMessage::default()))?
+        .iter()
+        .filter_map(|reply| match reply {
+            RouteNetlinkMessage::NewLink(link) => interface_of(link),
+            _ => None,
+        })
+        .collect();
+    for reply in netlink.dump(RouteNetlinkMessage::GetAddress(AddressMessage::default()))? {
+        let RouteNetlinkMessage::NewAddress(address) = reply else {
+            continue;
         };
-        let info = &mut list[pos];
-        info.up = entry.flags.contains(InterfaceFlags::IFF_UP);
-        info.loopback = entry.flags.contains(InterfaceFlags::IFF_LOOPBACK);
-        let Some(addr) = entry.address else { continue };
-        if let Some(link) = addr.as_link_addr() {
-            info.index = u32::try_from(link.ifindex()).unwrap_or(0);
-            if link.halen() == 6 {
-                info.mac = link.addr().map(|mac| format_mac(&mac));
-            }
-        } else if let Some(net) = ip_net(&addr, entry.netmask.as_ref()) {
+        let index = address.header.index;
+        if let (Some(info), Some(net)) = (
+            list.iter_mut().find(|i| i.index == index),
+            network_of(&address),
+        ) {
             info.addresses.push(net);
         }
-    }
-    let sock = ioctl_socket()?;
-    for info in &mut list {
-        if info.index == 0 {
-            info.index = if_nametoindex(info.name.as_str())?;
-        }
-        info.mtu = mtu(&sock, &info.name).ok();
     }
     list.sort_by_key(|i| i.index);
     Ok(list)
 }
 
-/// An address and its netmask as a network; a missing or non-contiguous mask means a host route.
-fn ip_net(addr: &SockaddrStorage, mask: Option<&SockaddrStorage>) -> Option<IpNet> {
-    let (ip, prefix) = if let Some(v4) = addr.as_sockaddr_in() {
-        let prefix = mask
-            .and_then(SockaddrStorage::as_sockaddr_in)
-            .and_then(|m| ipnet::ipv4_mask_to_prefix(m.ip()).ok())
-            .unwrap_or(32);
-        (IpAddr::V4(v4.ip()), prefix)
-    } else if let Some(v6) = addr.as_sockaddr_in6() {
-        let prefix = mask
-            .and_then(SockaddrStorage::as_sockaddr_in6)
-            .and_then(|m| ipnet::ipv6_mask_to_prefix(m.ip()).ok())
-            .unwrap_or(128);
-        (IpAddr::V6(v6.ip()), prefix)
-    } else {
-        return None;
+/// The link named `name`, asked for by name (`RTM_GETLINK` with `IFLA_IFNAME`).
+fn link_by_name(netlink: &mut Netlink, name: &str) -> io::Result<LinkMessage> {
+    check_if_name(name)?;
+    let mut request = LinkMessage::default();
+    request
+        .attributes
+        .push(LinkAttribute::IfName(name.to_owned()));
+    let replies = netlink
+        .request(RouteNetlinkMessage::GetLink(request))
+        .map_err(|e| about_interface(name, "find it", e))?;
+    replies
+        .into_iter()
+        .find_map(|reply| match reply {
+            RouteNetlinkMessage::NewLink(link) => Some(link),
+            _ => None,
+        })
+        .ok_or_else(|| {
+            about_interface(
+                name,
+                "find it",
+                io::Error::new(io::ErrorKind::InvalidData, "the kernel sent no link"),
+            )
+        })
+}
+
+/// What a link message says about its interface; `None` for a link without a name.
+fn interface_of(link: &LinkMessage) -> Option<InterfaceInfo> {
+    let name = link
+        .attributes
+        .iter()
+        .find_map(|attribute| match attribute {
+            LinkAttribute::IfName(name) => Some(name.clone()),
+            _ => None,
+        })?;
+    let mut info = InterfaceInfo::new(name);
+    info.index = link.header.index;
+    info.up = link.header.flags.contains(LinkFlags::Up);
+    info.loopback = link.header.flags.contains(LinkFlags::Loopback);
+    for attribute in &link.attributes {
+        match attribute {
+            LinkAttribute::Address(mac) if mac.len() == 6 => info.mac = Some(format_mac(mac)),
+            LinkAttribute::Mtu(mtu) => info.mtu = Some(*mtu),
+            _ => {}
+        }
+    }
+    Some(info)
+}
+
+/// An address message as a network. The local address comes first: on a point-to-point link
+/// `IFA_ADDRESS` is the peer's (getifaddrs reads it the same way). A prefix too long for the
+/// family, which the kernel never sends, gives a host network.
+fn network_of(address: &AddressMessage) -> Option<IpNet> {
+    let find = |want_local: bool| {
+        address
+            .attributes
+            .iter()
+            .find_map(|attribute| match attribute {
+                AddressAttribute::Local(ip) if want_local => Some(*ip),
+                AddressAttribute::Address(ip) if !want_local => Some(*ip),
+                _ => None,
+            })
     };
-    IpNet::new(ip, prefix).ok()
+    let ip: IpAddr = find(true).or_else(|| find(false))?;
+    Some(IpNet::new(ip, address.header.prefix_len).unwrap_or_else(|_| IpNet::from(ip)))
 }
 
 fn format_mac(mac: &[u8]) -> String {
@@ -124,25 +169,9 @@ fn format_mac(mac: &[u8]) -> String {
         .join(":")
 }
 
-fn mtu(sock: &OwnedFd, name: &str) -> io::Result<u32> {
-    let mut req = ifreq_for(name)?;
-    ioctl_ifreq(sock, libc::SIOCGIFMTU, &mut req)?;
-    // SAFETY: SIOCGIFMTU succeeded, so the kernel stored the MTU in this union member.
-    let mtu = unsafe { req.ifr_ifru.ifru_mtu };
-    u32::try_from(mtu).map_err(|_| io::Error::other("negative MTU"))
-}
-
-/// A datagram socket in the calling thread's namespace: the handle interface ioctls go through.
-fn ioctl_socket() -> io::Result<OwnedFd> {
-    Ok(socket(
-        AddressFamily::Inet,
-        SockType::Datagram,
-        SockFlag::SOCK_CLOEXEC,
-        None,
-    )?)
-}
-
-fn ifreq_for(name: &str) -> io::Result<libc::ifreq> {
+/// Refuses a name the kernel could not hold before asking it: empty, longer than
+/// `IFNAMSIZ - 1` bytes or with a NUL byte.
+fn check_if_name(name: &str) -> io::Result<()> {
     let bytes = name.as_bytes();
     if bytes.is_empty() || bytes.len() >= libc::IFNAMSIZ || bytes.contains(&0) {
         return Err(io::Error::new(
@@ -150,91 +179,120 @@ fn ifreq_for(name: &str) -> io::Result<libc::ifreq> {
             format!("invalid interface name {name:?}"),
         ));
     }
-    // SAFETY: ifreq is plain data (a byte array and a union of integers, addresses and a pointer);
-    // all zeros is a valid value for each.
-    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
-    for (dst, src) in req.ifr_name.iter_mut().zip(bytes) {
-        *dst = *src as libc::c_char;
-    }
-    Ok(req)
+    Ok(())
 }
 
-/// Issues one of the `SIOC[GS]IF*` requests that read or write a single `ifreq`.
-fn ioctl_ifreq(sock: &OwnedFd, request: libc::Ioctl, req: &mut libc::ifreq) -> io::Result<()> {
-    // SAFETY: the requests used here (flags, MTU) access only the ifreq we own for the whole call,
-    // and `sock` stays open.
-    let rc = unsafe { libc::ioctl(sock.as_raw_fd(), request, std::ptr::from_mut(req)) };
-    Errno::result(rc).map(drop).map_err(io::Error::from)
+/// A netlink error about one interface, with its name and what was tried, keeping the kind and
+/// the OS code's text.
+fn about_interface(name: &str, what: &str, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("interface {name}: cannot {what}: {e}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::{Ipv4Addr, Ipv6Addr, SocketAddrV4, SocketAddrV6};
+    use netlink_packet_route::AddressFamily;
+    use std::net::{Ipv4Addr, Ipv6Addr};
 
-    fn v4(a: [u8; 4]) -> SockaddrStorage {
-        SockaddrStorage::from(SocketAddrV4::new(Ipv4Addr::from(a), 0))
-    }
-
-    fn v6(a: Ipv6Addr) -> SockaddrStorage {
-        SockaddrStorage::from(SocketAddrV6::new(a, 0, 0, 0))
+    fn address(prefix_len: u8, attributes: Vec<AddressAttribute>) -> AddressMessage {
+        let mut message = AddressMessage::default();
+        message.header.family = AddressFamily::Inet;
+        message.header.prefix_len = prefix_len;
+        message.attributes = attributes;
+        message
     }
 
     #[test]
-    fn addresses_and_masks_become_networks() {
+    fn address_messages_become_networks() {
+        let v4 = |a, b, c, d| IpAddr::V4(Ipv4Addr::new(a, b, c, d));
         let cases = [
             (
-                v4([10, 1, 2, 3]),
-                Some(v4([255, 255, 255, 0])),
+                24,
+                vec![AddressAttribute::Address(v4(10, 1, 2, 3))],
                 Some("10.1.2.3/24"),
             ),
             (
-                v4([127, 0, 0, 1]),
-                Some(v4([255, 0, 0, 0])),
+                8,
+                vec![AddressAttribute::Local(v4(127, 0, 0, 1))],
                 Some("127.0.0.1/8"),
             ),
-            (v4([10, 1, 2, 3]), None, Some("10.1.2.3/32")),
-            // a non-contiguous mask cannot be a prefix: keep the address as a host
+            // point-to-point: IFA_ADDRESS is the peer, IFA_LOCAL ours, whatever the order
             (
-                v4([10, 1, 2, 3]),
-                Some(v4([255, 0, 255, 0])),
-                Some("10.1.2.3/32"),
+                32,
+                vec![
+                    AddressAttribute::Address(v4(10, 0, 0, 9)),
+                    AddressAttribute::Local(v4(10, 0, 0, 1)),
+                ],
+                Some("10.0.0.1/32"),
             ),
             (
-                v6(Ipv6Addr::LOCALHOST),
-                Some(v6(Ipv6Addr::from(u128::MAX))),
+                128,
+                vec![AddressAttribute::Address(IpAddr::V6(Ipv6Addr::LOCALHOST))],
                 Some("::1/128"),
             ),
             (
-                v6("fe80::1".parse().expect("ipv6")),
-                Some(v6("ffff:ffff:ffff:ffff::".parse().expect("ipv6"))),
+                64,
+                vec![AddressAttribute::Address("fe80::1".parse().expect("ipv6"))],
                 Some("fe80::1/64"),
             ),
+            // a prefix the family cannot have: the address as a host
+            (
+                40,
+                vec![AddressAttribute::Address(v4(10, 1, 2, 3))],
+                Some("10.1.2.3/32"),
+            ),
+            (24, vec![AddressAttribute::Label("eth0".into())], None),
         ];
-        for (addr, mask, want) in cases {
-            let got = ip_net(&addr, mask.as_ref()).map(|n| n.to_string());
-            assert_eq!(got.as_deref(), want, "{addr:?} {mask:?}");
+        for (prefix, attributes, want) in cases {
+            let message = address(prefix, attributes);
+            let got = network_of(&message).map(|n| n.to_string());
+            assert_eq!(got.as_deref(), want, "{message:?}");
         }
     }
 
     #[test]
-    fn mac_addresses_are_lower_case_hex_pairs() {
-        assert_eq!(
-            format_mac(&[0x02, 0xAB, 0, 0x10, 0xff, 1]),
-            "02:ab:00:10:ff:01"
-        );
+    fn link_messages_give_name_index_state_mac_and_mtu() {
+        let mut link = LinkMessage::default();
+        link.header.index = 3;
+        link.header.flags = LinkFlags::Up | LinkFlags::Broadcast;
+        link.attributes = vec![
+            LinkAttribute::IfName("eth0".into()),
+            LinkAttribute::Address(vec![0x02, 0xAB, 0, 0x10, 0xff, 1]),
+            LinkAttribute::Mtu(1400),
+        ];
+        let info = interface_of(&link).expect("named");
+        assert_eq!(info.name, "eth0");
+        assert_eq!(info.index, 3);
+        assert_eq!(info.mac.as_deref(), Some("02:ab:00:10:ff:01"));
+        assert_eq!(info.mtu, Some(1400));
+        assert!(info.up && !info.loopback);
+        assert!(info.addresses.is_empty());
+
+        // a tun link has no hardware address; a link without a name is skipped
+        link.header.flags = LinkFlags::Loopback;
+        link.attributes = vec![LinkAttribute::IfName("tun0".into())];
+        let info = interface_of(&link).expect("named");
+        assert!(info.mac.is_none() && info.mtu.is_none() && !info.up && info.loopback);
+        link.attributes.clear();
+        assert!(interface_of(&link).is_none());
     }
 
     #[test]
-    fn interface_names_are_checked_before_any_ioctl() {
+    fn interface_names_are_checked_before_asking_the_kernel() {
         for bad in ["", "name-that-is-far-too-long", "a\0b"] {
-            let err = ifreq_for(bad).expect_err(bad);
+            let err = check_if_name(bad).expect_err(bad);
             assert_eq!(err.kind(), io::ErrorKind::InvalidInput, "{bad:?}");
         }
-        let req = ifreq_for("lo").expect("lo");
+        check_if_name(LOOPBACK).expect("lo");
+        check_if_name("fifteen-chars-x").expect("IFNAMSIZ - 1 bytes");
+    }
+
+    #[test]
+    fn errors_about_an_interface_name_it_and_keep_the_os_error() {
+        let e = about_interface("lo", "find it", io::Error::from_raw_os_error(libc::ENODEV));
         assert_eq!(
-            req.ifr_name[..3],
-            [b'l' as libc::c_char, b'o' as libc::c_char, 0]
+            e.to_string(),
+            "interface lo: cannot find it: No such device (os error 19)"
         );
     }
 
@@ -248,5 +306,7 @@ mod tests {
             .expect("a loopback interface");
         assert!(lo.index > 0);
         assert!(lo.mtu.is_some_and(|mtu| mtu > 0));
+        let indexes: Vec<u32> = list.iter().map(|i| i.index).collect();
+        assert!(indexes.is_sorted(), "{indexes:?}");
     }
 }

@@ -48,6 +48,7 @@
 
 mod error;
 mod link;
+mod netlink;
 mod pin;
 mod sysctl;
 mod thread;
@@ -188,8 +189,8 @@ where
     .await
 }
 
-/// Sets `lo` up inside the namespace at `path` (an `SIOCSIFFLAGS` ioctl). The kernel then gives it
-/// `127.0.0.1/8` and `::1/128`. Idempotent.
+/// Sets `lo` up inside the namespace at `path` (an `RTM_NEWLINK` netlink request, as `ip link set lo
+/// up` makes). The kernel then gives it `127.0.0.1/8` and `::1/128`. Idempotent.
 ///
 /// # Errors
 ///
@@ -209,7 +210,7 @@ pub async fn bring_up_loopback_async(path: impl Into<PathBuf>) -> Result<()> {
 }
 
 /// Every interface inside the namespace at `path`, loopback included, ordered by index, with its MAC,
-/// MTU, state and addresses.
+/// MTU, state and addresses (netlink link and address dumps, as `ip addr` reads them).
 ///
 /// # Errors
 ///

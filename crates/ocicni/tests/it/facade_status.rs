@@ -5,6 +5,7 @@ use ocicni::{CheckPolicy, CniPlugin, Error, NOT_READY_REASON, Ocicni};
 use serde_json::{Value, json};
 
 use crate::fake_exec::{Node, conflist, simple};
+use crate::netns::NamedNetns;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_status_comes_from_the_cache_without_running_plugins() {
@@ -275,5 +276,46 @@ async fn gc_never_enters_a_recycled_namespace_path() {
         "the DEL of the stale pod must not run in the new pod's namespace"
     );
     assert_eq!(node.cache_entries(), ["net-new-eth0"]);
+    cni.shutdown().await;
+}
+
+/// Without a cached result (another runtime set the pod up, or the cache was wiped), status reads
+/// the interface inside the pod's namespace: its MAC and every address, the local one of a
+/// point-to-point pair. Set-up brings the namespace's lo up. Both go through netlink.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + netns: cargo xtask test"]
+async fn without_a_cached_result_status_reads_the_namespace_and_set_up_brings_lo_up() {
+    let ns = NamedNetns::new("status");
+    ns.add_eth0("02:00:00:00:00:43");
+    let node = Node::with_fake_networks("1.0.0", &["net"]);
+    let cni = node.start_with(|b| b.loopback(true)).await;
+    let mut pod = node.pod("p1");
+    pod.netns = ns.path().display().to_string();
+
+    let status = cni
+        .pod_network_status(&pod)
+        .await
+        .expect("status from the namespace");
+    assert_eq!(status.len(), 1);
+    let result = &status[0].result;
+    assert!(node.fake.calls_of("CHECK").is_empty() && node.fake.calls_of("ADD").is_empty());
+    assert_eq!(result.interfaces.len(), 1);
+    assert_eq!(result.interfaces[0].name, "eth0");
+    assert_eq!(result.interfaces[0].mac, "02:00:00:00:00:43");
+    assert_eq!(result.interfaces[0].sandbox, pod.netns);
+    let mut ips: Vec<String> = result.ips.iter().map(|ip| ip.address.to_string()).collect();
+    ips.sort();
+    assert_eq!(
+        ips,
+        NamedNetns::ETH0_ADDRESSES,
+        "the peer 10.78.0.9 is not ours"
+    );
+    assert!(result.ips.iter().all(|ip| ip.interface == Some(0)));
+
+    assert!(!ns.ip(&["-o", "link", "show", "lo"]).contains(",UP"));
+    cni.setup_pod(&pod).await.expect("set-up");
+    let lo = ns.ip(&["-o", "link", "show", "lo"]);
+    assert!(lo.contains(",UP"), "lo still down: {lo}");
+    cni.teardown_pod(&pod).await.expect("teardown");
     cni.shutdown().await;
 }

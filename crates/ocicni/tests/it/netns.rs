@@ -55,6 +55,46 @@ impl Drop for PinDir {
     }
 }
 
+/// A namespace as `ip netns add` leaves it (lo down), as a runtime other than ocicni makes them,
+/// with the eth0 fixture the netlink tests read back.
+pub(crate) struct NamedNetns {
+    ns: test_support::netns::NetNs,
+}
+
+impl NamedNetns {
+    /// Adds `ocicni-it-<what>-<pid>-<n>`; fails the test when it cannot.
+    pub(crate) fn new(what: &str) -> Self {
+        Self {
+            ns: test_support::netns::NetNs::bare(&format!("ocicni-it-{what}")),
+        }
+    }
+
+    /// The file `ip netns add` pinned the namespace at.
+    pub(crate) fn path(&self) -> PathBuf {
+        self.ns.path()
+    }
+
+    /// Runs `ip <args>` inside (test fixtures only) and returns its stdout.
+    pub(crate) fn ip(&self, args: &[&str]) -> String {
+        self.ns.must(&[&["ip"][..], args].concat())
+    }
+
+    /// What [`NamedNetns::add_eth0`] puts on eth0, sorted.
+    pub(crate) const ETH0_ADDRESSES: [&str; 3] = ["10.77.0.2/24", "10.78.0.1/32", "fd00:77::2/64"];
+
+    /// Adds the veth pair eth0/peer0 (both ends inside) with this MAC, and on eth0 the addresses
+    /// of [`NamedNetns::ETH0_ADDRESSES`], one the local end of a point-to-point pair whose peer
+    /// is 10.78.0.9.
+    pub(crate) fn add_eth0(&self, mac: &str) {
+        let veth = ["link", "add", "eth0", "address", mac, "type", "veth"];
+        self.ip(&[&veth[..], &["peer", "name", "peer0"]].concat());
+        self.ip(&["addr", "add", "10.77.0.2/24", "dev", "eth0"]);
+        let ptp = ["addr", "add", "10.78.0.1", "peer", "10.78.0.9/32"];
+        self.ip(&[&ptp[..], &["dev", "eth0"]].concat());
+        self.ip(&["addr", "add", "fd00:77::2/64", "dev", "eth0", "nodad"]);
+    }
+}
+
 fn inode(path: &Path) -> u64 {
     std::fs::metadata(path).expect("stat").ino()
 }
@@ -378,4 +418,54 @@ fn removing_a_pin_with_a_mount_stacked_on_it_peels_both() {
     assert!(!netns::exists(&path));
     assert!(mounts_at_or_below(&path).is_empty());
     assert!(netns::is_netns(&other).expect("the other pin is untouched"));
+}
+
+/// The netlink path against what `ip` (a separate process) made and sees, in a namespace that
+/// `ip netns add` made: lo comes up with its addresses, and a link's index, MAC, MTU and every
+/// address are read back, the local address of a point-to-point pair and not its peer's.
+#[test]
+#[ignore = "needs root + netns: cargo xtask test"]
+fn netlink_sets_and_reads_what_ip_sees_in_a_namespace_ip_made() {
+    let ns = NamedNetns::new("netlink");
+    let path = ns.path();
+
+    let lo = find(&netns::interfaces(&path).expect("interfaces"), "lo").clone();
+    assert!(lo.loopback && !lo.up && lo.addresses.is_empty(), "{lo:?}");
+    netns::bring_up_loopback(&path).expect("bring lo up");
+    netns::bring_up_loopback(&path).expect("bring lo up again");
+    let flags = ns.ip(&["-o", "link", "show", "lo"]);
+    assert!(flags.contains(",UP"), "ip sees lo down: {flags}");
+    let lo = find(&netns::interfaces(&path).expect("interfaces"), "lo").clone();
+    assert!(lo.up, "{lo:?}");
+    assert!(lo.addresses.contains(&net("127.0.0.1/8")), "{lo:?}");
+    if ns
+        .ip(&["-o", "-6", "addr", "show", "dev", "lo"])
+        .contains("::1/128")
+    {
+        assert!(lo.addresses.contains(&net("::1/128")), "{lo:?}");
+    }
+
+    ns.add_eth0("02:00:00:00:00:42");
+    ns.ip(&["link", "set", "eth0", "mtu", "1280"]);
+    ns.ip(&["addr", "add", "10.77.0.3/24", "dev", "eth0"]);
+    let want_index: u32 = ns
+        .ip(&["-o", "link", "show", "eth0"])
+        .split(':')
+        .next()
+        .and_then(|n| n.trim().parse().ok())
+        .expect("index from ip");
+
+    let list = netns::interfaces(&path).expect("interfaces");
+    let eth0 = find(&list, "eth0");
+    assert_eq!(eth0.index, want_index);
+    assert_eq!(eth0.mac.as_deref(), Some("02:00:00:00:00:42"));
+    assert_eq!(eth0.mtu, Some(1280));
+    assert!(!eth0.up && !eth0.loopback, "{eth0:?}");
+    let mut got: Vec<String> = eth0.addresses.iter().map(ToString::to_string).collect();
+    got.sort();
+    let mut want = NamedNetns::ETH0_ADDRESSES.to_vec();
+    want.push("10.77.0.3/24");
+    want.sort_unstable();
+    assert_eq!(got, want, "the peer 10.78.0.9 is not ours");
+    assert!(find(&list, "peer0").addresses.is_empty());
 }
