@@ -106,13 +106,16 @@ impl Manager {
     }
 
     fn update_ready_gauge(&self) {
-        let ready = self
-            .index()
+        // Counted and set under the index lock: two operations finishing together would otherwise
+        // each count, and the older count could be set last.
+        let index = self.index();
+        let ready = index
             .by_id
             .values()
             .filter(|e| e.get().is_some_and(|s| s.state == SandboxState::Ready))
             .count();
         self.metrics.set_sandboxes_ready(ready);
+        drop(index);
     }
 
     /// Creates a sandbox from a validated request and returns its ID.
