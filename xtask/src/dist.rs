@@ -27,7 +27,7 @@ target/dist/ is emptied first; what was written is listed at the end. The target
 CARGO_TARGET_DIR when set.";
 
 /// The binaries shipped, with the package that builds each.
-const BINARIES: &[(&str, &str)] = &[("crio-lite", "crio-lite"), ("ocicnitool", "ocicni")];
+const BINARIES: &[(&str, &str)] = &[("crio-lite", "crio-lite"), ("ocicnitool", "ocicnitool")];
 
 /// Where each shell looks for the completions a distribution installs, and the file name it
 /// expects for a command NAME: prefix, NAME, suffix.

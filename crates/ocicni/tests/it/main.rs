@@ -9,6 +9,5 @@ mod facade_status;
 mod fake_exec;
 mod go_interop;
 mod netns;
-mod ocicnitool;
 mod real_plugins;
 mod real_support;
