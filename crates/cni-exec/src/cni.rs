@@ -454,10 +454,12 @@ impl Cni {
     }
 
     /// GC, as libcni's `GCNetworkList`: first DELs every cached attachment of this network that is
-    /// not in `valid` (from its cached configuration and arguments), then, for networks of version
-    /// 1.1.0 and later, runs GC on every plugin with `valid` under both
-    /// [`GC_ATTACHMENT_KEYS`]. Does nothing when the list sets `disableGC`. Every step is tried even
+    /// not in `valid` (from its cached configuration, arguments and namespace path), then runs
+    /// [`Cni::gc_verb`]. Does nothing when the list sets `disableGC`. Every step is tried even
     /// when an earlier one fails.
+    ///
+    /// A runtime that tears stale attachments down itself (ocicni does, keeping DELs out of
+    /// namespace paths that live pods reuse) calls [`Cni::gc_verb`] alone.
     ///
     /// # Errors
     ///
@@ -479,7 +481,24 @@ impl Cni {
                 errors.push(e);
             }
         }
-        if net.version.supports_status_and_gc() {
+        match self.gc_verb(net, valid).await {
+            Err(Error::Gc { errors: more, .. }) => errors.extend(more),
+            Err(other) => errors.push(other),
+            Ok(()) => {}
+        }
+        Self::gc_outcome(net, errors)
+    }
+
+    /// The GC verb alone: for networks of version 1.1.0 and later, runs GC on every plugin with
+    /// `valid` under both [`GC_ATTACHMENT_KEYS`] (nothing for older versions or `disableGC`).
+    /// Every plugin is asked even when an earlier one fails.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Gc`] listing every plugin that failed.
+    pub async fn gc_verb(&self, net: &NetworkList, valid: &[GcAttachment]) -> Result<()> {
+        let mut errors = Vec::new();
+        if !net.list.disable_gc && net.version.supports_status_and_gc() {
             let list = serde_json::to_value(valid).unwrap_or(Value::Array(Vec::new()));
             let extra = GC_ATTACHMENT_KEYS.map(|k| (k, list.clone()));
             for plugin in &net.list.plugins {
@@ -497,6 +516,10 @@ impl Cni {
                 }
             }
         }
+        Self::gc_outcome(net, errors)
+    }
+
+    fn gc_outcome(net: &NetworkList, errors: Vec<Error>) -> Result<()> {
         if errors.is_empty() {
             Ok(())
         } else {

@@ -80,7 +80,22 @@ impl Ocicni {
                 network = att.network,
                 "gc: tearing down stale attachment"
             );
-            if let Err(source) = self.inner.cni.del_cached_attachment(&att).await {
+            let mut outcome = self.inner.cni.del_cached_attachment(&att).await;
+            if let Err(first) = &outcome {
+                // DEL should succeed when what it removes is already gone, but plugins do not
+                // all manage it: Debian 12's bridge plugin, caught by a crash between its IPAM
+                // ADD and its masquerade chain, fails its first DEL on the missing chain after
+                // releasing the address and deleting the link, and succeeds on the second. GC
+                // runs rarely (crio-lite: at start), so one more try here saves a leak.
+                tracing::warn!(
+                    container = att.container_id,
+                    network = att.network,
+                    error = %first,
+                    "gc: DEL of a stale attachment failed; trying it once more"
+                );
+                outcome = self.inner.cni.del_cached_attachment(&att).await;
+            }
+            if let Err(source) = outcome {
                 errors.push(Error::Network {
                     pod: att.container_id.clone(),
                     network: att.network.clone(),
@@ -95,7 +110,7 @@ impl Ocicni {
             .filter(|d| !nets.usable.iter().any(|u| u.name() == d.name()));
         for net in nets.usable.iter().chain(builtin) {
             let valid = still_valid.get(net.name()).map_or(&[][..], Vec::as_slice);
-            if let Err(source) = self.inner.cni.gc_network_list(net, valid).await {
+            if let Err(source) = self.inner.cni.gc_verb(net, valid).await {
                 errors.push(Error::Gc {
                     network: net.name().to_owned(),
                     source: Box::new(source),

@@ -107,6 +107,50 @@ async fn gc_removes_stale_attachments_and_tells_plugins_what_is_valid() {
     cni.shutdown().await;
 }
 
+/// A stale attachment whose first DEL fails (a plugin that errs on what is already gone) is
+/// retried once in the same GC; one whose DEL keeps failing is reported and stays cached. A 1.0.0
+/// network, as Debian 12's plugins speak: no GC verb, whose libcni-style DELs would add calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gc_tries_a_failed_stale_del_once_more() {
+    let node = Node::with_fake_networks("1.0.0", &["net"]);
+    let cni = node.start().await;
+    let (a, b) = (node.pod("podA"), node.pod("podB"));
+    cni.setup_pod(&a).await.unwrap();
+    cni.setup_pod(&b).await.unwrap();
+
+    node.fake
+        .fail_once("fake", "DEL", 999, "chain does not exist");
+    cni.gc(std::slice::from_ref(&a))
+        .await
+        .expect("the second DEL succeeds");
+    assert_eq!(node.fake.calls_of("DEL").len(), 2);
+    assert_eq!(node.cache_entries(), ["net-podA-eth0"]);
+
+    node.fake.fail("fake", "DEL", 999, "still broken");
+    let err = cni
+        .gc(&[])
+        .await
+        .expect_err("a DEL that keeps failing is reported");
+    assert!(err.to_string().contains("still broken"), "{err}");
+    let ids: Vec<String> = node
+        .fake
+        .calls_of("DEL")
+        .iter()
+        .map(|c| c.var("CNI_CONTAINERID").to_owned())
+        .collect();
+    assert_eq!(
+        ids,
+        ["podB", "podB", "podA", "podA"],
+        "tried twice, not more"
+    );
+    assert_eq!(
+        node.cache_entries(),
+        ["net-podA-eth0"],
+        "kept for the next GC"
+    );
+    cni.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gc_of_a_1_0_0_network_runs_no_gc_verb() {
     let node = Node::with_fake_networks("1.0.0", &["net"]);
@@ -239,6 +283,20 @@ async fn gc_tears_down_stale_attachments_of_networks_gone_from_disk() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root + netns: cargo xtask test"]
 async fn gc_never_enters_a_recycled_namespace_path() {
+    gc_of_a_pod_whose_path_was_recycled(false).await;
+}
+
+/// Also when the stale pod's DEL fails: no later step of the same GC runs it in the live pod's
+/// namespace either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + netns: cargo xtask test"]
+async fn gc_never_enters_a_recycled_namespace_path_when_the_del_fails() {
+    gc_of_a_pod_whose_path_was_recycled(true).await;
+}
+
+/// A pod "old" whose runtime lost it without a teardown; its namespace went and a new pod got
+/// its path. GC keeping only "new" (by id) must DEL "old" outside that namespace.
+async fn gc_of_a_pod_whose_path_was_recycled(fail_del: bool) {
     struct Release(std::path::PathBuf);
     impl Drop for Release {
         fn drop(&mut self) {
@@ -256,26 +314,35 @@ async fn gc_never_enters_a_recycled_namespace_path() {
     let mut old = node.pod("old");
     old.netns = path.display().to_string();
     cni.setup_pod(&old).await.unwrap();
-    // The old pod's runtime lost it without a teardown; its namespace went, a new pod got the path.
     ocicni::netns::remove_pinned(&path).unwrap();
     ocicni::netns::create_pinned(&path).unwrap();
     let mut new = node.pod("new");
     new.netns = path.display().to_string();
     cni.setup_pod(&new).await.unwrap();
 
+    if fail_del {
+        node.fake.fail("fake", "DEL", 999, "cannot");
+    }
     // As ocicnitool gc --valid new: ids only, the path comes from the new pod's cache entry.
     let mut by_id = node.pod("new");
     by_id.netns.clear();
-    cni.gc(std::slice::from_ref(&by_id)).await.unwrap();
+    let outcome = cni.gc(std::slice::from_ref(&by_id)).await;
+    assert_eq!(outcome.is_err(), fail_del, "{outcome:?}");
     let dels = node.fake.calls_of("DEL");
-    assert_eq!(dels.len(), 1, "{dels:?}");
-    assert_eq!(dels[0].var("CNI_CONTAINERID"), "old");
-    assert_eq!(
-        dels[0].var("CNI_NETNS"),
-        "",
-        "the DEL of the stale pod must not run in the new pod's namespace"
-    );
-    assert_eq!(node.cache_entries(), ["net-new-eth0"]);
+    assert_eq!(dels.len(), if fail_del { 2 } else { 1 }, "{dels:?}");
+    for del in &dels {
+        assert_eq!(del.var("CNI_CONTAINERID"), "old");
+        assert_eq!(
+            del.var("CNI_NETNS"),
+            "",
+            "the DEL of the stale pod must not run in the new pod's namespace"
+        );
+    }
+    let mut want = vec!["net-new-eth0"];
+    if fail_del {
+        want.push("net-old-eth0");
+    }
+    assert_eq!(node.cache_entries(), want);
     cni.shutdown().await;
 }
 

@@ -53,6 +53,8 @@ impl Call {
 struct State {
     calls: Mutex<Vec<Call>>,
     failures: Mutex<HashMap<(String, String), (u32, String)>>,
+    /// Failures for the next call only.
+    failures_once: Mutex<HashMap<(String, String), (u32, String)>>,
     hangs: Mutex<HashMap<(String, String), Duration>>,
     addresses: AtomicU32,
 }
@@ -125,6 +127,14 @@ impl FakeExec {
         );
     }
 
+    /// Makes `plugin` fail its next `command` only, with `{code, msg}`.
+    pub(crate) fn fail_once(&self, plugin: &str, command: &str, code: u32, msg: &str) {
+        lock(&self.state.failures_once).insert(
+            (plugin.to_owned(), command.to_owned()),
+            (code, msg.to_owned()),
+        );
+    }
+
     /// Makes `plugin` wait `how_long` before answering `command`.
     pub(crate) fn hang(&self, plugin: &str, command: &str, how_long: Duration) {
         lock(&self.state.hangs).insert((plugin.to_owned(), command.to_owned()), how_long);
@@ -190,7 +200,8 @@ impl Exec for FakeExec {
         if let Some(how_long) = hang {
             tokio::time::sleep(how_long).await;
         }
-        let failure = lock(&self.state.failures).get(&key).cloned();
+        let once = lock(&self.state.failures_once).remove(&key);
+        let failure = once.or_else(|| lock(&self.state.failures).get(&key).cloned());
         if let Some((code, msg)) = failure {
             let error = json!({"cniVersion": "1.1.0", "code": code, "msg": msg});
             return Err(cni_exec::Error::Failed {
