@@ -15,6 +15,10 @@ pub(crate) const NETWORK_PACKAGES: &[(&str, &str)] = &[
     ("iptables", "used by the bridge and portmap plugins"),
     ("iproute2", "ip netns for the tests' node namespaces"),
     ("iputils-ping", "ping between test pods"),
+    (
+        "prometheus",
+        "promtool, a real scraper's linter for what /metrics serves",
+    ),
 ];
 
 /// Packages the Go peers in the tests need (a crictl-era CRI client, libcni), built offline from

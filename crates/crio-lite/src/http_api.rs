@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use serde::{Deserialize, Serialize};
@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::Config;
 use crate::cri::{CRI_API_VERSION, RUNTIME_NAME};
 use crate::domain::{Manager, SandboxError};
-use crate::metrics::Metrics;
+use crate::metrics::{Format, Metrics};
 
 /// The answer to `GET /info`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -211,12 +211,17 @@ async fn container(State(state): State<ApiState>, Path(id): Path<String>) -> Res
     }
 }
 
-async fn metrics_text(State(state): State<ApiState>) -> impl IntoResponse {
+async fn metrics_text(State(state): State<ApiState>, headers: HeaderMap) -> Response {
+    metrics_response(&state.metrics, &headers)
+}
+
+/// The metrics in the format the scraper's `Accept` header asks for.
+fn metrics_response(metrics: &Metrics, headers: &HeaderMap) -> Response {
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let format = Format::from_accept(accept);
     (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        state.metrics.encode(),
+        [(header::CONTENT_TYPE, format.content_type())],
+        metrics.encode_as(format),
     )
+        .into_response()
 }

@@ -56,6 +56,7 @@ mod netns;
 mod server;
 pub mod status_cmd;
 mod store;
+mod systemd;
 pub mod wiring;
 
 pub use config::{Config, DaemonConfig, NetworkConfig, Overrides};

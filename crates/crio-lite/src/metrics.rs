@@ -1,13 +1,23 @@
 //! Prometheus metrics served at `GET /metrics`.
 //!
+//! Named as CRI-O's where the meaning is the same (`crio_operations*`, by CRI method), with
+//! `crio_lite_` for what only crio-lite has:
+//!
 //! | metric | type | labels |
 //! |---|---|---|
+//! | `crio_operations_total` | counter | `operation_type` (the CRI method: `RunPodSandbox`, ...) |
+//! | `crio_operations_errors_total` | counter | `operation_type` |
+//! | `crio_operations_latency_seconds` | histogram | `operation_type` |
 //! | `crio_lite_sandbox_operations_total` | counter | `operation` (run, stop, remove), `outcome` (success, error) |
 //! | `crio_lite_sandboxes_ready` | gauge | |
 //! | `crio_lite_cni_plugin_duration_seconds` | histogram | `network`, `plugin`, `command` (ADD, DEL, CHECK, GC, STATUS) |
 //!
 //! The plugin histogram is fed by the executor ocicni runs plugins with (see `cni_metrics`); an
 //! empty family prints nothing, so its `# TYPE` line appears with the first plugin run.
+//!
+//! The text is OpenMetrics 1.0 for a scraper that asks for it (`Accept:
+//! application/openmetrics-text`), else Prometheus' text format 0.0.4, which differs in that a
+//! counter's `# TYPE` names its `_total` sample and there is no `# EOF`.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -33,6 +43,46 @@ struct OperationLabels {
     outcome: String,
 }
 
+/// CRI-O's label for a CRI method.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RpcLabels {
+    operation_type: String,
+}
+
+type RpcLatency = Family<RpcLabels, Histogram, fn() -> Histogram>;
+
+fn rpc_histogram() -> Histogram {
+    // 100 us to about 13 s: from a status read to a set-up waiting on a slow plugin.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 18))
+}
+
+/// The text formats `/metrics` can answer in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Format {
+    /// OpenMetrics 1.0 text.
+    OpenMetrics,
+    /// Prometheus' text exposition format 0.0.4.
+    Prometheus,
+}
+
+impl Format {
+    /// What a scraper's `Accept` header asks for: OpenMetrics only when it names it.
+    pub(crate) fn from_accept(accept: Option<&str>) -> Format {
+        match accept {
+            Some(accept) if accept.contains("application/openmetrics-text") => Format::OpenMetrics,
+            _ => Format::Prometheus,
+        }
+    }
+
+    /// The `Content-Type` of a body in this format.
+    pub(crate) fn content_type(self) -> &'static str {
+        match self {
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
+}
+
 type CniPluginLatency = Family<PluginLabels, Histogram, fn() -> Histogram>;
 
 fn plugin_histogram() -> Histogram {
@@ -49,6 +99,9 @@ pub struct Metrics {
 #[derive(Debug)]
 struct Inner {
     registry: Mutex<Registry>,
+    rpcs: Family<RpcLabels, Counter>,
+    rpc_errors: Family<RpcLabels, Counter>,
+    rpc_latency: RpcLatency,
     operations: Family<OperationLabels, Counter>,
     plugin_latency: CniPluginLatency,
     sandboxes_ready: Gauge,
@@ -63,28 +116,45 @@ impl Default for Metrics {
 impl Metrics {
     /// A registry with the daemon's metrics in it.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("crio_lite");
+        let mut registry = Registry::default();
+        let rpcs = Family::<RpcLabels, Counter>::default();
+        registry.register("crio_operations", "CRI operations by method", rpcs.clone());
+        let rpc_errors = Family::<RpcLabels, Counter>::default();
+        registry.register(
+            "crio_operations_errors",
+            "CRI operations that failed, by method",
+            rpc_errors.clone(),
+        );
+        let rpc_latency: RpcLatency = Family::new_with_constructor(rpc_histogram);
+        registry.register(
+            "crio_operations_latency_seconds",
+            "CRI operation latency by method",
+            rpc_latency.clone(),
+        );
         let operations = Family::<OperationLabels, Counter>::default();
         registry.register(
-            "sandbox_operations",
+            "crio_lite_sandbox_operations",
             "Sandbox operations by kind and outcome",
             operations.clone(),
         );
         let plugin_latency: CniPluginLatency = Family::new_with_constructor(plugin_histogram);
         registry.register(
-            "cni_plugin_duration_seconds",
+            "crio_lite_cni_plugin_duration_seconds",
             "CNI plugin execution latency by network, plugin and command",
             plugin_latency.clone(),
         );
         let sandboxes_ready = Gauge::default();
         registry.register(
-            "sandboxes_ready",
+            "crio_lite_sandboxes_ready",
             "Sandboxes in the ready state",
             sandboxes_ready.clone(),
         );
         Metrics {
             inner: Arc::new(Inner {
                 registry: Mutex::new(registry),
+                rpcs,
+                rpc_errors,
+                rpc_latency,
                 operations,
                 plugin_latency,
                 sandboxes_ready,
@@ -105,6 +175,21 @@ impl Metrics {
             .observe(took.as_secs_f64());
     }
 
+    /// Records one CRI call: `method` as the CRI names it (`RunPodSandbox`).
+    pub(crate) fn observe_rpc(&self, method: &str, ok: bool, took: Duration) {
+        let labels = RpcLabels {
+            operation_type: method.to_owned(),
+        };
+        self.inner.rpcs.get_or_create(&labels).inc();
+        if !ok {
+            self.inner.rpc_errors.get_or_create(&labels).inc();
+        }
+        self.inner
+            .rpc_latency
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+    }
+
     pub(crate) fn sandbox_operation(&self, operation: &str, ok: bool) {
         let labels = OperationLabels {
             operation: operation.to_owned(),
@@ -119,8 +204,13 @@ impl Metrics {
             .set(i64::try_from(count).unwrap_or(i64::MAX));
     }
 
-    /// Everything in the Prometheus text format.
+    /// Everything, in Prometheus' text format 0.0.4.
     pub fn encode(&self) -> String {
+        self.encode_as(Format::Prometheus)
+    }
+
+    /// Everything, in `format`.
+    pub(crate) fn encode_as(&self, format: Format) -> String {
         let mut out = String::new();
         let registry = self
             .inner
@@ -130,8 +220,46 @@ impl Metrics {
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &registry) {
             tracing::error!(error = %e, "cannot encode metrics");
         }
-        out
+        drop(registry);
+        match format {
+            Format::OpenMetrics => out,
+            Format::Prometheus => openmetrics_to_prometheus(&out),
+        }
     }
+}
+
+/// OpenMetrics text as Prometheus' 0.0.4 text: a counter family's `# HELP`/`# TYPE` name its
+/// `_total` samples, `unknown` is `untyped`, and `# UNIT` and `# EOF` go (0.0.4 has neither).
+fn openmetrics_to_prometheus(text: &str) -> String {
+    let counters: std::collections::HashSet<&str> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("# TYPE "))
+        .filter_map(|rest| rest.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let rewritten = ["# HELP ", "# TYPE "].iter().find_map(|prefix| {
+            let rest = line.strip_prefix(prefix)?;
+            let (name, tail) = rest.split_once(' ')?;
+            let tail = if *prefix == "# TYPE " && tail == "unknown" {
+                "untyped"
+            } else {
+                tail
+            };
+            let name = if counters.contains(name) {
+                format!("{name}_total")
+            } else {
+                name.to_owned()
+            };
+            Some(format!("{prefix}{name} {tail}"))
+        });
+        out.push_str(rewritten.as_deref().unwrap_or(line));
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]

@@ -113,7 +113,11 @@ impl Daemon {
         let runtime = RuntimeApi::new(Arc::clone(&manager), Arc::clone(&config), tasks.clone());
         let grpc = tonic::service::Routes::new(RuntimeServiceServer::new(runtime))
             .add_service(ImageServiceServer::new(ImageApi))
-            .into_axum_router();
+            .into_axum_router()
+            .layer(axum::middleware::from_fn_with_state(
+                metrics.clone(),
+                count_rpc,
+            ));
         let router = grpc
             .merge(http_api::router(
                 Arc::clone(&manager),
@@ -156,8 +160,15 @@ impl Daemon {
     /// interrupted stops and removals finished, CNI garbage collected). The socket serves before
     /// that; RunPodSandbox waits for it.
     pub async fn wait_recovered(&self) {
+        self.recovered().await;
+    }
+
+    /// A future that completes when recovery has finished, independent of `self`.
+    pub(crate) fn recovered(&self) -> impl Future<Output = ()> + Send + 'static {
         let mut recovered = self.manager.recovered();
-        let _ = recovered.wait_for(|done| *done).await;
+        async move {
+            let _ = recovered.wait_for(|done| *done).await;
+        }
     }
 
     /// The socket served.
@@ -260,4 +271,28 @@ fn warn_if_private_mounts() {
              when it exits, and pods come back without a network after a restart"
         );
     }
+}
+
+/// Counts and times every CRI call by method (`crio_operations*`). A call failed when its
+/// response carries a non-zero `grpc-status` header: tonic answers an error with headers only.
+async fn count_rpc(
+    axum::extract::State(metrics): axum::extract::State<Metrics>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let method = request
+        .uri()
+        .path()
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    let ok = response
+        .headers()
+        .get("grpc-status")
+        .is_none_or(|status| status.as_bytes() == b"0");
+    metrics.observe_rpc(&method, ok, started.elapsed());
+    response
 }

@@ -170,6 +170,13 @@ pub async fn run_daemon(config: Config) -> anyhow::Result<()> {
     let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
     let mut hup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
     let daemon = Daemon::start_with_metrics(config, cni, build_netns(), metrics).await?;
+    crate::systemd::ready("serving; recovering the sandboxes of the last run");
+    let watchdog = crate::systemd::spawn_watchdog();
+    let recovered = daemon.recovered();
+    let announce = tokio::spawn(async move {
+        recovered.await;
+        crate::systemd::status("serving; sandboxes of the last run recovered");
+    });
     loop {
         tokio::select! {
             _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); break; }
@@ -182,6 +189,12 @@ pub async fn run_daemon(config: Config) -> anyhow::Result<()> {
             }
         }
     }
-    daemon.shutdown().await?;
+    crate::systemd::stopping();
+    announce.abort();
+    let shut = daemon.shutdown().await;
+    if let Some(watchdog) = watchdog {
+        watchdog.abort();
+    }
+    shut?;
     Ok(())
 }

@@ -42,6 +42,8 @@ pub(crate) struct Node {
     starts: u32,
     killed: Option<u32>,
     extra_flags: Vec<String>,
+    /// Environment every later start adds (`NOTIFY_SOCKET`, ...).
+    extra_env: Vec<(String, String)>,
 }
 
 impl Node {
@@ -56,6 +58,7 @@ impl Node {
             starts: 0,
             killed: None,
             extra_flags: Vec::new(),
+            extra_env: Vec::new(),
         };
         for sub in ["state", "run", "net.d", "cache"] {
             std::fs::create_dir_all(node.path(sub)).expect("create a node directory");
@@ -136,6 +139,11 @@ impl Node {
         self.extra_flags.extend(flags);
     }
 
+    /// Sets `name=value` in the environment of every later start.
+    pub(crate) fn add_env(&mut self, name: &str, value: &str) {
+        self.extra_env.push((name.to_owned(), value.to_owned()));
+    }
+
     /// What [`Node::add_flags`] added.
     pub(crate) fn extra_flags(&self) -> &[String] {
         &self.extra_flags
@@ -155,6 +163,7 @@ impl Node {
             .args(&self.extra_flags)
             .args(["--log-level", "info", "run"])
             .env_remove("RUST_LOG")
+            .envs(self.extra_env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("clone the log file"))
             .stderr(log)

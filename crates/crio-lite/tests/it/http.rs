@@ -178,3 +178,121 @@ async fn status_subcommand_reads_the_socket() {
         "{err}"
     );
 }
+
+/// `GET /metrics` with this `Accept` header, over the socket: (content type, body).
+async fn scrape(socket: &std::path::Path, accept: &str) -> (String, String) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::UnixStream::connect(socket).await.unwrap();
+    let request = format!(
+        "GET /metrics HTTP/1.1\r\nHost: localhost\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await.unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").expect("an HTTP response");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let content_type = head
+        .lines()
+        .find_map(|l| {
+            l.to_ascii_lowercase()
+                .strip_prefix("content-type: ")
+                .map(str::to_owned)
+        })
+        .expect("a content type");
+    (content_type, body.to_owned())
+}
+
+/// CRI calls are counted by method under CRI-O's names; the text is Prometheus 0.0.4 unless the
+/// scraper asks for OpenMetrics.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_cri_calls_in_the_format_asked_for() {
+    let Harness {
+        dir: _dir,
+        cni: _,
+        daemon,
+        mut client,
+    } = support::harness().await;
+    let socket = daemon.socket_path().to_owned();
+    run(&mut client, "web").await;
+    let missing = client
+        .pod_sandbox_status(support::status_request(&"0".repeat(64), false))
+        .await;
+    assert!(missing.is_err());
+
+    let (content_type, text) = scrape(&socket, "text/plain").await;
+    assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
+    for line in [
+        "# TYPE crio_operations_total counter",
+        r#"crio_operations_total{operation_type="RunPodSandbox"} 1"#,
+        r#"crio_operations_total{operation_type="PodSandboxStatus"} 1"#,
+        r#"crio_operations_errors_total{operation_type="PodSandboxStatus"} 1"#,
+        r#"crio_operations_latency_seconds_count{operation_type="RunPodSandbox"} 1"#,
+        "# TYPE crio_operations_latency_seconds histogram",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "{line:?} missing in\n{text}"
+        );
+    }
+    assert!(
+        !text.contains(r#"crio_operations_errors_total{operation_type="RunPodSandbox"}"#),
+        "a successful call is no error:\n{text}"
+    );
+    assert!(!text.contains("# EOF"), "{text}");
+
+    let (content_type, text) = scrape(
+        &socket,
+        "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5",
+    )
+    .await;
+    assert_eq!(
+        content_type,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    assert!(
+        text.lines().any(|l| l == "# TYPE crio_operations counter"),
+        "{text}"
+    );
+    assert!(text.trim_end().ends_with("# EOF"), "{text}");
+    daemon.shutdown().await.unwrap();
+}
+
+/// A real scraper's linter reads what `/metrics` serves: promtool (Debian's prometheus) finds no
+/// problem in it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs promtool (Debian's prometheus package): cargo xtask test"]
+async fn promtool_accepts_the_metrics() {
+    use std::io::Write as _;
+    let Harness {
+        dir: _dir,
+        cni: _,
+        daemon,
+        mut client,
+    } = support::harness().await;
+    run(&mut client, "web").await;
+    daemon
+        .metrics()
+        .observe_cni_plugin(NET, "bridge", "ADD", std::time::Duration::from_millis(30));
+    let (_, text) = scrape(daemon.socket_path(), "text/plain").await;
+    let mut promtool = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run promtool (apt-get install prometheus; cargo xtask test does)");
+    promtool
+        .stdin
+        .take()
+        .expect("promtool's stdin")
+        .write_all(text.as_bytes())
+        .expect("feed promtool");
+    let out = promtool.wait_with_output().expect("promtool's verdict");
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics: {}\n{}\n{text}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    daemon.shutdown().await.unwrap();
+}
