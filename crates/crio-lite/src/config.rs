@@ -96,6 +96,13 @@ impl Default for NetworkConfig {
     }
 }
 
+/// ocicni's policy names as clap's possible values, so help and completions list them.
+fn cni_args_policy_parser() -> impl clap::builder::TypedValueParser<Value = CniArgsPolicy> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(["kubernetes", "plain"])
+        .try_map(|name| name.parse::<CniArgsPolicy>())
+}
+
 /// Command-line flags that override the file, one per key.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct Overrides {
@@ -129,8 +136,8 @@ pub struct Overrides {
     /// The plugin timeout, such as `30s` or `500ms` (network.plugin_timeout).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub plugin_timeout: Option<Duration>,
-    /// The CNI_ARGS policy, kubernetes or plain (network.cni_args_policy).
-    #[arg(long, value_name = "POLICY")]
+    /// The CNI_ARGS policy (network.cni_args_policy).
+    #[arg(long, value_name = "POLICY", value_parser = cni_args_policy_parser())]
     pub cni_args_policy: Option<CniArgsPolicy>,
     /// Whether the built-in default network is on (network.builtin_default_network).
     #[arg(long, value_name = "BOOL")]

@@ -57,6 +57,7 @@ mod server;
 pub mod status_cmd;
 mod store;
 mod systemd;
+mod version;
 pub mod wiring;
 
 pub use config::{Config, DaemonConfig, NetworkConfig, Overrides};
@@ -65,3 +66,4 @@ pub use error::{Error, Result};
 pub use metrics::Metrics;
 pub use netns::{HostNetns, NetnsOps};
 pub use server::Daemon;
+pub use version::VersionInfo;

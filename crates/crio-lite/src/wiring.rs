@@ -10,7 +10,6 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::cli::{Cli, Command};
 use crate::cni_metrics::metered;
 use crate::config::Config;
-use crate::cri::CRI_API_VERSION;
 use crate::metrics::Metrics;
 use crate::netns::{HostNetns, NetnsOps};
 use crate::server::Daemon;
@@ -82,10 +81,7 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
     let command = cli.command.clone().unwrap_or(Command::Run);
     match command {
         Command::Version => {
-            println!(
-                "crio-lite {}\nCRI API {CRI_API_VERSION}",
-                env!("CARGO_PKG_VERSION")
-            );
+            print!("{}", crate::VersionInfo::current().to_text());
             Ok(())
         }
         Command::Config => {
