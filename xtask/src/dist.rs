@@ -8,6 +8,7 @@
 //! `crio-lite config --default`), so they describe the program that was built; xtask only runs
 //! them, as it runs cargo.
 
+mod check;
 mod debian;
 mod package;
 
@@ -19,7 +20,7 @@ use anyhow::{Context as _, Result, bail};
 use crate::cmd::{ScratchDir, cargo, run_step, target_dir, workspace_root};
 use crate::packages;
 
-pub(crate) const USAGE: &str = "usage: cargo xtask dist
+pub(crate) const USAGE: &str = "usage: cargo xtask dist [--check]
 
 Builds the release binaries (crio-lite, ocicnitool) and lays out target/dist/ as a staging root:
 
@@ -37,6 +38,14 @@ crio-lite_VERSION_ARCH.deb (the daemon, unit and configuration) and
 ocicni-tools_VERSION_ARCH.deb (ocicnitool). Run as root, it installs dpkg-dev and binutils when
 missing (dpkg-shlibdeps, strip). Set DEBFULLNAME and DEBEMAIL for the Maintainer field, and
 SOURCE_DATE_EPOCH for the time stamps (default: the last commit's).
+
+options:
+  --check   then inspect the packages without installing them: dpkg-deb --field, --contents
+            and --info (every expected file, its mode, root ownership, conffiles), the binaries
+            of an extracted copy (--version; crio-lite accepts the packaged configuration),
+            systemd-analyze verify on the unit, and lintian (installed with apt-get when
+            missing, as root), whose errors fail the check. Not part of `cargo xtask test`:
+            a cold release build takes minutes; the unit tests of this code are.
 
 target/dist/ and target/deb/ are emptied first. The target directory is CARGO_TARGET_DIR when set.";
 
@@ -56,8 +65,12 @@ const MAN_DIR: &str = "usr/share/man/man1";
 const CONTRIB_UNIT: &str = "crates/crio-lite/contrib/systemd/crio-lite.service";
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
-    if let Some(other) = args.first() {
-        bail!("dist: unknown option {other:?}\n\n{USAGE}");
+    let mut check = false;
+    for arg in args {
+        match arg.as_str() {
+            "--check" => check = true,
+            other => bail!("dist: unknown option {other:?}\n\n{USAGE}"),
+        }
     }
     packages::ensure(packages::DEB_PACKAGES)?;
     let mut build = cargo();
@@ -91,6 +104,10 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     for (_, deb) in &debs {
         let size = std::fs::metadata(deb).map_or(0, |m| m.len());
         println!("    {:>9}  {}", human(size), deb.display());
+    }
+    if check {
+        check::run(&debs, &meta)?;
+        println!("\nxtask: the packages passed every check");
     }
     Ok(())
 }

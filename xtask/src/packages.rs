@@ -51,6 +51,10 @@ pub(crate) const DEB_PACKAGES: &[(&str, &str)] = &[
     ("binutils", "strip, as Debian's policy wants binaries"),
 ];
 
+/// The `.deb` files' linter, for `cargo xtask dist --check`.
+pub(crate) const LINTIAN_PACKAGES: &[(&str, &str)] =
+    &[("lintian", "Debian's verdict on the .deb files")];
+
 /// Installs whichever of `wanted` are missing, when running as root; otherwise says what is missing.
 ///
 /// # Errors
