@@ -62,3 +62,42 @@ fn display(cmd: &Command) -> String {
     }
     s
 }
+
+/// A directory under the system's temporary directory, removed with everything in it when
+/// dropped.
+pub(crate) struct ScratchDir(PathBuf);
+
+impl ScratchDir {
+    /// A new empty directory whose name starts with `xtask-{purpose}-`.
+    pub(crate) fn new(purpose: &str) -> Result<Self> {
+        static COUNT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("xtask-{purpose}-{}-{n}", std::process::id()));
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)
+                .with_context(|| format!("cannot empty {}", dir.display()))?;
+        }
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        Ok(Self(dir))
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The first `program` on `PATH`.
+pub(crate) fn on_path(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(program))
+            .find(|candidate| candidate.is_file())
+    })
+}

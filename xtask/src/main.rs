@@ -9,8 +9,9 @@
 //!   sysctls) for N seconds each.
 //! - `faults`: crio-lite's whole fault-injection suite (kill -9 at each step, a second daemon,
 //!   FIFOs and devices in every input path, misbehaving plugins).
-//! - `dist`: the release binaries with their shell completions and manual pages, laid out in
-//!   `target/dist/` as a staging root for packages.
+//! - `dist`: the release binaries with their completions, manual pages, systemd unit and default
+//!   configuration in `target/dist/` (a staging root), and the Debian packages built from it in
+//!   `target/deb/`; `--check` inspects them (dpkg-deb, systemd-analyze verify, lintian).
 //!
 //! Each command installs the Debian packages it needs when they are missing and it runs as root, and
 //! says so. xtask depends on no workspace crate, so it starts before anything is installed.
@@ -38,7 +39,8 @@ commands:
   fresh    the README's test command in a clean clone with no protoc, as a new machine runs it
   faults   crio-lite's fault-injection suite, every row, as root (its fast part is in `test`)
   fuzz     the cargo-fuzz targets for N seconds each, with their executions and crashes
-  dist     release binaries, shell completions and man pages in target/dist/ (a staging root)";
+  dist     release binaries, completions, man pages, unit and config in target/dist/, and .deb
+           packages in target/deb/ (--check: dpkg-deb, systemd-analyze and lintian verdicts)";
 
 /// A command's entry point.
 type Command = fn(&[String]) -> Result<()>;

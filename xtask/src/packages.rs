@@ -45,6 +45,20 @@ pub(crate) const PEER_PACKAGES: &[(&str, &str)] = &[
     ("golang-github-appc-cni-dev", "libcni's sources"),
 ];
 
+/// Packages `cargo xtask dist` needs to make the `.deb` files (dpkg-deb itself is in dpkg, which
+/// every Debian system has).
+pub(crate) const DEB_PACKAGES: &[(&str, &str)] = &[
+    (
+        "dpkg-dev",
+        "dpkg-shlibdeps: the shared libraries' packages for Depends",
+    ),
+    ("binutils", "strip, as Debian's policy wants binaries"),
+];
+
+/// The `.deb` files' linter, for `cargo xtask dist --check`.
+pub(crate) const LINTIAN_PACKAGES: &[(&str, &str)] =
+    &[("lintian", "Debian's verdict on the .deb files")];
+
 /// Installs whichever of `wanted` are missing, when running as root; otherwise says what is missing.
 ///
 /// # Errors

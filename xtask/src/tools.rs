@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context as _, Result};
 
-use crate::cmd::{cargo, run_step, workspace_root};
+use crate::cmd::{cargo, on_path, run_step, workspace_root};
 
 /// The cargo-machete release the checks are written against; pinned so a new release cannot
 /// change what `cargo xtask test` reports.
@@ -43,12 +43,4 @@ pub(crate) fn cargo_machete() -> Result<PathBuf> {
     )
     .context("cannot install cargo-machete (the unused-dependency check needs it)")?;
     Ok(binary)
-}
-
-fn on_path(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join(program))
-            .find(|candidate| candidate.is_file())
-    })
 }
