@@ -13,7 +13,7 @@
 //!
 //! # State
 //!
-//! Every sandbox is a JSON file under `<state_dir>/sandboxes`, replaced atomically at each state
+//! Every sandbox is a JSON file under `<root>/sandboxes` (`crio.root`), replaced atomically at each state
 //! change (see [`domain`] for the state machine). A daemon killed at any moment finds on its next
 //! start every sandbox that may own a namespace or an attachment: half-made ones are rolled back,
 //! ready ones come back with their IPs, and ocicni collects whatever no ready sandbox owns.
@@ -58,7 +58,10 @@ pub mod status_cmd;
 mod store;
 pub mod wiring;
 
-pub use config::{Config, DaemonConfig, NetworkConfig, Overrides};
+pub use config::{
+    ApiTable, Config, CrioLiteTable, CrioTable, LiteApiTable, LiteNetworkTable, Loader,
+    MetricsTable, NetworkTable, Overrides, RuntimeTable,
+};
 pub use cri::{CRI_API_VERSION, RUNTIME_NAME};
 pub use error::{Error, Result};
 pub use metrics::Metrics;

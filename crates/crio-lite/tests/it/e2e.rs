@@ -376,7 +376,7 @@ async fn status_api_and_subcommand_against_the_real_daemon() {
     // The subcommand, as a person would run it.
     let cli = |args: &[&str]| {
         let socket = socket.display().to_string();
-        let mut all = vec!["--socket", socket.as_str(), "status"];
+        let mut all = vec!["status", "--socket", socket.as_str()];
         all.extend_from_slice(args);
         test_support::process::output(env!("CARGO_BIN_EXE_crio-lite"), &all)
     };
@@ -385,7 +385,7 @@ async fn status_api_and_subcommand_against_the_real_daemon() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"runtime_name\": \"crio-lite\""));
     let out = cli(&["config"]);
     assert!(out.status.success(), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("[network]"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("[crio.network]"));
     let out = cli(&["containers", &id[..12]]);
     assert!(out.status.success(), "{out:?}");
     let shown: crio_lite::http_api::ContainerInfo =

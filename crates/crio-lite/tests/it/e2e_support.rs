@@ -60,8 +60,10 @@ impl Node {
         for sub in ["state", "run", "net.d", "cache"] {
             std::fs::create_dir_all(node.path(sub)).expect("create a node directory");
         }
-        // An empty configuration file, so a /etc/crio-lite/crio-lite.conf on the machine is not read.
+        // An empty configuration file and drop-in directory, so the machine's
+        // /etc/crio-lite/crio-lite.conf{,.d} are not read.
         std::fs::write(node.path("crio-lite.conf"), "").expect("write the config file");
+        std::fs::create_dir_all(node.path("crio-lite.conf.d")).expect("create the drop-in dir");
         node
     }
 
@@ -119,10 +121,13 @@ impl Node {
         let flag = |name: &str, path: PathBuf| [format!("--{name}"), path.display().to_string()];
         [
             flag("config", self.path("crio-lite.conf")),
-            flag("socket", self.socket()),
-            flag("state-dir", self.state_dir()),
-            flag("run-dir", self.run_dir()),
-            flag("network-dir", self.network_dir()),
+            flag("config-dir", self.path("crio-lite.conf.d")),
+            flag("listen", self.socket()),
+            flag("root", self.state_dir()),
+            flag("runroot", self.run_dir()),
+            // Pins in <node>/run/netns, not the machine's /var/run/netns.
+            flag("namespaces-dir", self.run_dir()),
+            flag("cni-config-dir", self.network_dir()),
             flag("cache-dir", self.cache_dir()),
             flag("cni-run-dir", self.path("run/cni")),
         ]
