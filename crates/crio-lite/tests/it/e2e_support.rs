@@ -60,9 +60,14 @@ impl Node {
         for sub in ["state", "run", "net.d", "cache"] {
             std::fs::create_dir_all(node.path(sub)).expect("create a node directory");
         }
-        // An empty configuration file and drop-in directory, so the machine's
-        // /etc/crio-lite/crio-lite.conf{,.d} are not read.
-        std::fs::write(node.path("crio-lite.conf"), "").expect("write the config file");
+        // A configuration file and drop-in directory of the node's own, so the machine's
+        // /etc/crio-lite/crio-lite.conf{,.d} are not read. The log level is in the file, not a
+        // flag, so a drop-in and SIGHUP can change it.
+        std::fs::write(
+            node.path("crio-lite.conf"),
+            "[crio.runtime]\nlog_level = \"info\"\n",
+        )
+        .expect("write the config file");
         std::fs::create_dir_all(node.path("crio-lite.conf.d")).expect("create the drop-in dir");
         node
     }
@@ -158,7 +163,7 @@ impl Node {
             .arg(env!("CARGO_BIN_EXE_crio-lite"))
             .args(self.flags())
             .args(&self.extra_flags)
-            .args(["--log-level", "info", "run"])
+            .arg("run")
             .env_remove("RUST_LOG")
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("clone the log file"))
@@ -182,6 +187,32 @@ impl Node {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         self.daemon = Some(child);
+    }
+
+    /// SIGHUP to the running daemon: it reads its configuration again and reloads the CNI one.
+    pub(crate) fn sighup(&self) {
+        let child = self.daemon.as_ref().expect("the daemon is running");
+        let kill = output("kill", &["-HUP", &child.id().to_string()]);
+        assert!(kill.status.success(), "kill -HUP failed");
+    }
+
+    /// Waits until the running daemon has logged `text` `times` times in all; fails the test
+    /// after 20 s.
+    pub(crate) async fn wait_log(&self, text: &str, times: usize) {
+        let log = self.path(&format!("daemon-{}.log", self.starts));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let logged = std::fs::read_to_string(&log).unwrap_or_default();
+            if logged.matches(text).count() >= times {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "crio-lite did not log {text:?} {times} time(s) within 20 s:\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// SIGTERM, then waits for the daemon to exit; returns whether it exited successfully.
