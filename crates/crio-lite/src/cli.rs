@@ -16,9 +16,10 @@ use crate::status_cmd::StatusQuery;
     name = "crio-lite",
     version,
     about = "A thin CRI daemon for pod sandboxes and their networks",
-    after_help = "Configuration: /etc/crio-lite/crio-lite.conf, then /etc/crio-lite/crio-lite.conf.d/*.conf \
-                  in lexical order; environment variables (CONTAINER_*, CRIO_LITE_*) override the \
-                  files, flags override both. `crio-lite config` prints the result."
+    after_help = "Configuration: /etc/crio-lite/crio-lite.conf, then \
+                  /etc/crio-lite/crio-lite.conf.d/*.conf in lexical order; environment variables \
+                  (CONTAINER_*, CRIO_LITE_*) override the files, flags override both. \
+                  `crio-lite config` prints the result."
 )]
 pub struct Cli {
     /// The configuration file; "" for none [default: /etc/crio-lite/crio-lite.conf, read when it
@@ -69,7 +70,8 @@ pub enum Command {
     /// Ask a running daemon through its socket.
     Status {
         /// The daemon's socket [default: the configuration's crio.api.listen].
-        #[arg(long, short = 's', value_name = "PATH", global = true, value_hint = clap::ValueHint::FilePath)]
+        #[arg(long, short = 's', value_name = "PATH", global = true,
+              value_hint = clap::ValueHint::FilePath)]
         socket: Option<PathBuf>,
         /// What to ask.
         #[command(subcommand)]

@@ -13,9 +13,9 @@
 //!
 //! # State
 //!
-//! Every sandbox is a JSON file under `<root>/sandboxes` (`crio.root`), replaced atomically at each state
-//! change (see [`domain`] for the state machine). A daemon killed at any moment finds on its next
-//! start every sandbox that may own a namespace or an attachment: half-made ones are rolled back,
+//! Every sandbox is a JSON file under `<root>/sandboxes` (`crio.root`), replaced atomically at each
+//! state change (see [`domain`] for the state machine). A daemon killed at any moment finds on its
+//! next start every sandbox that may own a namespace or an attachment: half-made ones are rolled back,
 //! ready ones come back with their IPs, and ocicni collects whatever no ready sandbox owns.
 //!
 //! # Duplicate requests

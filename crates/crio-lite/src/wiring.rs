@@ -175,20 +175,20 @@ pub struct Logging {
 }
 
 impl Logging {
-    /// Applies `log_level` as the new filter.
+    /// Applies `log_level` as the new filter; false when `RUST_LOG` wins over it.
     ///
     /// # Errors
     ///
     /// When the filter does not parse or logging is gone.
-    pub fn set_level(&self, log_level: &str) -> anyhow::Result<()> {
+    pub fn set_level(&self, log_level: &str) -> anyhow::Result<bool> {
         let Some(handle) = &self.handle else {
-            tracing::info!("RUST_LOG is set: crio.runtime.log_level is not applied");
-            return Ok(());
+            return Ok(false);
         };
         let filter = level_filter(log_level)?;
         handle
             .reload(filter)
-            .map_err(|e| anyhow::anyhow!("cannot change the log filter: {e}"))
+            .map_err(|e| anyhow::anyhow!("cannot change the log filter: {e}"))?;
+        Ok(true)
     }
 }
 
@@ -298,8 +298,12 @@ fn reload_config(loader: &Loader, logging: &Logging, current: &mut Config) {
         if *key == "crio.runtime.log_level" {
             let level = &loaded.config.crio.runtime.log_level;
             match logging.set_level(level) {
-                Ok(()) => {
+                Ok(true) => {
                     tracing::info!(log_level = %level, "crio.runtime.log_level applied");
+                    current.crio.runtime.log_level.clone_from(level);
+                }
+                Ok(false) => {
+                    tracing::info!("crio.runtime.log_level changed; RUST_LOG is set and wins");
                     current.crio.runtime.log_level.clone_from(level);
                 }
                 Err(e) => tracing::error!(error = %e, "log level kept"),

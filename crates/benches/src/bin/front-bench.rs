@@ -1,6 +1,6 @@
 //! What the HTTP/2 front costs per RPC: `Version` round trips through two crio-lite daemons
-//! started side by side, one with `crio_lite.api.normalize_authority` on (the default) and one with it
-//! off, in the same run.
+//! started side by side, one with `crio_lite.api.normalize_authority` on (the default) and one
+//! with it off, in the same run.
 //!
 //! Two shapes of use: many calls on one kept-alive connection (kubelet), and one call per new
 //! connection (crictl, which dials for every command). The calls alternate between the two

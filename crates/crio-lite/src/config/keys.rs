@@ -154,7 +154,8 @@ pub const KEYS: &[Key] = &[
         flag: "--cni-args-policy",
         env: "CRIO_LITE_CNI_ARGS_POLICY",
         crio: false,
-        doc: "CNI_ARGS given to plugins: \"kubernetes\" (K8S_POD_* as CRI-O passes them) or \"plain\".",
+        doc: "CNI_ARGS given to plugins: \"kubernetes\" (K8S_POD_* as CRI-O passes them) or\n\
+              \"plain\".",
     },
     Key {
         path: "crio_lite.network.builtin_default_network",

@@ -217,7 +217,8 @@ fn mistakes_name_the_place_the_key_and_a_fix() {
         (
             "[crio.metrics]\nenable_metrics = \"yes\"\nmetrics_port = \"9090\"\n",
             &[
-                "f:2: key crio.metrics.enable_metrics must be a boolean (true or false), not a string",
+                "f:2: key crio.metrics.enable_metrics must be a boolean (true or false), not a \
+                 string",
                 "f:3: key crio.metrics.metrics_port must be an integer, not a string",
             ],
         ),

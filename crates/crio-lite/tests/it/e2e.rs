@@ -440,7 +440,10 @@ async fn sighup_rereads_the_configuration() {
     node.wait_log("keeping the running one", 1).await;
     let logs = node.logs();
     assert!(
-        logs.contains("50-hup.conf:2: unknown key crio.runtime.log_levle; did you mean crio.runtime.log_level?"),
+        logs.contains(
+            "50-hup.conf:2: unknown key crio.runtime.log_levle; did you mean \
+             crio.runtime.log_level?"
+        ),
         "{logs}"
     );
     // Still serving, still at debug.
