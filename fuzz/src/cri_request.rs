@@ -1,7 +1,8 @@
 //! `cri_request`: a RunPodSandbox request as it arrives over the CRI socket.
 
 use cri_api::v1::RunPodSandboxRequest;
-use crio_lite::sandbox::Sandbox;
+use crio_lite::cri::convert;
+use crio_lite::domain::Sandbox;
 use prost::Message;
 
 /// Decodes `data` as a protobuf `RunPodSandboxRequest` and validates it as crio-lite does.
@@ -9,7 +10,7 @@ pub fn check(data: &[u8]) {
     let Ok(request) = RunPodSandboxRequest::decode(data) else {
         return;
     };
-    let Ok(sandbox) = Sandbox::from_request(request) else {
+    let Ok(sandbox) = convert::sandbox_from_request(request) else {
         return;
     };
     assert!(!sandbox.name.name.is_empty(), "accepted without a name");
@@ -42,6 +43,6 @@ pub fn check(data: &[u8]) {
     });
     assert_eq!(read, sandbox, "the sandbox after its state file");
     // What CRI answers for it.
-    let _ = sandbox.to_cri_list_entry();
-    let _ = sandbox.to_cri_status();
+    let _ = convert::list_entry(&sandbox);
+    let _ = convert::status(&sandbox);
 }

@@ -124,8 +124,7 @@ impl Demo {
             std::fs::create_dir_all(demo.path(sub))
                 .with_context(|| format!("cannot create {}", demo.path(sub).display()))?;
         }
-        // Empty: the defaults plus our flags, whatever /etc/crio-lite holds.
-        std::fs::write(demo.path("crio-lite.conf"), "")?;
+        demo.write_config()?;
         Ok(demo)
     }
 
@@ -159,6 +158,13 @@ impl Demo {
     }
 
     fn start_daemon(&mut self, bins: &Bins) -> Result<()> {
+        let mut check = Command::new(&bins.daemon);
+        check.args(self.flags()).arg("check-config");
+        step(&format!(
+            "Checking the configuration: crio-lite.conf and the drop-ins of crio-lite.conf.d\n    {}",
+            shown(&check)
+        ));
+        println!("    {}", capture(&mut check)?.trim_end());
         let mut cmd = Command::new("nsenter");
         cmd.arg(format!("--net=/run/netns/{}", self.node))
             .arg("--")
@@ -199,16 +205,46 @@ impl Demo {
         Ok(())
     }
 
-    /// The daemon's flags: the socket and every directory under the demo's own.
+    /// The configuration as an operator lays it out: crio-lite.conf with the socket and every
+    /// directory under the demo's own (pins in run/netns, not the machine's /var/run/netns), and
+    /// a drop-in over one of its keys. Nothing from /etc/crio-lite is read.
+    fn write_config(&self) -> Result<()> {
+        let path = |sub: &str| {
+            let path = self.path(sub).display().to_string();
+            // TOML basic strings: a temporary directory's name needs no escapes, refuse if not.
+            if path.contains(['"', '\\']) || path.chars().any(char::is_control) {
+                bail!("{path} needs escaping in TOML; set TMPDIR to a plainer directory");
+            }
+            Ok(path)
+        };
+        let main = format!(
+            "[crio]\nroot = \"{}\"\nrunroot = \"{}\"\n\n[crio.api]\nlisten = \"{}\"\n\n\
+             [crio.runtime]\nlog_level = \"debug\"\nnamespaces_dir = \"{}\"\n\n\
+             [crio.network]\nnetwork_dir = \"{}\"\n\n\
+             [crio_lite.network]\ncache_dir = \"{}\"\ncni_run_dir = \"{}\"\n",
+            path("state")?,
+            path("run")?,
+            path("run/crio-lite.sock")?,
+            path("run")?,
+            path("net.d")?,
+            path("cache")?,
+            path("run/cni")?,
+        );
+        std::fs::write(self.path("crio-lite.conf"), main)?;
+        std::fs::create_dir_all(self.path("crio-lite.conf.d"))?;
+        std::fs::write(
+            self.path("crio-lite.conf.d/10-log-level.conf"),
+            "# Overrides crio-lite.conf's log_level; its other keys stay.\n\
+             [crio.runtime]\nlog_level = \"info\"\n",
+        )?;
+        Ok(())
+    }
+
+    /// The daemon's flags: the configuration file and its drop-in directory.
     fn flags(&self) -> Vec<String> {
         [
             ("--config", "crio-lite.conf"),
-            ("--socket", "run/crio-lite.sock"),
-            ("--state-dir", "state"),
-            ("--run-dir", "run"),
-            ("--network-dir", "net.d"),
-            ("--cache-dir", "cache"),
-            ("--cni-run-dir", "run/cni"),
+            ("--config-dir", "crio-lite.conf.d"),
         ]
         .iter()
         .flat_map(|(flag, sub)| [(*flag).to_owned(), self.path(sub).display().to_string()])
@@ -322,8 +358,12 @@ impl Demo {
     fn show_status_api(&self, bins: &Bins) -> Result<()> {
         let socket = self.socket().display().to_string();
         step("The status API on the same socket: crio-lite status info");
-        let info =
-            capture(Command::new(&bins.daemon).args(["--socket", &socket, "status", "info"]))?;
+        // No --socket: status asks the configuration's crio.api.listen.
+        let info = capture(
+            Command::new(&bins.daemon)
+                .args(self.flags())
+                .args(["status", "info"]),
+        )?;
         println!("{}", indent(&info));
         step("Some of GET /metrics (cri-client get /metrics)");
         let mut cmd = Command::new(&bins.client);

@@ -7,21 +7,33 @@ use anyhow::Context as _;
 use clap::builder::{Resettable, StyledStr};
 use clap::{CommandFactory as _, FromArgMatches as _, Subcommand as _};
 
-use crate::config::Overrides;
+use crate::config::{Loader, Overrides, path_or_empty};
 use crate::status_cmd::StatusQuery;
 
-/// `crio-lite [--config FILE] [flags] [run|config|status|version|completions]`.
+/// `crio-lite [-c FILE] [-d DIR] [flags] [run|config|check-config|status|version|completions]`.
 #[derive(Debug, clap::Parser)]
 #[command(
     name = "crio-lite",
     version,
-    about = "A thin CRI daemon for pod sandboxes and their networks"
+    about = "A thin CRI daemon for pod sandboxes and their networks",
+    after_help = "Configuration: /etc/crio-lite/crio-lite.conf, then \
+                  /etc/crio-lite/crio-lite.conf.d/*.conf in lexical order; environment variables \
+                  (CONTAINER_*, CRIO_LITE_*) override the files, flags override both. \
+                  `crio-lite config` prints the result."
 )]
 pub struct Cli {
-    /// The configuration file (default: /etc/crio-lite/crio-lite.conf when it exists).
-    #[arg(long, short = 'c', value_name = "FILE", global = true)]
+    /// The configuration file; "" for none [default: /etc/crio-lite/crio-lite.conf, read when it
+    /// exists; env CONTAINER_CONFIG].
+    #[arg(long, short = 'c', value_name = "FILE", global = true,
+          value_parser = path_or_empty(), value_hint = clap::ValueHint::FilePath)]
     pub config: Option<PathBuf>,
-    /// Flags that override the file.
+    /// The drop-in directory: its *.conf files, in lexical order, override the configuration
+    /// file key by key; "" for none [default: /etc/crio-lite/crio-lite.conf.d, read when it exists;
+    /// env CONTAINER_CONFIG_DIR].
+    #[arg(long, short = 'd', value_name = "DIR", global = true,
+          value_parser = path_or_empty(), value_hint = clap::ValueHint::DirPath)]
+    pub config_dir: Option<PathBuf>,
+    /// Flags that override the files and the environment.
     #[command(flatten)]
     pub overrides: Overrides,
     /// What to do; `run` when absent.
@@ -29,16 +41,38 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+impl Cli {
+    /// The loader of the configuration these flags (and the environment) describe.
+    pub fn loader(&self) -> Loader {
+        Loader::new(
+            self.config.clone(),
+            self.config_dir.clone(),
+            self.overrides.clone(),
+        )
+    }
+}
+
 /// The subcommands.
 #[derive(Debug, Clone, PartialEq, Eq, clap::Subcommand)]
 pub enum Command {
     /// Run the daemon (the default).
     Run,
-    /// Print the effective configuration as commented TOML (the defaults when no file or flag is
-    /// given).
-    Config,
-    /// Ask a running daemon through its socket (--socket).
+    /// Print the effective configuration (files, drop-ins, environment and flags) as commented
+    /// TOML that reads back the same.
+    Config {
+        /// Print the defaults instead, whatever the files, environment and flags say.
+        #[arg(long)]
+        default: bool,
+    },
+    /// Check the configuration (file, drop-ins, environment and flags): print every mistake and
+    /// exit 1, or exit 0.
+    CheckConfig,
+    /// Ask a running daemon through its socket.
     Status {
+        /// The daemon's socket [default: the configuration's crio.api.listen].
+        #[arg(long, short = 's', value_name = "PATH", global = true,
+              value_hint = clap::ValueHint::FilePath)]
+        socket: Option<PathBuf>,
         /// What to ask.
         #[command(subcommand)]
         query: StatusQuery,

@@ -3,28 +3,20 @@
 use std::io;
 use std::path::PathBuf;
 
+use crate::config::ConfigIssue;
+
 /// Everything that can stop the daemon from starting, a configuration from loading, or the status
 /// client from getting an answer. Errors of single CRI requests are gRPC statuses instead.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A configuration file could not be read.
-    #[error("cannot read config file {}: {source}", path.display())]
-    ReadConfig {
-        /// The file.
-        path: PathBuf,
-        /// The error from the operating system.
-        #[source]
-        source: io::Error,
-    },
-    /// A configuration file is not valid TOML or holds a key or value crio-lite does not accept.
-    #[error("config file {origin}: {source}")]
-    ParseConfig {
-        /// The file, or `<string>` for text given directly.
-        origin: String,
-        /// The parser's error: it names the key and shows the line.
-        #[source]
-        source: Box<toml::de::Error>,
+    /// The configuration holds mistakes: files that cannot be read, invalid TOML, unknown keys,
+    /// values of the wrong type or unusable, in files, environment variables or flags. Every one
+    /// found is listed, each naming where it is and the key.
+    #[error("{}", issues.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))]
+    Config {
+        /// The mistakes, in the order the sources were read.
+        issues: Vec<ConfigIssue>,
     },
     /// A configuration value parses but cannot be used.
     #[error("config key {key}: {reason}")]
@@ -45,10 +37,10 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    /// Another crio-lite holds the state directory or the socket.
+    /// Another crio-lite holds the root directory or the socket.
     #[error(
-        "another crio-lite is running with this state directory or socket (it holds {}); \
-         stop it first or give this one its own --state-dir and --socket",
+        "another crio-lite is running with this root directory or socket (it holds {}); \
+         stop it first or give this one its own --root and --listen",
         lock.display()
     )]
     AlreadyRunning {

@@ -43,11 +43,11 @@ pub struct Info {
     pub cache_dir: PathBuf,
     /// The default network in use, if one is loaded.
     pub default_network: Option<String>,
-    /// The sandbox state directory.
+    /// The root directory (`crio.root`), where sandbox state files are.
     pub state_dir: PathBuf,
-    /// The run directory.
+    /// The run directory (`crio.runroot`).
     pub run_dir: PathBuf,
-    /// Where network namespaces are pinned.
+    /// Where network namespaces are pinned: `<crio.runtime.namespaces_dir>/netns`.
     pub netns_dir: PathBuf,
     /// The socket this answer came through.
     pub socket: PathBuf,
@@ -151,7 +151,8 @@ pub(crate) async fn fallback(request: Request) -> Response {
 
 async fn info(State(state): State<ApiState>) -> Json<Info> {
     let cni = state.manager.cni();
-    let network = &state.config.network;
+    let config = &state.config;
+    let network = &config.crio.network;
     Json(Info {
         runtime_name: RUNTIME_NAME.to_owned(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -159,12 +160,12 @@ async fn info(State(state): State<ApiState>) -> Json<Info> {
         cni_plugin: cni.name().to_owned(),
         network_dir: network.network_dir.clone(),
         plugin_dirs: network.plugin_dirs.clone(),
-        cache_dir: network.cache_dir.clone(),
+        cache_dir: config.crio_lite.network.cache_dir.clone(),
         default_network: cni.default_network_name(),
-        state_dir: state.config.daemon.state_dir.clone(),
-        run_dir: state.config.daemon.run_dir.clone(),
+        state_dir: config.crio.root.clone(),
+        run_dir: config.crio.runroot.clone(),
         netns_dir: state.manager.netns_dir().to_owned(),
-        socket: state.config.daemon.socket.clone(),
+        socket: config.crio.api.listen.clone(),
     })
 }
 

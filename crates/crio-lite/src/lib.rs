@@ -13,9 +13,9 @@
 //!
 //! # State
 //!
-//! Every sandbox is a JSON file under `<state_dir>/sandboxes`, replaced atomically at each state
-//! change (see [`domain`] for the state machine). A daemon killed at any moment finds on its next
-//! start every sandbox that may own a namespace or an attachment: half-made ones are rolled back,
+//! Every sandbox is a JSON file under `<root>/sandboxes` (`crio.root`), replaced atomically at each
+//! state change (see [`domain`] for the state machine). A daemon killed at any moment finds on its
+//! next start every sandbox that may own a namespace or an attachment: half-made ones are rolled back,
 //! ready ones come back with their IPs, and ocicni collects whatever no ready sandbox owns.
 //!
 //! # Duplicate requests
@@ -45,7 +45,7 @@ pub mod cli;
 mod cni_metrics;
 pub mod config;
 mod connections;
-mod cri;
+pub mod cri;
 pub mod domain;
 mod error;
 mod h2_front;
@@ -60,7 +60,10 @@ mod systemd;
 mod version;
 pub mod wiring;
 
-pub use config::{Config, DaemonConfig, NetworkConfig, Overrides};
+pub use config::{
+    ApiTable, Config, CrioLiteTable, CrioTable, LiteApiTable, LiteNetworkTable, Loader,
+    MetricsTable, NetworkTable, Overrides, RuntimeTable,
+};
 pub use cri::{CRI_API_VERSION, RUNTIME_NAME};
 pub use error::{Error, Result};
 pub use metrics::Metrics;

@@ -53,8 +53,8 @@ impl std::fmt::Debug for Daemon {
 }
 
 impl Daemon {
-    /// Recovers the sandboxes of `config.daemon.state_dir`, then serves CRI and the status API on
-    /// `config.daemon.socket`.
+    /// Recovers the sandboxes of `config.crio.root`, then serves CRI and the status API on
+    /// `config.crio.api.listen`; namespaces are pinned in [`Config::netns_dir`].
     ///
     /// # Errors
     ///
@@ -83,27 +83,27 @@ impl Daemon {
         config.validate()?;
         warn_if_private_mounts();
         // Before anything is read or changed: a second daemon must change nothing.
-        let instance = InstanceLocks::acquire(&config.daemon.state_dir, &config.daemon.socket)?;
+        let instance = InstanceLocks::acquire(&config.crio.root, &config.crio.api.listen)?;
         let config = Arc::new(config);
         let netns_dir = config.netns_dir();
-        for dir in [&config.daemon.state_dir, &config.daemon.run_dir, &netns_dir] {
+        for dir in [&config.crio.root, &config.crio.runroot, &netns_dir] {
             std::fs::create_dir_all(dir)
                 .map_err(|e| Error::io("cannot create directory", dir, e))?;
         }
-        let store = Store::open(&config.daemon.state_dir)?;
+        let store = Store::open(&config.crio.root)?;
         let manager = Arc::new(Manager::new(
             Arc::clone(&cni),
             netns,
             store,
             netns_dir,
             metrics.clone(),
-            config.network.cni_args_policy,
+            config.crio_lite.network.cni_args_policy,
         ));
         let recovery = manager.recover().await?;
 
-        let socket = config.daemon.socket.clone();
+        let socket = config.crio.api.listen.clone();
         let limits = connections::Limits {
-            normalize_authority: config.daemon.normalize_authority,
+            normalize_authority: config.crio_lite.api.normalize_authority,
             ..connections::Limits::default()
         };
         let listener = bind(&socket).await?;

@@ -6,16 +6,19 @@ use anyhow::Context as _;
 use ocicni::cni_exec::ProcessExec;
 use ocicni::{BuiltinNetwork, CniPlugin, Ocicni};
 use tokio::signal::unix::{SignalKind, signal};
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+use tracing_subscriber::{EnvFilter, Registry, reload};
 
 use crate::cli::{Cli, Command};
 use crate::cni_metrics::metered;
-use crate::config::Config;
+use crate::config::{Config, Loader};
 use crate::metrics::Metrics;
 use crate::netns::{HostNetns, NetnsOps};
 use crate::server::Daemon;
 
-/// Builds the CNI side the daemon runs with, from the `[network]` table: an [`Ocicni`] whose
-/// plugin runs are timed into `metrics`.
+/// Builds the CNI side the daemon runs with, from `[crio.network]` and `[crio_lite.network]`: an
+/// [`Ocicni`] whose plugin runs are timed into `metrics`.
 ///
 /// The built-in default network (when enabled) keeps its host-local leases under
 /// `<cache dir>/networks`, which is host-local's own default for the default cache dir.
@@ -24,24 +27,25 @@ use crate::server::Daemon;
 ///
 /// When the configuration watcher cannot start.
 pub async fn build_cni(config: &Config, metrics: &Metrics) -> anyhow::Result<Arc<dyn CniPlugin>> {
-    let net = &config.network;
-    let exec = ProcessExec::new().with_timeout(net.plugin_timeout);
+    let net = &config.crio.network;
+    let lite = &config.crio_lite.network;
+    let exec = ProcessExec::new().with_timeout(lite.plugin_timeout);
     let exec = metered(Arc::new(exec), metrics.clone());
     let mut builder = Ocicni::builder()
         .conf_dir(&net.network_dir)
         .plugin_dirs(net.plugin_dirs.clone())
-        .cache_dir(&net.cache_dir)
-        .run_dir(&net.cni_run_dir)
-        .plugin_timeout(net.plugin_timeout)
-        .cni_args(net.cni_args_policy)
+        .cache_dir(&lite.cache_dir)
+        .run_dir(&lite.cni_run_dir)
+        .plugin_timeout(lite.plugin_timeout)
+        .cni_args(lite.cni_args_policy)
         .loopback(true)
         .exec(exec);
-    if let Some(name) = &net.default_network {
+    if let Some(name) = config.default_network() {
         builder = builder.default_network(name);
     }
-    if net.builtin_default_network {
+    if lite.builtin_default_network {
         builder = builder.builtin_default(Some(BuiltinNetwork {
-            ipam_data_dir: Some(net.cache_dir.join("networks")),
+            ipam_data_dir: Some(lite.cache_dir.join("networks")),
             ..BuiltinNetwork::default()
         }));
     }
@@ -84,19 +88,19 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
             print!("{}", crate::VersionInfo::current().to_text());
             Ok(())
         }
-        Command::Config => {
-            let config = Config::load(cli.config.as_deref(), &cli.overrides)?;
-            print!("{}", config.to_commented_toml());
+        Command::Config { default: true } => {
+            print!("{}", Config::default().to_commented_toml());
             Ok(())
         }
-        Command::Status { query } => {
-            let socket = match &cli.overrides.socket {
-                Some(socket) => socket.clone(),
-                None => {
-                    Config::load(cli.config.as_deref(), &cli.overrides)?
-                        .daemon
-                        .socket
-                }
+        Command::Config { default: false } => {
+            print!("{}", cli.loader().load()?.config.to_commented_toml());
+            Ok(())
+        }
+        Command::CheckConfig => check_config(&cli.loader()),
+        Command::Status { socket, query } => {
+            let socket = match socket {
+                Some(socket) => socket,
+                None => cli.loader().load()?.config.crio.api.listen,
             };
             let out = runtime()?.block_on(crate::status_cmd::run(&socket, &query))?;
             println!("{}", out.trim_end());
@@ -110,10 +114,45 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
                      (running as uid {euid})"
                 );
             }
-            let config = Config::load(cli.config.as_deref(), &cli.overrides)?;
-            init_logging(&config)?;
-            runtime()?.block_on(run_daemon(config))
+            let loader = cli.loader();
+            let loaded = loader.load()?;
+            let logging = init_logging(&loaded.config)?;
+            for file in &loaded.files {
+                tracing::info!(file = %file.display(), "configuration read");
+            }
+            runtime()?.block_on(run_daemon_reloading(loaded.config, loader, logging))
         }
+    }
+}
+
+/// `crio-lite check-config`: every mistake on a line of its own on stderr, or the files read on
+/// stdout.
+fn check_config(loader: &Loader) -> anyhow::Result<()> {
+    match loader.load() {
+        Ok(loaded) => {
+            let files: Vec<String> = loaded
+                .files
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect();
+            if files.is_empty() {
+                println!("configuration ok (no file read: defaults, environment and flags)");
+            } else {
+                println!("configuration ok (read {})", files.join(", "));
+            }
+            Ok(())
+        }
+        Err(crate::Error::Config { issues }) => {
+            for issue in &issues {
+                eprintln!("{issue}");
+            }
+            anyhow::bail!(
+                "{} mistake{} in the configuration",
+                issues.len(),
+                if issues.len() == 1 { "" } else { "s" }
+            )
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -124,33 +163,64 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
         .context("cannot start the async runtime")
 }
 
-/// Logs to stderr; RUST_LOG wins over `daemon.log_level`.
+/// Changes the log filter of a running daemon; `None` when `RUST_LOG` set it (it wins over
+/// `crio.runtime.log_level`, at start and at reload).
+#[derive(Debug)]
+pub struct Logging {
+    handle: Option<reload::Handle<EnvFilter, Registry>>,
+}
+
+impl Logging {
+    /// Applies `log_level` as the new filter; false when `RUST_LOG` wins over it.
+    ///
+    /// # Errors
+    ///
+    /// When the filter does not parse or logging is gone.
+    pub fn set_level(&self, log_level: &str) -> anyhow::Result<bool> {
+        let Some(handle) = &self.handle else {
+            return Ok(false);
+        };
+        let filter = level_filter(log_level)?;
+        handle
+            .reload(filter)
+            .map_err(|e| anyhow::anyhow!("cannot change the log filter: {e}"))?;
+        Ok(true)
+    }
+}
+
+fn level_filter(log_level: &str) -> anyhow::Result<EnvFilter> {
+    EnvFilter::try_new(log_level).with_context(|| {
+        format!("config key crio.runtime.log_level: {log_level:?} is not a log filter")
+    })
+}
+
+/// Logs to stderr; RUST_LOG wins over `crio.runtime.log_level`.
 ///
 /// # Errors
 ///
-/// When the filter does not parse.
-pub fn init_logging(config: &Config) -> anyhow::Result<()> {
-    let filter = match std::env::var("RUST_LOG") {
-        Ok(directives) if !directives.is_empty() => {
-            tracing_subscriber::EnvFilter::try_new(&directives)
-                .with_context(|| format!("RUST_LOG {directives:?} is not a log filter"))?
-        }
-        _ => {
-            tracing_subscriber::EnvFilter::try_new(&config.daemon.log_level).with_context(|| {
-                format!(
-                    "config key daemon.log_level: {:?} is not a log filter",
-                    config.daemon.log_level
-                )
-            })?
-        }
+/// When the filter does not parse or logging was set up already.
+pub fn init_logging(config: &Config) -> anyhow::Result<Logging> {
+    let (filter, from_log_level) = match std::env::var("RUST_LOG") {
+        Ok(directives) if !directives.is_empty() => (
+            EnvFilter::try_new(&directives)
+                .with_context(|| format!("RUST_LOG {directives:?} is not a log filter"))?,
+            false,
+        ),
+        _ => (level_filter(&config.crio.runtime.log_level)?, true),
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let (filter, handle) = reload::Layer::new(filter);
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         // Colour codes only for a person at a terminal, not in journald or a log file.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(fmt)
         .try_init()
-        .map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))
+        .map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))?;
+    Ok(Logging {
+        handle: from_log_level.then_some(handle),
+    })
 }
 
 /// Runs the daemon until SIGTERM or SIGINT; SIGHUP reloads the network configuration.
@@ -159,12 +229,35 @@ pub fn init_logging(config: &Config) -> anyhow::Result<()> {
 ///
 /// When the CNI side cannot be built, the daemon cannot start, or it fails while running.
 pub async fn run_daemon(config: Config) -> anyhow::Result<()> {
+    serve_until_signal(config, None).await
+}
+
+/// As [`run_daemon`], and SIGHUP also reads the configuration again with `loader`: a new
+/// `crio.runtime.log_level` is applied, other changed keys are logged as waiting for a restart,
+/// and a configuration with mistakes is logged and ignored.
+///
+/// # Errors
+///
+/// As [`run_daemon`].
+pub async fn run_daemon_reloading(
+    config: Config,
+    loader: Loader,
+    logging: Logging,
+) -> anyhow::Result<()> {
+    serve_until_signal(config, Some((loader, logging))).await
+}
+
+async fn serve_until_signal(
+    config: Config,
+    reloading: Option<(Loader, Logging)>,
+) -> anyhow::Result<()> {
     // Made first: the CNI side times every plugin run into it.
     let metrics = Metrics::new();
     let cni = build_cni(&config, &metrics).await?;
     let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
     let mut hup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
+    let mut current = config.clone();
     let daemon = Daemon::start_with_metrics(config, cni, build_netns(), metrics).await?;
     crate::systemd::ready("serving; recovering the sandboxes of the last run");
     let watchdog = crate::systemd::spawn_watchdog();
@@ -178,6 +271,10 @@ pub async fn run_daemon(config: Config) -> anyhow::Result<()> {
             _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); break; }
             _ = int.recv() => { tracing::info!("SIGINT: shutting down"); break; }
             _ = hup.recv() => {
+                if let Some((loader, logging)) = &reloading {
+                    tracing::info!("SIGHUP: reading the configuration again");
+                    reload_config(loader, logging, &mut current);
+                }
                 tracing::info!("SIGHUP: reloading the network configuration");
                 if let Err(e) = daemon.reload().await {
                     tracing::error!(error = %e, "reload failed; keeping the previous configuration");
@@ -193,4 +290,41 @@ pub async fn run_daemon(config: Config) -> anyhow::Result<()> {
     }
     shut?;
     Ok(())
+}
+
+/// What SIGHUP does with the files: the log level changes live, the rest waits for a restart.
+fn reload_config(loader: &Loader, logging: &Logging, current: &mut Config) {
+    let loaded = match loader.load() {
+        Ok(loaded) => loaded,
+        Err(e) => {
+            tracing::error!(error = %e, "the configuration has mistakes; keeping the running one");
+            return;
+        }
+    };
+    let changed = current.changed_keys(&loaded.config);
+    let mut pending = Vec::new();
+    for key in &changed {
+        if *key == "crio.runtime.log_level" {
+            let level = &loaded.config.crio.runtime.log_level;
+            match logging.set_level(level) {
+                Ok(true) => {
+                    tracing::info!(log_level = %level, "crio.runtime.log_level applied");
+                    current.crio.runtime.log_level.clone_from(level);
+                }
+                Ok(false) => {
+                    tracing::info!("crio.runtime.log_level changed; RUST_LOG is set and wins");
+                    current.crio.runtime.log_level.clone_from(level);
+                }
+                Err(e) => tracing::error!(error = %e, "log level kept"),
+            }
+        } else {
+            pending.push(*key);
+        }
+    }
+    if !pending.is_empty() {
+        tracing::warn!(
+            keys = %pending.join(", "),
+            "configuration changed; these keys take effect at the next start"
+        );
+    }
 }

@@ -1,6 +1,6 @@
 //! What the HTTP/2 front costs per RPC: `Version` round trips through two crio-lite daemons
-//! started side by side, one with `daemon.normalize_authority` on (the default) and one with it
-//! off, in the same run.
+//! started side by side, one with `crio_lite.api.normalize_authority` on (the default) and one
+//! with it off, in the same run.
 //!
 //! Two shapes of use: many calls on one kept-alive connection (kubelet), and one call per new
 //! connection (crictl, which dials for every command). The calls alternate between the two
@@ -25,28 +25,30 @@ impl Daemon {
         let config = dir.join("crio-lite.conf");
         std::fs::write(
             &config,
-            format!("[daemon]\nnormalize_authority = {normalize}\n"),
+            format!("[crio_lite.api]\nnormalize_authority = {normalize}\n"),
         )
         .map_err(|e| e.to_string())?;
         let socket = dir.join("crio-lite.sock");
         let child = Command::new(binary)
             .arg("--config")
             .arg(&config)
-            .arg("--socket")
+            .args(["--config-dir", ""])
+            .arg("--listen")
             .arg(&socket)
-            .arg("--state-dir")
+            .arg("--root")
             .arg(dir.join("state"))
-            .arg("--run-dir")
+            .arg("--runroot")
             .arg(dir.join("run"))
-            .arg("--network-dir")
+            .arg("--namespaces-dir")
+            .arg(dir.join("run"))
+            .arg("--cni-config-dir")
             .arg(dir.join("net.d"))
             .arg("--cache-dir")
             .arg(dir.join("cache"))
             .arg("--cni-run-dir")
             .arg(dir.join("cni-run"))
             .args([
-                "--builtin-default-network",
-                "false",
+                "--builtin-default-network=false",
                 "--log-level",
                 "warn",
                 "run",

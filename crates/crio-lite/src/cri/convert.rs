@@ -16,7 +16,7 @@ use crate::domain::{
 /// # Errors
 ///
 /// [`SandboxError::InvalidField`] naming the field at fault.
-pub(crate) fn sandbox_from_request(request: cri::RunPodSandboxRequest) -> SandboxResult<Sandbox> {
+pub fn sandbox_from_request(request: cri::RunPodSandboxRequest) -> SandboxResult<Sandbox> {
     let config = request
         .config
         .ok_or_else(|| invalid("config", "missing: RunPodSandbox needs a PodSandboxConfig"))?;
@@ -142,7 +142,7 @@ fn check_dns_servers(servers: &[String]) -> SandboxResult<()> {
 }
 
 /// The CRI metadata.
-pub(crate) fn metadata(sandbox: &Sandbox) -> cri::PodSandboxMetadata {
+pub fn metadata(sandbox: &Sandbox) -> cri::PodSandboxMetadata {
     cri::PodSandboxMetadata {
         name: sandbox.name.name.clone(),
         uid: sandbox.name.uid.clone(),
@@ -152,12 +152,12 @@ pub(crate) fn metadata(sandbox: &Sandbox) -> cri::PodSandboxMetadata {
 }
 
 /// The CRI state value.
-pub(crate) fn cri_state(sandbox: &Sandbox) -> i32 {
+pub fn cri_state(sandbox: &Sandbox) -> i32 {
     state_to_cri(sandbox.state) as i32
 }
 
 /// The entry ListPodSandbox returns.
-pub(crate) fn list_entry(sandbox: &Sandbox) -> cri::PodSandbox {
+pub fn list_entry(sandbox: &Sandbox) -> cri::PodSandbox {
     cri::PodSandbox {
         id: sandbox.id.clone(),
         metadata: Some(metadata(sandbox)),
@@ -170,7 +170,7 @@ pub(crate) fn list_entry(sandbox: &Sandbox) -> cri::PodSandbox {
 }
 
 /// The status PodSandboxStatus returns.
-pub(crate) fn status(sandbox: &Sandbox) -> cri::PodSandboxStatus {
+pub fn status(sandbox: &Sandbox) -> cri::PodSandboxStatus {
     let ips = sandbox.ips();
     let network = cri::PodSandboxNetworkStatus {
         ip: ips.first().map(ToString::to_string).unwrap_or_default(),
@@ -205,7 +205,7 @@ pub(crate) fn status(sandbox: &Sandbox) -> cri::PodSandboxStatus {
 }
 
 /// Whether the sandbox passes a ListPodSandbox filter (ID prefix, state, labels all equal).
-pub(crate) fn matches(sandbox: &Sandbox, filter: &cri::PodSandboxFilter) -> bool {
+pub fn matches(sandbox: &Sandbox, filter: &cri::PodSandboxFilter) -> bool {
     if !filter.id.is_empty() && !sandbox.id.starts_with(&filter.id) {
         return false;
     }
@@ -292,7 +292,7 @@ fn port_mapping(i: usize, mapping: &cri::PortMapping) -> SandboxResult<Option<Po
 /// What Kubernetes allows for a pod's annotations (and crio-lite for its labels and annotations
 /// together): a sandbox is listed whole in every ListPodSandbox answer, and clients refuse answers
 /// over 4 MiB, so a few oversized sandboxes would break listing for everyone.
-pub(crate) const MAX_METADATA_BYTES: usize = 256 * 1024;
+pub const MAX_METADATA_BYTES: usize = 256 * 1024;
 
 fn check_metadata_size(
     labels: &HashMap<String, String>,

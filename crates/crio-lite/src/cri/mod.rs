@@ -2,7 +2,9 @@
 //! turned into domain values here, answers and errors turned back; this is the only place that
 //! knows tonic's `Status`.
 
-mod convert;
+/// Request checks and the CRI's views of a sandbox, public so tools and the fuzz target check
+/// requests exactly as the daemon does.
+pub mod convert;
 mod image;
 mod runtime;
 

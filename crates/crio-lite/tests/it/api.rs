@@ -330,7 +330,10 @@ async fn status_reports_network_readiness_from_ocicni() {
     assert_eq!(info["ready"], false);
     assert_eq!(info["defaultNetwork"], support::NET);
     let config: serde_json::Value = serde_json::from_str(&not_ready.info["config"]).unwrap();
-    assert_eq!(config["network"]["cni_args_policy"], "kubernetes");
+    assert_eq!(
+        config["crio_lite"]["network"]["cni_args_policy"],
+        "kubernetes"
+    );
     daemon.shutdown().await.unwrap();
 }
 

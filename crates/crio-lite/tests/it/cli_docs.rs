@@ -26,7 +26,10 @@ fn completions_name_every_command_and_flag() {
             "containers",
             "version",
             "completions",
-            "network-dir",
+            "check-config",
+            "cni-config-dir",
+            "cni-plugin-dir",
+            "listen",
             "plugin-timeout",
             "cni-args-policy",
         ] {
@@ -78,8 +81,10 @@ fn man_prints_a_roff_page_with_every_command_and_flag() {
     // roff escapes the dashes of flags.
     for flag in [
         "\\-\\-config",
-        "\\-\\-socket",
-        "\\-\\-plugin\\-dir",
+        "\\-\\-config\\-dir",
+        "\\-\\-listen",
+        "\\-\\-cni\\-plugin\\-dir",
+        "CONTAINER_LISTEN",
         "\\-\\-plugin\\-timeout",
     ] {
         assert!(page.contains(flag), "{flag} in {page}");
@@ -112,6 +117,7 @@ fn man_out_dir_writes_a_page_per_command_and_lists_them() {
     assert_eq!(
         names,
         [
+            "crio-lite-check-config.1",
             "crio-lite-completions.1",
             "crio-lite-config.1",
             "crio-lite-run.1",
@@ -134,7 +140,7 @@ fn man_out_dir_writes_a_page_per_command_and_lists_them() {
     );
     assert!(
         containers.contains("\\-\\-socket"),
-        "the global flags are on the command's page"
+        "status's --socket is on its commands' pages"
     );
 }
 

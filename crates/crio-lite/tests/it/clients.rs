@@ -76,7 +76,7 @@ async fn crictl_era_go_grpc_client_is_served() {
 async fn without_the_front_h2_refuses_the_socket_path_authority() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = support::config(dir.path());
-    config.daemon.normalize_authority = false;
+    config.crio_lite.api.normalize_authority = false;
     let cni: std::sync::Arc<dyn ocicni::CniPlugin> = FakeCni::new();
     let daemon = crio_lite::Daemon::start(config, cni, std::sync::Arc::new(FakeNetns))
         .await

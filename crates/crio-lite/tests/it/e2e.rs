@@ -376,7 +376,7 @@ async fn status_api_and_subcommand_against_the_real_daemon() {
     // The subcommand, as a person would run it.
     let cli = |args: &[&str]| {
         let socket = socket.display().to_string();
-        let mut all = vec!["--socket", socket.as_str(), "status"];
+        let mut all = vec!["status", "--socket", socket.as_str()];
         all.extend_from_slice(args);
         test_support::process::output(env!("CARGO_BIN_EXE_crio-lite"), &all)
     };
@@ -385,7 +385,7 @@ async fn status_api_and_subcommand_against_the_real_daemon() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"runtime_name\": \"crio-lite\""));
     let out = cli(&["config"]);
     assert!(out.status.success(), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("[network]"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("[crio.network]"));
     let out = cli(&["containers", &id[..12]]);
     assert!(out.status.success(), "{out:?}");
     let shown: crio_lite::http_api::ContainerInfo =
@@ -402,4 +402,59 @@ async fn status_api_and_subcommand_against_the_real_daemon() {
     drop(client);
     assert!(node.sigterm().await);
     node.assert_nothing_leaked(&[id]);
+}
+
+/// SIGHUP reads crio-lite.conf and its drop-ins again: a new log level applies at once, other
+/// changed keys wait for a restart, and a drop-in with a mistake is reported, naming file, line
+/// and key, while the daemon keeps its running configuration and serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + netns: cargo xtask test"]
+async fn sighup_rereads_the_configuration() {
+    let mut node = Node::new("hup");
+    node.start().await;
+    let drop_in = node.path("crio-lite.conf.d/50-hup.conf");
+    std::fs::write(
+        &drop_in,
+        "[crio.runtime]\nlog_level = \"debug\"\n\n[crio.metrics]\nmetrics_port = 9191\n",
+    )
+    .unwrap();
+    node.sighup();
+    node.wait_log("crio.runtime.log_level applied", 1).await;
+    node.wait_log("take effect at the next start", 1).await;
+    let logs = node.logs();
+    let pending = logs
+        .lines()
+        .find(|l| l.contains("take effect at the next start"))
+        .unwrap_or_default();
+    assert!(
+        pending.contains("crio.metrics.metrics_port") && !pending.contains("log_level"),
+        "{pending}"
+    );
+    // ocicni logs each pin at debug: seen only once the new level applies.
+    let mut client = node.client().await;
+    let id = run(&mut client, "hup", None).await;
+    node.wait_log("created network namespace", 1).await;
+
+    std::fs::write(&drop_in, "[crio.runtime]\nlog_levle = \"info\"\n").unwrap();
+    node.sighup();
+    node.wait_log("keeping the running one", 1).await;
+    let logs = node.logs();
+    assert!(
+        logs.contains(
+            "50-hup.conf:2: unknown key crio.runtime.log_levle; did you mean \
+             crio.runtime.log_level?"
+        ),
+        "{logs}"
+    );
+    // Still serving, still at debug.
+    stop(&mut client, &id).await;
+    remove(&mut client, &id).await;
+    let pins = node.logs().matches("created network namespace").count();
+    let again = run(&mut client, "hup-again", None).await;
+    node.wait_log("created network namespace", pins + 1).await;
+    stop(&mut client, &again).await;
+    remove(&mut client, &again).await;
+    drop(client);
+    assert!(node.sigterm().await, "clean exit:\n{}", node.logs());
+    node.assert_nothing_leaked(&[id, again]);
 }

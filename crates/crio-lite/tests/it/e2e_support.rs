@@ -63,8 +63,15 @@ impl Node {
         for sub in ["state", "run", "net.d", "cache"] {
             std::fs::create_dir_all(node.path(sub)).expect("create a node directory");
         }
-        // An empty configuration file, so a /etc/crio-lite/crio-lite.conf on the machine is not read.
-        std::fs::write(node.path("crio-lite.conf"), "").expect("write the config file");
+        // A configuration file and drop-in directory of the node's own, so the machine's
+        // /etc/crio-lite/crio-lite.conf{,.d} are not read. The log level is in the file, not a
+        // flag, so a drop-in and SIGHUP can change it.
+        std::fs::write(
+            node.path("crio-lite.conf"),
+            "[crio.runtime]\nlog_level = \"info\"\n",
+        )
+        .expect("write the config file");
+        std::fs::create_dir_all(node.path("crio-lite.conf.d")).expect("create the drop-in dir");
         node
     }
 
@@ -122,10 +129,13 @@ impl Node {
         let flag = |name: &str, path: PathBuf| [format!("--{name}"), path.display().to_string()];
         [
             flag("config", self.path("crio-lite.conf")),
-            flag("socket", self.socket()),
-            flag("state-dir", self.state_dir()),
-            flag("run-dir", self.run_dir()),
-            flag("network-dir", self.network_dir()),
+            flag("config-dir", self.path("crio-lite.conf.d")),
+            flag("listen", self.socket()),
+            flag("root", self.state_dir()),
+            flag("runroot", self.run_dir()),
+            // Pins in <node>/run/netns, not the machine's /var/run/netns.
+            flag("namespaces-dir", self.run_dir()),
+            flag("cni-config-dir", self.network_dir()),
             flag("cache-dir", self.cache_dir()),
             flag("cni-run-dir", self.path("run/cni")),
         ]
@@ -161,7 +171,7 @@ impl Node {
             .arg(env!("CARGO_BIN_EXE_crio-lite"))
             .args(self.flags())
             .args(&self.extra_flags)
-            .args(["--log-level", "info", "run"])
+            .arg("run")
             .env_remove("RUST_LOG")
             .envs(self.extra_env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
@@ -186,6 +196,32 @@ impl Node {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         self.daemon = Some(child);
+    }
+
+    /// SIGHUP to the running daemon: it reads its configuration again and reloads the CNI one.
+    pub(crate) fn sighup(&self) {
+        let child = self.daemon.as_ref().expect("the daemon is running");
+        let kill = output("kill", &["-HUP", &child.id().to_string()]);
+        assert!(kill.status.success(), "kill -HUP failed");
+    }
+
+    /// Waits until the running daemon has logged `text` `times` times in all; fails the test
+    /// after 20 s.
+    pub(crate) async fn wait_log(&self, text: &str, times: usize) {
+        let log = self.path(&format!("daemon-{}.log", self.starts));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let logged = std::fs::read_to_string(&log).unwrap_or_default();
+            if logged.matches(text).count() >= times {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "crio-lite did not log {text:?} {times} time(s) within 20 s:\n{}",
+                self.logs()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     /// SIGTERM, then waits for the daemon to exit; returns whether it exited successfully.

@@ -25,7 +25,7 @@ async fn info_config_containers_and_metrics() {
     let info: Info = serde_json::from_str(&body).unwrap();
     assert_eq!(info.runtime_name, "crio-lite");
     assert_eq!(info.network_dir, dir.path().join("net.d"));
-    assert_eq!(info.plugin_dirs, Config::default().network.plugin_dirs);
+    assert_eq!(info.plugin_dirs, Config::default().crio.network.plugin_dirs);
     assert_eq!(info.default_network.as_deref(), Some(NET));
     assert_eq!(info.state_dir, dir.path().join("state"));
     assert_eq!(info.netns_dir, dir.path().join("run/netns"));
@@ -148,8 +148,9 @@ async fn status_subcommand_reads_the_socket() {
 
     let socket_arg = socket.clone();
     let output = tokio::task::spawn_blocking(move || {
+        // No --socket: the socket is the configuration's crio.api.listen.
         Command::new(env!("CARGO_BIN_EXE_crio-lite"))
-            .arg("--socket")
+            .args(["--config", "", "--config-dir", "", "--listen"])
             .arg(&socket_arg)
             .args(["status", "config"])
             .output()

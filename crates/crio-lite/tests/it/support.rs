@@ -255,12 +255,14 @@ impl NetnsOps for FakeNetns {
 /// A configuration with every path under `dir`.
 pub(crate) fn config(dir: &Path) -> Config {
     let mut config = Config::default();
-    config.daemon.socket = dir.join("run/crio-lite.sock");
-    config.daemon.state_dir = dir.join("state");
-    config.daemon.run_dir = dir.join("run");
-    config.network.network_dir = dir.join("net.d");
-    config.network.cache_dir = dir.join("cache");
-    config.network.cni_run_dir = dir.join("run/cni");
+    config.crio.api.listen = dir.join("run/crio-lite.sock");
+    config.crio.root = dir.join("state");
+    config.crio.runroot = dir.join("run");
+    // Pins in <dir>/run/netns, not the machine's /var/run/netns.
+    config.crio.runtime.namespaces_dir = dir.join("run");
+    config.crio.network.network_dir = dir.join("net.d");
+    config.crio_lite.network.cache_dir = dir.join("cache");
+    config.crio_lite.network.cni_run_dir = dir.join("run/cni");
     config
 }
 

@@ -38,6 +38,7 @@ enum Input {
     ConfDirIsFifo,
     StateDirIsFifo,
     RunDirIsFifo,
+    NamespacesDirIsFifo,
     CacheDirIsFifo,
     CniRunDirIsFifo,
 }
@@ -153,7 +154,7 @@ fn rows() -> Vec<Row<Input>> {
         Row {
             name: "socket path is a FIFO",
             fast: false,
-            injected: "--socket names a FIFO",
+            injected: "--listen names a FIFO",
             asserted: refuses,
             known: None,
             case: Input::Socket,
@@ -169,7 +170,7 @@ fn rows() -> Vec<Row<Input>> {
         Row {
             name: "CNI conf dir is a FIFO",
             fast: false,
-            injected: "--network-dir names a FIFO",
+            injected: "--cni-config-dir names a FIFO",
             asserted: broken_dir,
             known: None,
             case: Input::ConfDirIsFifo,
@@ -177,7 +178,7 @@ fn rows() -> Vec<Row<Input>> {
         Row {
             name: "state dir is a FIFO",
             fast: false,
-            injected: "--state-dir names a FIFO",
+            injected: "--root names a FIFO",
             asserted: refuses,
             known: None,
             case: Input::StateDirIsFifo,
@@ -185,10 +186,18 @@ fn rows() -> Vec<Row<Input>> {
         Row {
             name: "run dir is a FIFO",
             fast: false,
-            injected: "--run-dir names a FIFO",
+            injected: "--runroot names a FIFO",
             asserted: refuses,
             known: None,
             case: Input::RunDirIsFifo,
+        },
+        Row {
+            name: "namespaces dir is a FIFO",
+            fast: false,
+            injected: "--namespaces-dir names a FIFO (pins go in its netns subdirectory)",
+            asserted: refuses,
+            known: None,
+            case: Input::NamespacesDirIsFifo,
         },
         Row {
             name: "CNI cache dir is a FIFO",
@@ -263,12 +272,18 @@ async fn input_case(tag: String, input: Input) {
         Input::StateDirIsFifo => {
             let dir = node.path("state-fifo");
             mkfifo(&dir);
-            refused(&node, &[("--state-dir", dir.display().to_string())], &dir).await;
+            refused(&node, &[("--root", dir.display().to_string())], &dir).await;
         }
         Input::RunDirIsFifo => {
             let dir = node.path("run-fifo");
             mkfifo(&dir);
-            refused(&node, &[("--run-dir", dir.display().to_string())], &dir).await;
+            refused(&node, &[("--runroot", dir.display().to_string())], &dir).await;
+        }
+        Input::NamespacesDirIsFifo => {
+            let dir = node.path("ns-fifo");
+            mkfifo(&dir);
+            let flag = ("--namespaces-dir", dir.display().to_string());
+            refused(&node, &[flag], &dir).await;
         }
         _ => Box::pin(starts(&mut node, input)).await,
     }
@@ -376,7 +391,7 @@ fn plant(node: &mut Node, input: Input) -> Planted {
             mkfifo(&bad.join("bridge"));
             mkfifo(&bad.join("host-local"));
             link_to_zero(&bad.join("portmap"));
-            node.add_flags(["--plugin-dir".to_owned(), bad.display().to_string()]);
+            node.add_flags(["--cni-plugin-dir".to_owned(), bad.display().to_string()]);
         }
         Input::ConfDirIsFifo | Input::CacheDirIsFifo | Input::CniRunDirIsFifo => {
             let dir = broken_dir(node, input);

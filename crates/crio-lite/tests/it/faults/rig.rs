@@ -50,9 +50,9 @@ pub(crate) fn install_plugins(node: &mut Node, timeout: Option<&str>) -> Reaper 
         write_executable(&plugins.join(name), &misbehaving(what, body));
     }
     let mut flags = vec![
-        "--plugin-dir".to_owned(),
+        "--cni-plugin-dir".to_owned(),
         plugins.display().to_string(),
-        "--plugin-dir".to_owned(),
+        "--cni-plugin-dir".to_owned(),
         REAL_PLUGINS.to_owned(),
     ];
     if let Some(timeout) = timeout {

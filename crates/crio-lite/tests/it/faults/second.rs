@@ -110,13 +110,10 @@ async fn second_case(tag: String, second: Second) {
 
     let mut replaced = Vec::new();
     if second.own_socket {
-        replaced.push(("--socket", node.path("second.sock").display().to_string()));
+        replaced.push(("--listen", node.path("second.sock").display().to_string()));
     }
     if second.own_state_dir {
-        replaced.push((
-            "--state-dir",
-            node.path("second-state").display().to_string(),
-        ));
+        replaced.push(("--root", node.path("second-state").display().to_string()));
     }
     let mut args = flags_with(&node, &replaced);
     args.extend([

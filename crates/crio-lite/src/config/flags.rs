@@ -1,0 +1,220 @@
+//! The flags that override the files and the environment, one per key.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ocicni::CniArgsPolicy;
+
+use super::{Config, parse_duration};
+
+/// Command-line flags that override the files and the environment, one per key. Named as CRI-O's
+/// where CRI-O has the option; [`KEYS`](super::KEYS) maps each to its key and environment variable.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Overrides {
+    /// The root directory: sandbox state files [crio.root; env CONTAINER_ROOT].
+    #[arg(long, short = 'r', value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub root: Option<PathBuf>,
+    /// The run directory [crio.runroot; env CONTAINER_RUNROOT].
+    #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub runroot: Option<PathBuf>,
+    /// The CRI socket [crio.api.listen; env CONTAINER_LISTEN].
+    #[arg(long, value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
+    pub listen: Option<PathBuf>,
+    /// The log filter; RUST_LOG wins over it [crio.runtime.log_level; env CONTAINER_LOG_LEVEL].
+    #[arg(long, short = 'l', value_name = "FILTER")]
+    pub log_level: Option<String>,
+    /// Namespaces are pinned in DIR/netns [crio.runtime.namespaces_dir; env
+    /// CONTAINER_NAMESPACES_DIR].
+    #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub namespaces_dir: Option<PathBuf>,
+    /// The CNI configuration directory [crio.network.network_dir; env CONTAINER_CNI_CONFIG_DIR].
+    #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub cni_config_dir: Option<PathBuf>,
+    /// A CNI plugin directory; repeat or separate with commas for several, replaces the files'
+    /// list [crio.network.plugin_dirs; env CONTAINER_CNI_PLUGIN_DIR].
+    #[arg(
+        long = "cni-plugin-dir",
+        value_name = "DIR",
+        value_delimiter = ',',
+        value_hint = clap::ValueHint::DirPath
+    )]
+    pub cni_plugin_dirs: Vec<PathBuf>,
+    /// The network pods get; "" for the first in the configuration directory
+    /// [crio.network.cni_default_network; env CONTAINER_CNI_DEFAULT_NETWORK].
+    #[arg(long, value_name = "NAME")]
+    pub cni_default_network: Option<String>,
+    /// Serve metrics on their own endpoint (not served yet) [crio.metrics.enable_metrics; env
+    /// CONTAINER_ENABLE_METRICS].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = parse_bool)]
+    pub enable_metrics: Option<bool>,
+    /// The metrics endpoint's address [crio.metrics.metrics_host; env CONTAINER_METRICS_HOST].
+    #[arg(long, value_name = "HOST")]
+    pub metrics_host: Option<String>,
+    /// The metrics endpoint's port [crio.metrics.metrics_port; env CONTAINER_METRICS_PORT].
+    #[arg(long, value_name = "PORT")]
+    pub metrics_port: Option<u16>,
+    /// A unix socket for the metrics endpoint [crio.metrics.metrics_socket; env
+    /// CONTAINER_METRICS_SOCKET].
+    #[arg(long, value_name = "PATH", value_parser = path_or_empty(),
+          value_hint = clap::ValueHint::FilePath)]
+    pub metrics_socket: Option<PathBuf>,
+    /// Replace an invalid HTTP/2 :authority by localhost [crio_lite.api.normalize_authority; env
+    /// CRIO_LITE_NORMALIZE_AUTHORITY].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = parse_bool)]
+    pub normalize_authority: Option<bool>,
+    /// The CNI cache directory [crio_lite.network.cache_dir; env CRIO_LITE_CACHE_DIR].
+    #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub cache_dir: Option<PathBuf>,
+    /// Pod locks and set-ups in progress [crio_lite.network.cni_run_dir; env
+    /// CRIO_LITE_CNI_RUN_DIR].
+    #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub cni_run_dir: Option<PathBuf>,
+    /// How long one plugin may run, such as 30s or 500ms [crio_lite.network.plugin_timeout; env
+    /// CRIO_LITE_PLUGIN_TIMEOUT].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub plugin_timeout: Option<Duration>,
+    /// The CNI_ARGS policy [crio_lite.network.cni_args_policy; env CRIO_LITE_CNI_ARGS_POLICY].
+    #[arg(long, value_name = "POLICY", value_parser = policy_parser())]
+    pub cni_args_policy: Option<CniArgsPolicy>,
+    /// Use a built-in default network when the configuration directory has none
+    /// [crio_lite.network.builtin_default_network; env CRIO_LITE_BUILTIN_DEFAULT_NETWORK].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = parse_bool)]
+    pub builtin_default_network: Option<bool>,
+}
+
+impl Overrides {
+    /// Writes every flag that was given over `config` and returns the keys it set.
+    pub fn apply(&self, config: &mut Config) -> Vec<&'static str> {
+        let mut set = Setter(Vec::new());
+        let crio = &mut config.crio;
+        set.one("crio.root", &mut crio.root, self.root.as_ref());
+        set.one("crio.runroot", &mut crio.runroot, self.runroot.as_ref());
+        set.one(
+            "crio.api.listen",
+            &mut crio.api.listen,
+            self.listen.as_ref(),
+        );
+        let runtime = &mut crio.runtime;
+        set.one(
+            "crio.runtime.log_level",
+            &mut runtime.log_level,
+            self.log_level.as_ref(),
+        );
+        set.one(
+            "crio.runtime.namespaces_dir",
+            &mut runtime.namespaces_dir,
+            self.namespaces_dir.as_ref(),
+        );
+        let network = &mut crio.network;
+        set.one(
+            "crio.network.network_dir",
+            &mut network.network_dir,
+            self.cni_config_dir.as_ref(),
+        );
+        if !self.cni_plugin_dirs.is_empty() {
+            network.plugin_dirs.clone_from(&self.cni_plugin_dirs);
+            set.0.push("crio.network.plugin_dirs");
+        }
+        set.one(
+            "crio.network.cni_default_network",
+            &mut network.cni_default_network,
+            self.cni_default_network.as_ref(),
+        );
+        let metrics = &mut crio.metrics;
+        set.one(
+            "crio.metrics.enable_metrics",
+            &mut metrics.enable_metrics,
+            self.enable_metrics.as_ref(),
+        );
+        set.one(
+            "crio.metrics.metrics_host",
+            &mut metrics.metrics_host,
+            self.metrics_host.as_ref(),
+        );
+        set.one(
+            "crio.metrics.metrics_port",
+            &mut metrics.metrics_port,
+            self.metrics_port.as_ref(),
+        );
+        set.one(
+            "crio.metrics.metrics_socket",
+            &mut metrics.metrics_socket,
+            self.metrics_socket.as_ref(),
+        );
+        let lite = &mut config.crio_lite;
+        set.one(
+            "crio_lite.api.normalize_authority",
+            &mut lite.api.normalize_authority,
+            self.normalize_authority.as_ref(),
+        );
+        let network = &mut lite.network;
+        set.one(
+            "crio_lite.network.cache_dir",
+            &mut network.cache_dir,
+            self.cache_dir.as_ref(),
+        );
+        set.one(
+            "crio_lite.network.cni_run_dir",
+            &mut network.cni_run_dir,
+            self.cni_run_dir.as_ref(),
+        );
+        set.one(
+            "crio_lite.network.plugin_timeout",
+            &mut network.plugin_timeout,
+            self.plugin_timeout.as_ref(),
+        );
+        set.one(
+            "crio_lite.network.cni_args_policy",
+            &mut network.cni_args_policy,
+            self.cni_args_policy.as_ref(),
+        );
+        set.one(
+            "crio_lite.network.builtin_default_network",
+            &mut network.builtin_default_network,
+            self.builtin_default_network.as_ref(),
+        );
+        set.0
+    }
+}
+
+/// Collects the keys [`Overrides::apply`] sets.
+struct Setter(Vec<&'static str>);
+
+impl Setter {
+    fn one<T: Clone>(&mut self, key: &'static str, slot: &mut T, value: Option<&T>) {
+        if let Some(value) = value {
+            slot.clone_from(value);
+            self.0.push(key);
+        }
+    }
+}
+
+/// Parses a boolean as CRI-O's flags and environment variables take them: `true`, `false`, `1`,
+/// `0`, `t`, `f` (any case).
+///
+/// # Errors
+///
+/// A message naming the accepted words.
+pub fn parse_bool(text: &str) -> std::result::Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "true" | "t" | "1" => Ok(true),
+        "false" | "f" | "0" => Ok(false),
+        _ => Err(format!("invalid boolean {text:?}: use true or false")),
+    }
+}
+
+/// A path where "" is a value too (clap's path parser refuses it): "no file", "no socket".
+pub fn path_or_empty() -> impl clap::builder::TypedValueParser<Value = PathBuf> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::OsStringValueParser::new().map(PathBuf::from)
+}
+
+/// The policy's names as completions and `--help` show them.
+fn policy_parser() -> impl clap::builder::TypedValueParser<Value = CniArgsPolicy> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(["kubernetes", "plain"])
+        .try_map(|name| name.parse::<CniArgsPolicy>())
+}

@@ -1,0 +1,172 @@
+//! Every key with its flag, its environment variable and what `crio-lite config` says of it: one
+//! table that the printout, the environment layer and the tests read.
+
+/// One configuration key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Key {
+    /// Tables and name, dotted: `crio.api.listen`.
+    pub path: &'static str,
+    /// The flag that sets it: `--listen`.
+    pub flag: &'static str,
+    /// The environment variable that sets it: `CONTAINER_LISTEN`.
+    pub env: &'static str,
+    /// True when CRI-O has this key, flag and variable; false for crio-lite's own.
+    pub crio: bool,
+    /// The comment `crio-lite config` prints above the key (lines split on `\n`).
+    pub doc: &'static str,
+}
+
+impl Key {
+    /// The table the key is in: `crio.api` for `crio.api.listen`.
+    pub fn table(&self) -> &'static str {
+        self.path.rsplit_once('.').map_or("", |(table, _)| table)
+    }
+
+    /// The key's own name: `listen` for `crio.api.listen`.
+    pub fn name(&self) -> &'static str {
+        self.path
+            .rsplit_once('.')
+            .map_or(self.path, |(_, name)| name)
+    }
+}
+
+/// Every key, in the order `crio-lite config` prints them.
+pub const KEYS: &[Key] = &[
+    Key {
+        path: "crio.root",
+        flag: "--root",
+        env: "CONTAINER_ROOT",
+        crio: true,
+        doc: "Persistent state: sandbox state files in <root>/sandboxes, the instance lock.",
+    },
+    Key {
+        path: "crio.runroot",
+        flag: "--runroot",
+        env: "CONTAINER_RUNROOT",
+        crio: true,
+        doc: "State that only matters while the node is up.",
+    },
+    Key {
+        path: "crio.api.listen",
+        flag: "--listen",
+        env: "CONTAINER_LISTEN",
+        crio: true,
+        doc: "The unix socket serving CRI (gRPC) and the HTTP status API (mode 0660).",
+    },
+    Key {
+        path: "crio.runtime.log_level",
+        flag: "--log-level",
+        env: "CONTAINER_LOG_LEVEL",
+        crio: true,
+        doc: "A tracing filter: a level (trace, debug, info, warn, error) or directives such as\n\
+              \"crio_lite=debug,ocicni=trace\". RUST_LOG wins over it. SIGHUP applies a new one.",
+    },
+    Key {
+        path: "crio.runtime.namespaces_dir",
+        flag: "--namespaces-dir",
+        env: "CONTAINER_NAMESPACES_DIR",
+        crio: true,
+        doc: "Network namespaces are pinned in <namespaces_dir>/netns, where `ip netns` and lsns\n\
+              see them.",
+    },
+    Key {
+        path: "crio.network.network_dir",
+        flag: "--cni-config-dir",
+        env: "CONTAINER_CNI_CONFIG_DIR",
+        crio: true,
+        doc: "The directory of CNI network configuration files (watched; SIGHUP rereads it).",
+    },
+    Key {
+        path: "crio.network.plugin_dirs",
+        flag: "--cni-plugin-dir",
+        env: "CONTAINER_CNI_PLUGIN_DIR",
+        crio: true,
+        doc: "Directories searched for CNI plugin binaries, in order.",
+    },
+    Key {
+        path: "crio.network.cni_default_network",
+        flag: "--cni-default-network",
+        env: "CONTAINER_CNI_DEFAULT_NETWORK",
+        crio: true,
+        doc: "The network pods are attached to; \"\" picks the first configuration in network_dir\n\
+              (by file name).",
+    },
+    Key {
+        path: "crio.metrics.enable_metrics",
+        flag: "--enable-metrics",
+        env: "CONTAINER_ENABLE_METRICS",
+        crio: true,
+        doc: "Serve Prometheus metrics on an endpoint of their own (metrics_host:metrics_port, or\n\
+              metrics_socket). Not served yet: GET /metrics on the CRI socket answers meanwhile.",
+    },
+    Key {
+        path: "crio.metrics.metrics_host",
+        flag: "--metrics-host",
+        env: "CONTAINER_METRICS_HOST",
+        crio: true,
+        doc: "The address the metrics endpoint listens on.",
+    },
+    Key {
+        path: "crio.metrics.metrics_port",
+        flag: "--metrics-port",
+        env: "CONTAINER_METRICS_PORT",
+        crio: true,
+        doc: "The TCP port the metrics endpoint listens on.",
+    },
+    Key {
+        path: "crio.metrics.metrics_socket",
+        flag: "--metrics-socket",
+        env: "CONTAINER_METRICS_SOCKET",
+        crio: true,
+        doc: "A unix socket for the metrics endpoint instead of the port; \"\" for none.",
+    },
+    Key {
+        path: "crio_lite.api.normalize_authority",
+        flag: "--normalize-authority",
+        env: "CRIO_LITE_NORMALIZE_AUTHORITY",
+        crio: false,
+        doc: "Replace an invalid HTTP/2 :authority (the socket path crictl < 1.31 sends) by\n\
+              localhost. Off, such clients fail every call; off only to measure its cost.",
+    },
+    Key {
+        path: "crio_lite.network.cache_dir",
+        flag: "--cache-dir",
+        env: "CRIO_LITE_CACHE_DIR",
+        crio: false,
+        doc: "Where CNI results are cached (libcni's cache dir, shared with its other users).",
+    },
+    Key {
+        path: "crio_lite.network.cni_run_dir",
+        flag: "--cni-run-dir",
+        env: "CRIO_LITE_CNI_RUN_DIR",
+        crio: false,
+        doc: "Pod locks and set-ups in progress; every ocicni user on the node must share it.",
+    },
+    Key {
+        path: "crio_lite.network.plugin_timeout",
+        flag: "--plugin-timeout",
+        env: "CRIO_LITE_PLUGIN_TIMEOUT",
+        crio: false,
+        doc: "How long one plugin may run before it is killed (\"500ms\", \"60s\", \"2m\").",
+    },
+    Key {
+        path: "crio_lite.network.cni_args_policy",
+        flag: "--cni-args-policy",
+        env: "CRIO_LITE_CNI_ARGS_POLICY",
+        crio: false,
+        doc: "CNI_ARGS given to plugins: \"kubernetes\" (K8S_POD_* as CRI-O passes them) or\n\
+              \"plain\".",
+    },
+    Key {
+        path: "crio_lite.network.builtin_default_network",
+        flag: "--builtin-default-network",
+        env: "CRIO_LITE_BUILTIN_DEFAULT_NETWORK",
+        crio: false,
+        doc: "Whether a built-in default network is used when network_dir has none.",
+    },
+];
+
+/// The key at `path`.
+pub(crate) fn key(path: &str) -> Option<&'static Key> {
+    KEYS.iter().find(|key| key.path == path)
+}

@@ -1,0 +1,406 @@
+//! The daemon's configuration, laid out as CRI-O's.
+//!
+//! A main file ([`DEFAULT_CONFIG_PATH`]) and a drop-in directory ([`DEFAULT_CONFIG_DIR`]) whose
+//! `*.conf` files are read in lexical order, each key of a later file replacing the same key of an
+//! earlier one (per key, not per table, as `crio.conf.d` works). `CONTAINER_*` environment
+//! variables override the files and flags override both; [`Loader`] does the layering and
+//! [`Config::to_commented_toml`] prints the result.
+//!
+//! Tables and keys are CRI-O's where CRI-O has the option (`[crio] root`, `[crio.api] listen`,
+//! `[crio.network] network_dir`, ...); options of crio-lite's own live under `[crio_lite.*]`, in
+//! the table named like the CRI-O table they sit next to. [`KEYS`] lists every key with its flag
+//! and environment variable.
+
+mod flags;
+mod issue;
+mod keys;
+mod load;
+mod print;
+mod suggest;
+#[cfg(test)]
+mod tests;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use ocicni::CniArgsPolicy;
+
+use crate::error::{Error, Result};
+
+pub use flags::{Overrides, parse_bool, path_or_empty};
+pub use issue::{ConfigIssue, IssueKind, Origin};
+pub use keys::{KEYS, Key};
+pub use load::{Loaded, Loader};
+
+/// The main configuration file read when `--config` is not given (and it exists).
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/crio-lite/crio-lite.conf";
+
+/// The drop-in directory read when `--config-dir` is not given (and it exists).
+pub const DEFAULT_CONFIG_DIR: &str = "/etc/crio-lite/crio-lite.conf.d";
+
+/// Everything the daemon can be told. Every key is optional in a file; missing keys keep their
+/// defaults, unknown keys are errors.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    /// `[crio]` and its tables: the options CRI-O has, under CRI-O's names.
+    pub crio: CrioTable,
+    /// `[crio_lite]` and its tables: the options of crio-lite's own.
+    pub crio_lite: CrioLiteTable,
+}
+
+/// `[crio]`: directories, and the tables below it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CrioTable {
+    /// `root`: persistent state; sandbox state files live in `<root>/sandboxes`.
+    pub root: PathBuf,
+    /// `runroot`: state that only matters while the node is up (the instance locks of the socket
+    /// sit next to it).
+    pub runroot: PathBuf,
+    /// `[crio.api]`.
+    pub api: ApiTable,
+    /// `[crio.runtime]`.
+    pub runtime: RuntimeTable,
+    /// `[crio.network]`.
+    pub network: NetworkTable,
+    /// `[crio.metrics]`.
+    pub metrics: MetricsTable,
+}
+
+impl Default for CrioTable {
+    fn default() -> Self {
+        CrioTable {
+            root: PathBuf::from("/var/lib/crio-lite"),
+            runroot: PathBuf::from("/var/run/crio-lite"),
+            api: ApiTable::default(),
+            runtime: RuntimeTable::default(),
+            network: NetworkTable::default(),
+            metrics: MetricsTable::default(),
+        }
+    }
+}
+
+/// `[crio.api]`: the CRI socket.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiTable {
+    /// `listen`: the unix socket serving CRI (gRPC) and the HTTP status API.
+    pub listen: PathBuf,
+}
+
+impl Default for ApiTable {
+    fn default() -> Self {
+        ApiTable {
+            listen: PathBuf::from("/var/run/crio-lite/crio-lite.sock"),
+        }
+    }
+}
+
+/// `[crio.runtime]`: logging and namespaces.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuntimeTable {
+    /// `log_level`: a tracing filter, a level (`info`) or directives
+    /// (`crio_lite=debug,ocicni=trace`). `RUST_LOG` wins over it.
+    pub log_level: String,
+    /// `namespaces_dir`: network namespaces are pinned in its `netns` subdirectory, where
+    /// `ip netns` and `lsns` find them, as CRI-O pins them.
+    pub namespaces_dir: PathBuf,
+}
+
+impl Default for RuntimeTable {
+    fn default() -> Self {
+        RuntimeTable {
+            log_level: "info".to_owned(),
+            namespaces_dir: PathBuf::from("/var/run"),
+        }
+    }
+}
+
+/// `[crio.network]`: where CNI configurations and plugins are.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NetworkTable {
+    /// `network_dir`: the directory of CNI network configuration files.
+    pub network_dir: PathBuf,
+    /// `plugin_dirs`: directories searched for plugin binaries, in order.
+    pub plugin_dirs: Vec<PathBuf>,
+    /// `cni_default_network`: the network pods get; empty picks the first configuration in
+    /// `network_dir` by file name.
+    pub cni_default_network: String,
+}
+
+impl Default for NetworkTable {
+    fn default() -> Self {
+        NetworkTable {
+            network_dir: PathBuf::from("/etc/cni/net.d"),
+            plugin_dirs: vec![PathBuf::from("/opt/cni/bin"), PathBuf::from("/usr/lib/cni")],
+            cni_default_network: String::new(),
+        }
+    }
+}
+
+/// `[crio.metrics]`: a Prometheus endpoint of its own, as CRI-O's.
+///
+/// Carried and printed with CRI-O's defaults; the daemon does not serve it yet. `GET /metrics` on
+/// the CRI socket answers whatever these say.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsTable {
+    /// `enable_metrics`: whether the endpoint is served.
+    pub enable_metrics: bool,
+    /// `metrics_host`: the address the endpoint listens on.
+    pub metrics_host: String,
+    /// `metrics_port`: the TCP port the endpoint listens on.
+    pub metrics_port: u16,
+    /// `metrics_socket`: a unix socket to serve the endpoint on instead; empty for none.
+    pub metrics_socket: PathBuf,
+}
+
+impl Default for MetricsTable {
+    fn default() -> Self {
+        MetricsTable {
+            enable_metrics: false,
+            metrics_host: "127.0.0.1".to_owned(),
+            metrics_port: 9090,
+            metrics_socket: PathBuf::new(),
+        }
+    }
+}
+
+/// `[crio_lite]`: the options CRI-O does not have.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CrioLiteTable {
+    /// `[crio_lite.api]`.
+    pub api: LiteApiTable,
+    /// `[crio_lite.network]`.
+    pub network: LiteNetworkTable,
+}
+
+/// `[crio_lite.api]`: how the socket is served.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LiteApiTable {
+    /// `normalize_authority`: whether an HTTP/2 `:authority` that is not a valid authority (the
+    /// socket path older Go gRPC clients such as crictl < 1.31 send) is replaced by `localhost`
+    /// before the HTTP/2 server sees it. Off, such clients get PROTOCOL_ERROR on every call; off
+    /// only to measure its cost.
+    pub normalize_authority: bool,
+}
+
+impl Default for LiteApiTable {
+    fn default() -> Self {
+        LiteApiTable {
+            normalize_authority: true,
+        }
+    }
+}
+
+/// `[crio_lite.network]`: what ocicni is built with beyond CRI-O's keys.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LiteNetworkTable {
+    /// `cache_dir`: where CNI results are cached (shared with other libcni users on the node).
+    pub cache_dir: PathBuf,
+    /// `cni_run_dir`: pod locks and set-ups in progress (shared with other ocicni users, such as
+    /// ocicnitool).
+    pub cni_run_dir: PathBuf,
+    /// `plugin_timeout`: how long one plugin may run before it is killed.
+    #[serde(
+        serialize_with = "serialize_duration",
+        deserialize_with = "deserialize_duration"
+    )]
+    pub plugin_timeout: Duration,
+    /// `cni_args_policy`: which CNI_ARGS plugins get.
+    pub cni_args_policy: CniArgsPolicy,
+    /// `builtin_default_network`: whether ocicni provides a built-in default network when
+    /// `network_dir` has none.
+    pub builtin_default_network: bool,
+}
+
+impl Default for LiteNetworkTable {
+    fn default() -> Self {
+        LiteNetworkTable {
+            cache_dir: PathBuf::from("/var/lib/cni"),
+            cni_run_dir: PathBuf::from(ocicni::DEFAULT_RUN_DIR),
+            plugin_timeout: Duration::from_secs(60),
+            cni_args_policy: CniArgsPolicy::Kubernetes,
+            builtin_default_network: true,
+        }
+    }
+}
+
+impl Config {
+    /// Parses one configuration text on its own (no drop-ins, no environment, no flags); `origin`
+    /// names it in errors (a path, or `<string>`).
+    ///
+    /// ```
+    /// use crio_lite::Config;
+    ///
+    /// let text = "[crio_lite.network]\nplugin_timeout = \"5s\"\n";
+    /// let config = Config::from_toml(text, "<string>")?;
+    /// assert_eq!(config.crio_lite.network.plugin_timeout.as_secs(), 5);
+    ///
+    /// let err = Config::from_toml("[crio.network]\nplugin_dir = []\n", "<string>").unwrap_err();
+    /// assert!(err.to_string().contains("<string>:2: unknown key crio.network.plugin_dir"));
+    /// assert!(err.to_string().contains("did you mean crio.network.plugin_dirs?"));
+    /// # Ok::<(), crio_lite::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] listing every bad line, unknown key and value of the wrong type (each
+    /// names the origin, the line and the key), and values that parse but cannot be used.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Config> {
+        let mut layers = load::Layers::default();
+        layers.add_text(text, &Origin::file(origin));
+        layers.finish(&Overrides::default())
+    }
+
+    /// Reads and parses one configuration file on its own.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Config`] when the file cannot be read, and the errors of [`Config::from_toml`].
+    pub fn from_file(path: &Path) -> Result<Config> {
+        let mut layers = load::Layers::default();
+        layers.add_file(path);
+        layers.finish(&Overrides::default())
+    }
+
+    /// Checks what the types cannot.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] naming the first key at fault.
+    pub fn validate(&self) -> Result<()> {
+        match self.problems().into_iter().next() {
+            Some((key, reason)) => Err(Error::InvalidConfig {
+                key: key.to_owned(),
+                reason,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Every key whose value cannot be used, with the reason.
+    fn problems(&self) -> Vec<(&'static str, String)> {
+        let crio = &self.crio;
+        let lite = &self.crio_lite;
+        let mut problems = Vec::new();
+        let paths = [
+            ("crio.root", &crio.root),
+            ("crio.runroot", &crio.runroot),
+            ("crio.api.listen", &crio.api.listen),
+            ("crio.runtime.namespaces_dir", &crio.runtime.namespaces_dir),
+            ("crio.network.network_dir", &crio.network.network_dir),
+            ("crio_lite.network.cache_dir", &lite.network.cache_dir),
+            ("crio_lite.network.cni_run_dir", &lite.network.cni_run_dir),
+        ];
+        for (key, path) in paths {
+            if path.as_os_str().is_empty() {
+                problems.push((key, "must not be empty".to_owned()));
+            }
+        }
+        // The configuration must print as TOML and read back the same.
+        let all_paths = paths
+            .iter()
+            .map(|(key, path)| (*key, path.as_path()))
+            .chain(
+                crio.network
+                    .plugin_dirs
+                    .iter()
+                    .map(|p| ("crio.network.plugin_dirs", p.as_path())),
+            )
+            .chain([(
+                "crio.metrics.metrics_socket",
+                crio.metrics.metrics_socket.as_path(),
+            )]);
+        for (key, path) in all_paths {
+            if path.to_str().is_none() {
+                problems.push((key, format!("{} is not UTF-8", path.display())));
+            }
+        }
+        if crio.network.plugin_dirs.is_empty() {
+            problems.push((
+                "crio.network.plugin_dirs",
+                "must name at least one directory".to_owned(),
+            ));
+        }
+        if crio
+            .network
+            .plugin_dirs
+            .iter()
+            .any(|p| p.as_os_str().is_empty())
+        {
+            problems.push((
+                "crio.network.plugin_dirs",
+                "must not hold an empty path".to_owned(),
+            ));
+        }
+        if lite.network.plugin_timeout.is_zero() {
+            problems.push((
+                "crio_lite.network.plugin_timeout",
+                "must be longer than zero".to_owned(),
+            ));
+        }
+        if crio.runtime.log_level.trim().is_empty() {
+            problems.push(("crio.runtime.log_level", "must not be empty".to_owned()));
+        }
+        if crio.metrics.metrics_host.trim().is_empty() {
+            problems.push(("crio.metrics.metrics_host", "must not be empty".to_owned()));
+        }
+        problems
+    }
+
+    /// Where sandbox network namespaces are pinned: `<namespaces_dir>/netns`.
+    pub fn netns_dir(&self) -> PathBuf {
+        self.crio.runtime.namespaces_dir.join("netns")
+    }
+
+    /// The keys whose values differ between `self` and `other`, in [`KEYS`] order.
+    pub fn changed_keys(&self, other: &Config) -> Vec<&'static str> {
+        let (a, b) = (
+            toml::Table::try_from(self.lossy()).unwrap_or_default(),
+            toml::Table::try_from(other.lossy()).unwrap_or_default(),
+        );
+        KEYS.iter()
+            .map(|key| key.path)
+            .filter(|path| load::lookup(&a, path) != load::lookup(&b, path))
+            .collect()
+    }
+
+    /// The default network's name, `None` when the first configuration is to be used.
+    pub fn default_network(&self) -> Option<&str> {
+        Some(self.crio.network.cni_default_network.as_str()).filter(|name| !name.is_empty())
+    }
+}
+
+/// Parses a duration such as `500ms`, `60s`, `2m` or `1h`; a bare number is seconds.
+///
+/// # Errors
+///
+/// A message naming the accepted units when the text is not such a duration.
+pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
+    ocicni::duration::parse(text).map_err(|why| format!("invalid duration {text:?}: {why}"))
+}
+
+/// Formats a duration the way [`parse_duration`] reads it.
+pub fn format_duration(duration: Duration) -> String {
+    ocicni::duration::format(duration)
+}
+
+fn serialize_duration<S: Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&format_duration(*d))
+}
+
+fn deserialize_duration<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Duration, D::Error> {
+    let text = String::deserialize(d)?;
+    parse_duration(&text).map_err(serde::de::Error::custom)
+}
