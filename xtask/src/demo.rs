@@ -221,6 +221,7 @@ impl Demo {
             "[crio]\nroot = \"{}\"\nrunroot = \"{}\"\n\n[crio.api]\nlisten = \"{}\"\n\n\
              [crio.runtime]\nlog_level = \"debug\"\nnamespaces_dir = \"{}\"\n\n\
              [crio.network]\nnetwork_dir = \"{}\"\n\n\
+             [crio.metrics]\nenable_metrics = true\nmetrics_host = \"127.0.0.1\"\nmetrics_port = 9090\n\n\
              [crio_lite.network]\ncache_dir = \"{}\"\ncni_run_dir = \"{}\"\n",
             path("state")?,
             path("run")?,
@@ -356,7 +357,6 @@ impl Demo {
     }
 
     fn show_status_api(&self, bins: &Bins) -> Result<()> {
-        let socket = self.socket().display().to_string();
         step("The status API on the same socket: crio-lite status info");
         // No --socket: status asks the configuration's crio.api.listen.
         let info = capture(
@@ -365,14 +365,24 @@ impl Demo {
                 .args(["status", "info"]),
         )?;
         println!("{}", indent(&info));
-        step("Some of GET /metrics (cri-client get /metrics)");
-        let mut cmd = Command::new(&bins.client);
-        cmd.args(["--socket", &socket, "get", "/metrics"]);
-        let metrics = capture(&mut cmd)?;
+        step(
+            "Some of /metrics, scraped over TCP as Prometheus would (crio.metrics: 127.0.0.1:9090 \
+             in the node namespace)",
+        );
+        let client = bins.client.display().to_string();
+        let metrics = capture(Command::new("ip").args([
+            "netns",
+            "exec",
+            &self.node,
+            &client,
+            "scrape",
+            "127.0.0.1:9090",
+        ]))?;
         let shown: Vec<&str> = metrics
             .lines()
             .filter(|l| {
-                l.starts_with("crio_lite_sandbox_operations_total")
+                l.starts_with("crio_operations_total{operation_type=\"RunPodSandbox\"}")
+                    || l.starts_with("crio_lite_sandbox_operations_total")
                     || l.starts_with("crio_lite_sandboxes_ready")
                     || (l.starts_with("crio_lite_cni_plugin_duration_seconds_count")
                         && l.contains("command=\"ADD\""))
@@ -380,6 +390,9 @@ impl Demo {
             .collect();
         if !shown.iter().any(|l| l.contains("plugin=\"bridge\"")) {
             bail!("/metrics has no bridge ADD sample:\n{metrics}");
+        }
+        if !shown.iter().any(|l| l.starts_with("crio_operations_total")) {
+            bail!("/metrics counts no RunPodSandbox call:\n{metrics}");
         }
         println!("{}", indent(&shown.join("\n")));
         Ok(())

@@ -8,6 +8,7 @@
 //! cri-client [--socket PATH] pods
 //! cri-client [--socket PATH] inspectp ID
 //! cri-client [--socket PATH] get /metrics        # the HTTP status API on the same socket
+//! cri-client scrape 127.0.0.1:9090                # /metrics over TCP, as Prometheus scrapes it
 //! ```
 //!
 //! gRPC runs over HTTP/2 on the unix socket: tonic gets a connector that opens the socket, and the
@@ -71,6 +72,34 @@ enum Command {
         /// The request path.
         path: String,
     },
+    /// GET /metrics over TCP (crio.metrics.enable_metrics), as a Prometheus server scrapes it.
+    Scrape {
+        /// HOST:PORT (crio.metrics.metrics_host and metrics_port).
+        address: String,
+    },
+}
+
+/// One HTTP/1.1 `GET /metrics` over TCP, answered in Prometheus' text format.
+async fn scrape(address: &str) -> anyhow::Result<String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .with_context(|| format!("cannot connect to {address}"))?;
+    let request = format!(
+        "GET /metrics HTTP/1.1\r\nHost: {address}\r\nAccept: text/plain\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await?;
+    let mut raw = Vec::new();
+    stream.take(16 << 20).read_to_end(&mut raw).await?;
+    let raw = String::from_utf8_lossy(&raw);
+    let Some((head, body)) = raw.split_once("\r\n\r\n") else {
+        bail!("{address} answered no HTTP");
+    };
+    let status = head.lines().next().unwrap_or_default();
+    if !status.contains(" 200 ") {
+        bail!("GET http://{address}/metrics: {status}");
+    }
+    Ok(body.trim_end().to_owned())
 }
 
 fn parse_port(text: &str) -> Result<(u16, u16), String> {
@@ -111,6 +140,7 @@ async fn run(args: Args) -> anyhow::Result<String> {
             }
             return Ok(body.trim_end().to_owned());
         }
+        Command::Scrape { address } => return scrape(&address).await,
         Command::Runp {
             name,
             namespace,

@@ -226,3 +226,17 @@ fn metrics_response(metrics: &Metrics, headers: &HeaderMap) -> Response {
     )
         .into_response()
 }
+
+/// `/metrics` alone, for the TCP listener a Prometheus server scrapes (`metrics_host`,
+/// `metrics_port`) and the metrics socket: nothing else of the daemon is reachable there.
+pub(crate) fn metrics_router(metrics: Metrics) -> axum::Router {
+    axum::Router::new().route(
+        "/metrics",
+        get(
+            |State(metrics): State<Metrics>, headers: HeaderMap| async move {
+                metrics_response(&metrics, &headers)
+            },
+        )
+        .with_state(metrics),
+    )
+}

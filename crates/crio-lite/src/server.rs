@@ -35,6 +35,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 /// [`Daemon::shutdown`] to stop it cleanly.
 pub struct Daemon {
     socket: PathBuf,
+    metrics_address: Option<std::net::SocketAddr>,
     cni: Arc<dyn CniPlugin>,
     metrics: Metrics,
     cancel: CancellationToken,
@@ -107,6 +108,8 @@ impl Daemon {
             ..connections::Limits::default()
         };
         let listener = bind(&socket).await?;
+        // Bound before anything runs, so a taken port fails the start naming it.
+        let metrics_listeners = MetricsListeners::bind(&config).await?;
         let tasks = TaskTracker::new();
         // Shutdown waits for it like for any sandbox operation; killed, the next start redoes it.
         tasks.spawn(recovery);
@@ -126,6 +129,11 @@ impl Daemon {
             ))
             .fallback(http_api::fallback);
         let cancel = CancellationToken::new();
+        let metrics_address = metrics_listeners
+            .tcp
+            .as_ref()
+            .and_then(|l| l.local_addr().ok());
+        metrics_listeners.serve(&metrics, &tasks, &cancel);
         let server = tokio::spawn(connections::serve(
             listener,
             router,
@@ -136,6 +144,7 @@ impl Daemon {
         tracing::info!(socket = %socket.display(), "serving CRI and the status API");
         Ok(Daemon {
             socket,
+            metrics_address,
             cni,
             metrics,
             cancel,
@@ -174,6 +183,12 @@ impl Daemon {
     /// The socket served.
     pub fn socket_path(&self) -> &Path {
         &self.socket
+    }
+
+    /// Where `/metrics` is served over TCP (`enable_metrics`), with the port the system chose
+    /// when the configuration asked for port 0.
+    pub fn metrics_address(&self) -> Option<std::net::SocketAddr> {
+        self.metrics_address
     }
 
     /// The metrics registry.
@@ -295,4 +310,72 @@ async fn count_rpc(
         .is_none_or(|status| status.as_bytes() == b"0");
     metrics.observe_rpc(&method, ok, started.elapsed());
     response
+}
+
+/// Where `/metrics` is served besides the CRI socket, when `enable_metrics` is on: TCP for a
+/// Prometheus server (`metrics_host:metrics_port`, as CRI-O) and, when `metrics_socket` is set,
+/// a unix socket of its own. Nothing but `/metrics` is reachable there.
+struct MetricsListeners {
+    tcp: Option<tokio::net::TcpListener>,
+    unix: Option<(UnixListener, PathBuf)>,
+}
+
+impl MetricsListeners {
+    async fn bind(config: &Config) -> Result<MetricsListeners> {
+        let table = &config.crio.metrics;
+        if !table.enable_metrics {
+            return Ok(MetricsListeners {
+                tcp: None,
+                unix: None,
+            });
+        }
+        let address = format!("{}:{}", table.metrics_host, table.metrics_port);
+        let fail = |e: std::io::Error| Error::io("cannot listen for metrics on", &address, e);
+        let resolved = tokio::net::lookup_host((table.metrics_host.as_str(), table.metrics_port))
+            .await
+            .map_err(fail)?
+            .next()
+            .ok_or_else(|| fail(std::io::Error::from(std::io::ErrorKind::AddrNotAvailable)))?;
+        let tcp = tokio::net::TcpListener::bind(resolved)
+            .await
+            .map_err(fail)?;
+        let unix = if table.metrics_socket.as_os_str().is_empty() {
+            None
+        } else {
+            let path = table.metrics_socket.clone();
+            Some((bind(&path).await?, path))
+        };
+        Ok(MetricsListeners {
+            tcp: Some(tcp),
+            unix,
+        })
+    }
+
+    /// Serves `/metrics` on each listener until `cancel`.
+    fn serve(self, metrics: &Metrics, tasks: &TaskTracker, cancel: &CancellationToken) {
+        let router = http_api::metrics_router(metrics.clone());
+        if let Some(listener) = self.tcp {
+            if let Ok(address) = listener.local_addr() {
+                tracing::info!(%address, "serving metrics over TCP");
+            }
+            let served = axum::serve(listener, router.clone())
+                .with_graceful_shutdown(cancel.clone().cancelled_owned());
+            tasks.spawn(async move {
+                if let Err(e) = served.await {
+                    tracing::error!(error = %e, "the metrics listener failed");
+                }
+            });
+        }
+        if let Some((listener, path)) = self.unix {
+            tracing::info!(socket = %path.display(), "serving metrics on a unix socket");
+            let served = axum::serve(listener, router)
+                .with_graceful_shutdown(cancel.clone().cancelled_owned());
+            tasks.spawn(async move {
+                if let Err(e) = served.await {
+                    tracing::error!(error = %e, "the metrics socket failed");
+                }
+                let _ = std::fs::remove_file(&path);
+            });
+        }
+    }
 }

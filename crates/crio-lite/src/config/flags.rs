@@ -43,7 +43,7 @@ pub struct Overrides {
     /// [crio.network.cni_default_network; env CONTAINER_CNI_DEFAULT_NETWORK].
     #[arg(long, value_name = "NAME")]
     pub cni_default_network: Option<String>,
-    /// Serve metrics on their own endpoint (not served yet) [crio.metrics.enable_metrics; env
+    /// Serve /metrics over TCP on metrics_host:metrics_port [crio.metrics.enable_metrics; env
     /// CONTAINER_ENABLE_METRICS].
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = parse_bool)]

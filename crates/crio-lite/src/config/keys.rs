@@ -96,8 +96,8 @@ pub const KEYS: &[Key] = &[
         flag: "--enable-metrics",
         env: "CONTAINER_ENABLE_METRICS",
         crio: true,
-        doc: "Serve Prometheus metrics on an endpoint of their own (metrics_host:metrics_port, or\n\
-              metrics_socket). Not served yet: GET /metrics on the CRI socket answers meanwhile.",
+        doc: "Serve Prometheus metrics on an endpoint of their own: metrics_host:metrics_port over TCP,\n\
+              and metrics_socket when set. GET /metrics on the CRI socket answers either way.",
     },
     Key {
         path: "crio.metrics.metrics_host",

@@ -297,3 +297,71 @@ async fn promtool_accepts_the_metrics() {
     );
     daemon.shutdown().await.unwrap();
 }
+
+/// `GET path` over TCP with `Connection: close`: (status line, body).
+async fn tcp_get(address: std::net::SocketAddr, path: &str) -> (String, String) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut stream = tokio::net::TcpStream::connect(address).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).await.unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").expect("an HTTP response");
+    (
+        head.lines().next().unwrap_or_default().to_owned(),
+        body.to_owned(),
+    )
+}
+
+/// With `enable_metrics`, a Prometheus server scrapes `metrics_host:metrics_port` (port 0: the
+/// system picks one); nothing else of the daemon is reachable there. A port already taken fails
+/// the start, naming it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_served_over_tcp_when_enabled() {
+    let dir = tempfile::tempdir().unwrap();
+    let cni = support::FakeCni::new();
+    let mut config = support::config(dir.path());
+    config.crio.metrics.enable_metrics = true;
+    config.crio.metrics.metrics_host = "127.0.0.1".to_owned();
+    config.crio.metrics.metrics_port = 0;
+    let daemon = crio_lite::Daemon::start(
+        config,
+        std::sync::Arc::clone(&cni) as std::sync::Arc<dyn ocicni::CniPlugin>,
+        std::sync::Arc::new(support::FakeNetns),
+    )
+    .await
+    .expect("daemon starts");
+    let address = daemon.metrics_address().expect("a TCP metrics address");
+    assert!(
+        address.ip().is_loopback() && address.port() != 0,
+        "{address}"
+    );
+    let (status, body) = tcp_get(address, "/metrics").await;
+    assert!(status.contains("200"), "{status}");
+    assert!(
+        body.contains("# TYPE crio_lite_sandboxes_ready gauge"),
+        "{body}"
+    );
+    let (status, _) = tcp_get(address, "/info").await;
+    assert!(status.contains("404"), "only /metrics over TCP: {status}");
+
+    // A second daemon asking for the same port cannot have it.
+    let other = tempfile::tempdir().unwrap();
+    let mut taken = support::config(other.path());
+    taken.crio.metrics.enable_metrics = true;
+    taken.crio.metrics.metrics_host = "127.0.0.1".to_owned();
+    taken.crio.metrics.metrics_port = address.port();
+    let err = crio_lite::Daemon::start(
+        taken,
+        std::sync::Arc::clone(&cni) as std::sync::Arc<dyn ocicni::CniPlugin>,
+        std::sync::Arc::new(support::FakeNetns),
+    )
+    .await
+    .expect_err("the port is taken");
+    assert!(err.to_string().contains(&address.to_string()), "{err}");
+    daemon.shutdown().await.unwrap();
+    assert!(
+        tokio::net::TcpStream::connect(address).await.is_err(),
+        "the listener closes with the daemon"
+    );
+}
