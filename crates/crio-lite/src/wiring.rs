@@ -12,7 +12,7 @@ use tracing_subscriber::{EnvFilter, Registry, reload};
 
 use crate::cli::{Cli, Command};
 use crate::cni_metrics::metered;
-use crate::config::{Config, Loader};
+use crate::config::{Config, Loader, LogFormat};
 use crate::metrics::Metrics;
 use crate::netns::{HostNetns, NetnsOps};
 use crate::server::Daemon;
@@ -194,7 +194,51 @@ fn level_filter(log_level: &str) -> anyhow::Result<EnvFilter> {
     })
 }
 
-/// Logs to stderr; RUST_LOG wins over `crio.runtime.log_level`.
+/// Where log records go, chosen once at start.
+enum Sink {
+    Text,
+    Json,
+    Journald(tracing_journald::Layer),
+}
+
+impl Sink {
+    /// JSON when asked for; journald when asked for, or when stderr is the journal already
+    /// (systemd sets JOURNAL_STREAM to stderr's device:inode) and text was asked for; else text.
+    fn choose(config: &Config) -> Sink {
+        let runtime = &config.crio_lite.runtime;
+        if runtime.log_format == LogFormat::Json {
+            return Sink::Json;
+        }
+        if runtime.log_journald || stderr_is_journal() {
+            match tracing_journald::layer() {
+                Ok(layer) => {
+                    return Sink::Journald(layer.with_syslog_identifier("crio-lite".to_owned()));
+                }
+                Err(e) => eprintln!("crio-lite: cannot log to journald ({e}); logging to stderr"),
+            }
+        }
+        Sink::Text
+    }
+}
+
+/// Whether stderr is the stream systemd connected to the journal (sd_journal_stream_fd's
+/// JOURNAL_STREAM=<device>:<inode>).
+fn stderr_is_journal() -> bool {
+    use std::os::fd::AsFd as _;
+    let Some(stream) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((dev, ino)) = stream.to_str().and_then(|s| s.split_once(':')) else {
+        return false;
+    };
+    let Ok(stat) = nix::sys::stat::fstat(std::io::stderr().as_fd()) else {
+        return false;
+    };
+    dev.parse::<u64>().ok() == Some(stat.st_dev) && ino.parse::<u64>().ok() == Some(stat.st_ino)
+}
+
+/// Logs to stderr as text or JSON lines, or to journald; RUST_LOG wins over
+/// `crio.runtime.log_level`.
 ///
 /// # Errors
 ///
@@ -209,15 +253,28 @@ pub fn init_logging(config: &Config) -> anyhow::Result<Logging> {
         _ => (level_filter(&config.crio.runtime.log_level)?, true),
     };
     let (filter, handle) = reload::Layer::new(filter);
-    let fmt = tracing_subscriber::fmt::layer()
-        .with_writer(std::io::stderr)
-        // Colour codes only for a person at a terminal, not in journald or a log file.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    tracing_subscriber::registry()
-        .with(filter)
-        .with(fmt)
-        .try_init()
-        .map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))?;
+    let registry = tracing_subscriber::registry().with(filter);
+    let installed = match Sink::choose(config) {
+        Sink::Json => registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .json()
+                    .with_current_span(true)
+                    .with_span_list(true)
+                    .with_writer(std::io::stderr),
+            )
+            .try_init(),
+        Sink::Journald(layer) => registry.with(layer).try_init(),
+        Sink::Text => registry
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(std::io::stderr)
+                    // Colour codes only for a person at a terminal, not in a log file.
+                    .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())),
+            )
+            .try_init(),
+    };
+    installed.map_err(|e| anyhow::anyhow!("cannot set up logging: {e}"))?;
     Ok(Logging {
         handle: from_log_level.then_some(handle),
     })

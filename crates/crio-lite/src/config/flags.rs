@@ -59,6 +59,13 @@ pub struct Overrides {
     #[arg(long, value_name = "PATH", value_parser = path_or_empty(),
           value_hint = clap::ValueHint::FilePath)]
     pub metrics_socket: Option<PathBuf>,
+    /// Log lines as text or JSON [crio_lite.runtime.log_format; env CONTAINER_LOG_FORMAT].
+    #[arg(long, value_name = "FORMAT")]
+    pub log_format: Option<super::LogFormat>,
+    /// Log to journald natively [crio_lite.runtime.log_journald; env CONTAINER_LOG_JOURNALD].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = parse_bool)]
+    pub log_journald: Option<bool>,
     /// Replace an invalid HTTP/2 :authority by localhost [crio_lite.api.normalize_authority; env
     /// CRIO_LITE_NORMALIZE_AUTHORITY].
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
@@ -145,6 +152,16 @@ impl Overrides {
             self.metrics_socket.as_ref(),
         );
         let lite = &mut config.crio_lite;
+        set.one(
+            "crio_lite.runtime.log_format",
+            &mut lite.runtime.log_format,
+            self.log_format.as_ref(),
+        );
+        set.one(
+            "crio_lite.runtime.log_journald",
+            &mut lite.runtime.log_journald,
+            self.log_journald.as_ref(),
+        );
         set.one(
             "crio_lite.api.normalize_authority",
             &mut lite.api.normalize_authority,

@@ -121,6 +121,23 @@ pub const KEYS: &[Key] = &[
         doc: "A unix socket for the metrics endpoint instead of the port; \"\" for none.",
     },
     Key {
+        path: "crio_lite.runtime.log_format",
+        flag: "--log-format",
+        env: "CONTAINER_LOG_FORMAT",
+        crio: false,
+        doc: "How log lines are written to stderr: \"text\", or \"json\" (one object a line, with the\n\
+              fields of the request: sandbox, pod, namespace). CRI-O's --log-format flag.",
+    },
+    Key {
+        path: "crio_lite.runtime.log_journald",
+        flag: "--log-journald",
+        env: "CONTAINER_LOG_JOURNALD",
+        crio: false,
+        doc: "Log to journald natively, each field a journal field (SANDBOX=..., POD=...). Also done\n\
+              when stderr is the journal (JOURNAL_STREAM, as under systemd) and log_format is text.\n\
+              CRI-O's --log-journald flag.",
+    },
+    Key {
         path: "crio_lite.api.normalize_authority",
         flag: "--normalize-authority",
         env: "CRIO_LITE_NORMALIZE_AUTHORITY",

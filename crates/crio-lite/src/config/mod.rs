@@ -175,10 +175,33 @@ impl Default for MetricsTable {
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CrioLiteTable {
+    /// `[crio_lite.runtime]`.
+    pub runtime: LiteRuntimeTable,
     /// `[crio_lite.api]`.
     pub api: LiteApiTable,
     /// `[crio_lite.network]`.
     pub network: LiteNetworkTable,
+}
+
+/// `[crio_lite.runtime]`: how the daemon logs (CRI-O has these as flags only).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LiteRuntimeTable {
+    /// `log_format`: text or JSON lines on stderr.
+    pub log_format: LogFormat,
+    /// `log_journald`: log to journald natively.
+    pub log_journald: bool,
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One line of text a record, `key=value` fields.
+    #[default]
+    Text,
+    /// One JSON object a record, fields and the request's span fields included.
+    Json,
 }
 
 /// `[crio_lite.api]`: how the socket is served.

@@ -371,7 +371,15 @@ fn keys_are_the_fields_and_their_flags_exist() {
             key.flag,
             key.env
         );
-        assert_eq!(key.crio, key.env.starts_with("CONTAINER_"), "{}", key.path);
+        // CRI-O's keys have CRI-O's variables; crio-lite's own keys have CRIO_LITE_ ones, unless
+        // CRI-O has the flag (not the key), whose variable then works as it does for CRI-O.
+        let crio_flag = key.doc.contains(&format!("CRI-O's {} flag", key.flag));
+        assert_eq!(
+            key.crio || crio_flag,
+            key.env.starts_with("CONTAINER_"),
+            "{}",
+            key.path
+        );
     }
 }
 
@@ -442,7 +450,7 @@ fn config() -> impl Strategy<Value = Config> {
         ),
     );
     let lite = (
-        any::<bool>(),
+        (any::<bool>(), any::<bool>(), any::<bool>()),
         (
             path(),
             path(),
@@ -454,7 +462,10 @@ fn config() -> impl Strategy<Value = Config> {
     (crio, lite).prop_map(|(crio, lite)| {
         let ((root, runroot, listen, log_level, namespaces_dir, network_dir), network, metrics) =
             crio;
-        let (normalize_authority, (cache_dir, cni_run_dir, millis, plain, builtin)) = lite;
+        let (
+            (normalize_authority, json, journald),
+            (cache_dir, cni_run_dir, millis, plain, builtin),
+        ) = lite;
         Config {
             crio: CrioTable {
                 root,
@@ -477,6 +488,14 @@ fn config() -> impl Strategy<Value = Config> {
                 },
             },
             crio_lite: CrioLiteTable {
+                runtime: LiteRuntimeTable {
+                    log_format: if json {
+                        LogFormat::Json
+                    } else {
+                        LogFormat::Text
+                    },
+                    log_journald: journald,
+                },
                 api: LiteApiTable {
                     normalize_authority,
                 },

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use ocicni::{CniPlugin, NetworkSelection, PodNetwork, RuntimeConfig};
+use tracing::Instrument as _;
 
 use super::error::{SandboxError, SandboxResult};
 use super::sandbox::{Attachment, Sandbox, SandboxName, SandboxState};
@@ -187,17 +188,25 @@ impl Manager {
             index.by_name.insert(sandbox.name.clone(), id.clone());
             (entry, op)
         };
-        tracing::info!(sandbox = %id, pod = %sandbox.name.name, namespace = %sandbox.name.namespace, "creating sandbox");
+        // Every record of the operation, ocicni's and the plugins' included, carries the request.
+        let span = request_span(&sandbox);
+        self.run_created(sandbox, entry).instrument(span).await
+    }
+
+    /// The rest of [`Manager::run`], once the sandbox is indexed and its lock held.
+    async fn run_created(&self, mut sandbox: Sandbox, entry: Arc<Entry>) -> SandboxResult<String> {
+        let id = sandbox.id.clone();
+        tracing::info!("creating sandbox");
         match self.create(&mut sandbox).await {
             Ok(()) => {
                 entry.set(Some(sandbox));
                 self.metrics.sandbox_operation("run", true);
                 self.update_ready_gauge();
-                tracing::info!(sandbox = %id, "sandbox ready");
+                tracing::info!("sandbox ready");
                 Ok(id)
             }
             Err(error) => {
-                tracing::warn!(sandbox = %id, %error, "RunPodSandbox failed; rolling back");
+                tracing::warn!(%error, "RunPodSandbox failed; rolling back");
                 self.roll_back(&sandbox).await;
                 self.forget(&sandbox);
                 entry.set(None);
@@ -317,7 +326,8 @@ impl Manager {
         let Some(mut sandbox) = entry.get() else {
             return Ok(());
         };
-        let outcome = self.stop_locked(&mut sandbox).await;
+        let span = request_span(&sandbox);
+        let outcome = self.stop_locked(&mut sandbox).instrument(span).await;
         entry.set(Some(sandbox));
         self.metrics.sandbox_operation("stop", outcome.is_ok());
         self.update_ready_gauge();
@@ -364,7 +374,8 @@ impl Manager {
         let Some(mut sandbox) = entry.get() else {
             return Ok(());
         };
-        let outcome = self.remove_locked(&mut sandbox).await;
+        let span = request_span(&sandbox);
+        let outcome = self.remove_locked(&mut sandbox).instrument(span).await;
         if outcome.is_ok() {
             self.forget(&sandbox);
             entry.set(None);
@@ -810,6 +821,17 @@ impl Manager {
             tracing::warn!(dir = %self.netns_dir.display(), error = %e, "cannot release the namespace pin directory");
         }
     }
+}
+
+/// The span a sandbox operation runs in: its sandbox, pod and namespace become fields of every
+/// record logged inside (JSON lines and journald carry them as fields).
+fn request_span(sandbox: &Sandbox) -> tracing::Span {
+    tracing::info_span!(
+        "sandbox",
+        sandbox = %sandbox.id,
+        pod = %sandbox.name.name,
+        namespace = %sandbox.name.namespace,
+    )
 }
 
 fn now_nanos() -> i64 {

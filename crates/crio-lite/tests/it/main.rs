@@ -11,6 +11,7 @@ mod e2e_support;
 mod faults;
 mod http;
 mod lifecycle;
+mod logs;
 mod notify;
 mod privileged;
 mod raw_client;
