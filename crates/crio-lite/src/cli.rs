@@ -73,6 +73,9 @@ pub enum Command {
         #[arg(long, short = 's', value_name = "PATH", global = true,
               value_hint = clap::ValueHint::FilePath)]
         socket: Option<PathBuf>,
+        /// How to print the answer.
+        #[arg(long, short = 'o', value_enum, default_value_t, global = true)]
+        output: crate::status_cmd::OutputFormat,
         /// What to ask.
         #[command(subcommand)]
         query: StatusQuery,

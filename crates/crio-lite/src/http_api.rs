@@ -95,6 +95,23 @@ pub struct ContainerInfo {
     pub annotations: BTreeMap<String, String>,
 }
 
+/// One entry of `GET /sandboxes` (crio-lite's own: CRI-O's status API has no listing).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SandboxSummary {
+    /// The sandbox ID.
+    pub id: String,
+    /// The pod's name.
+    pub name: String,
+    /// The pod's namespace.
+    pub namespace: String,
+    /// `ready`, `stopping`, `not_ready` or `removing`.
+    pub state: String,
+    /// Every address, primary first.
+    pub ips: Vec<IpAddr>,
+    /// Creation time, nanoseconds since the epoch.
+    pub created_at: i64,
+}
+
 #[derive(Clone)]
 struct ApiState {
     manager: Arc<Manager>,
@@ -108,6 +125,7 @@ pub(crate) fn router(manager: Arc<Manager>, config: Arc<Config>, metrics: Metric
         .route("/info", get(info))
         .route("/config", get(config_toml))
         .route("/containers/{id}", get(container))
+        .route("/sandboxes", get(sandboxes))
         .route("/metrics", get(metrics_text))
         .with_state(ApiState {
             manager,
@@ -173,6 +191,24 @@ async fn config_toml(State(state): State<ApiState>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "application/toml; charset=utf-8")],
         state.config.to_commented_toml(),
+    )
+}
+
+async fn sandboxes(State(state): State<ApiState>) -> Json<Vec<SandboxSummary>> {
+    Json(
+        state
+            .manager
+            .list()
+            .into_iter()
+            .map(|sandbox| SandboxSummary {
+                ips: sandbox.ips(),
+                state: sandbox.state.as_str().to_owned(),
+                id: sandbox.id,
+                name: sandbox.name.name,
+                namespace: sandbox.name.namespace,
+                created_at: sandbox.created_at,
+            })
+            .collect(),
     )
 }
 

@@ -55,6 +55,7 @@ mod metrics;
 mod netns;
 mod server;
 pub mod status_cmd;
+mod status_output;
 mod store;
 mod systemd;
 mod version;

@@ -8,6 +8,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
 
 use crate::error::{Error, Result};
+pub use crate::status_output::{OutputFormat, render};
 
 /// Answers larger than this are refused (the API's answers are a few kilobytes).
 const MAX_ANSWER: usize = 16 * 1024 * 1024;
@@ -24,6 +25,8 @@ pub enum StatusQuery {
         /// The sandbox ID, or a unique prefix of it.
         id: String,
     },
+    /// Every sandbox, oldest first (`GET /sandboxes`).
+    Sandboxes,
 }
 
 impl StatusQuery {
@@ -33,17 +36,18 @@ impl StatusQuery {
             StatusQuery::Info => "/info".to_owned(),
             StatusQuery::Config => "/config".to_owned(),
             StatusQuery::Containers { id } => format!("/containers/{id}"),
+            StatusQuery::Sandboxes => "/sandboxes".to_owned(),
         }
     }
 }
 
-/// Runs the query and returns what to print: JSON pretty-printed, TOML as it is.
+/// Runs the query and returns what to print in `format` (the configuration as TOML for a table).
 ///
 /// # Errors
 ///
 /// [`Error::StatusApi`] when the socket does not answer, or answers with an error (the daemon's
 /// message is kept, for instance "pod sandbox ... not found").
-pub async fn run(socket: &Path, query: &StatusQuery) -> Result<String> {
+pub async fn run(socket: &Path, query: &StatusQuery, format: OutputFormat) -> Result<String> {
     if let StatusQuery::Containers { id } = query
         && (id.is_empty() || !id.bytes().all(|b| b.is_ascii_alphanumeric()))
     {
@@ -56,10 +60,19 @@ pub async fn run(socket: &Path, query: &StatusQuery) -> Result<String> {
             format!("{status}: {}", body.trim_end()),
         ));
     }
-    Ok(match serde_json::from_str::<serde_json::Value>(&body) {
-        Ok(json) => serde_json::to_string_pretty(&json).unwrap_or(body),
-        Err(_) => body,
-    })
+    let value = if *query == StatusQuery::Config {
+        if format == OutputFormat::Table {
+            return Ok(body);
+        }
+        let toml: toml::Value = toml::from_str(&body)
+            .map_err(|e| status_error(socket, format!("/config is not TOML: {e}")))?;
+        serde_json::to_value(toml)
+            .map_err(|e| status_error(socket, format!("/config as JSON: {e}")))?
+    } else {
+        serde_json::from_str::<serde_json::Value>(&body)
+            .map_err(|e| status_error(socket, format!("{} is not JSON: {e}", query.path())))?
+    };
+    Ok(render(&value, format))
 }
 
 /// One HTTP/1.1 GET over the unix socket; returns the status and the body.

@@ -97,12 +97,16 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
         Command::CheckConfig => check_config(&cli.loader()),
-        Command::Status { socket, query } => {
+        Command::Status {
+            socket,
+            output,
+            query,
+        } => {
             let socket = match socket {
                 Some(socket) => socket,
                 None => cli.loader().load()?.config.crio.api.listen,
             };
-            let out = runtime()?.block_on(crate::status_cmd::run(&socket, &query))?;
+            let out = runtime()?.block_on(crate::status_cmd::run(&socket, &query, output))?;
             println!("{}", out.trim_end());
             Ok(())
         }

@@ -124,6 +124,7 @@ fn man_out_dir_writes_a_page_per_command_and_lists_them() {
             "crio-lite-status-config.1",
             "crio-lite-status-containers.1",
             "crio-lite-status-info.1",
+            "crio-lite-status-sandboxes.1",
             "crio-lite-status.1",
             "crio-lite-version.1",
             "crio-lite.1",

@@ -380,13 +380,13 @@ async fn status_api_and_subcommand_against_the_real_daemon() {
         all.extend_from_slice(args);
         test_support::process::output(env!("CARGO_BIN_EXE_crio-lite"), &all)
     };
-    let out = cli(&["info"]);
+    let out = cli(&["info", "-o", "json"]);
     assert!(out.status.success(), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"runtime_name\": \"crio-lite\""));
     let out = cli(&["config"]);
     assert!(out.status.success(), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("[crio.network]"));
-    let out = cli(&["containers", &id[..12]]);
+    let out = cli(&["containers", &id[..12], "-o", "json"]);
     assert!(out.status.success(), "{out:?}");
     let shown: crio_lite::http_api::ContainerInfo =
         serde_json::from_slice(&out.stdout).expect("status containers prints JSON");

@@ -4,7 +4,7 @@ use std::process::Command;
 
 use crio_lite::Config;
 use crio_lite::http_api::{ContainerInfo, Info};
-use crio_lite::status_cmd::{self, StatusQuery};
+use crio_lite::status_cmd::{self, OutputFormat, StatusQuery};
 use hyper::StatusCode;
 
 use crate::support::{self, Harness, NET, run};
@@ -105,14 +105,19 @@ async fn status_subcommand_reads_the_socket() {
         &StatusQuery::Containers {
             id: id[..12].to_owned(),
         },
+        OutputFormat::Json,
     )
     .await
     .unwrap();
     let sandbox: ContainerInfo = serde_json::from_str(&out).unwrap();
     assert_eq!(sandbox.id, id, "a unique prefix finds the sandbox");
-    let err = status_cmd::run(&socket, &StatusQuery::Containers { id: "0".repeat(64) })
-        .await
-        .unwrap_err();
+    let err = status_cmd::run(
+        &socket,
+        &StatusQuery::Containers { id: "0".repeat(64) },
+        OutputFormat::Table,
+    )
+    .await
+    .unwrap_err();
     assert!(
         err.to_string().contains("404") && err.to_string().contains("not found"),
         "{err}"
@@ -122,6 +127,7 @@ async fn status_subcommand_reads_the_socket() {
         &StatusQuery::Containers {
             id: "../info".into(),
         },
+        OutputFormat::Table,
     )
     .await
     .unwrap_err();
@@ -131,7 +137,7 @@ async fn status_subcommand_reads_the_socket() {
     let socket_arg = socket.clone();
     let output = tokio::task::spawn_blocking(move || {
         Command::new(env!("CARGO_BIN_EXE_crio-lite"))
-            .args(["status", "info", "--socket"])
+            .args(["status", "info", "--output", "json", "--socket"])
             .arg(&socket_arg)
             .output()
             .unwrap()
@@ -171,7 +177,7 @@ async fn status_subcommand_reads_the_socket() {
     daemon.shutdown().await.unwrap();
 
     let missing = dir.path().join("gone.sock");
-    let err = status_cmd::run(&missing, &StatusQuery::Info)
+    let err = status_cmd::run(&missing, &StatusQuery::Info, OutputFormat::Table)
         .await
         .unwrap_err();
     assert!(
@@ -364,4 +370,81 @@ async fn metrics_are_served_over_tcp_when_enabled() {
         tokio::net::TcpStream::connect(address).await.is_err(),
         "the listener closes with the daemon"
     );
+}
+
+/// `crio-lite status` as a person reads it (a table by default) and as a program does (JSON,
+/// YAML), the sandbox listing included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_prints_tables_json_and_yaml() {
+    let Harness {
+        dir: _dir,
+        cni: _,
+        daemon,
+        mut client,
+    } = support::harness().await;
+    let socket = daemon.socket_path().to_owned();
+    let web = run(&mut client, "web").await;
+    let db = run(&mut client, "db").await;
+    let status = |args: &'static [&'static str]| {
+        let socket = socket.clone();
+        tokio::task::spawn_blocking(move || {
+            let out = Command::new(env!("CARGO_BIN_EXE_crio-lite"))
+                .arg("status")
+                .arg("--socket")
+                .arg(&socket)
+                .args(args)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap()
+        })
+    };
+
+    let table = status(&["sandboxes"]).await.unwrap();
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines.len(), 3, "a header and a row a sandbox:\n{table}");
+    assert!(
+        lines[0].starts_with("ID") && lines[0].contains("NAMESPACE"),
+        "{table}"
+    );
+    assert!(
+        lines[1].starts_with(&web) && lines[1].contains("web"),
+        "{table}"
+    );
+    assert!(
+        lines[2].starts_with(&db) && lines[2].contains("ready"),
+        "{table}"
+    );
+
+    let json = status(&["sandboxes", "-o", "json"]).await.unwrap();
+    let listed: Vec<crio_lite::http_api::SandboxSummary> = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        listed.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+        [web.as_str(), db.as_str()],
+        "oldest first"
+    );
+
+    let yaml = status(&["info", "-o", "yaml"]).await.unwrap();
+    assert!(
+        yaml.lines().any(|l| l == "runtime_name: \"crio-lite\""),
+        "{yaml}"
+    );
+    let info_table = status(&["info"]).await.unwrap();
+    assert!(
+        info_table
+            .lines()
+            .any(|l| l.starts_with("runtime_name") && l.ends_with("crio-lite")),
+        "{info_table}"
+    );
+    let config_json = status(&["config", "-o", "json"]).await.unwrap();
+    let config: serde_json::Value = serde_json::from_str(&config_json).unwrap();
+    assert_eq!(
+        config["crio"]["api"]["listen"],
+        socket.display().to_string()
+    );
+    daemon.shutdown().await.unwrap();
 }

@@ -6,7 +6,7 @@ use cni_exec::GcAttachment;
 use cni_lock::LockKey;
 
 use super::Ocicni;
-use super::teardown::teardown_netns;
+use super::teardown::{del_retried, teardown_netns};
 use crate::error::{Error, Result};
 use crate::pod::PodNetwork;
 
@@ -80,21 +80,10 @@ impl Ocicni {
                 network = att.network,
                 "gc: tearing down stale attachment"
             );
-            let mut outcome = self.inner.cni.del_cached_attachment(&att).await;
-            if let Err(first) = &outcome {
-                // DEL should succeed when what it removes is already gone, but plugins do not
-                // all manage it: Debian 12's bridge plugin, caught by a crash between its IPAM
-                // ADD and its masquerade chain, fails its first DEL on the missing chain after
-                // releasing the address and deleting the link, and succeeds on the second. GC
-                // runs rarely (crio-lite: at start), so one more try here saves a leak.
-                tracing::warn!(
-                    container = att.container_id,
-                    network = att.network,
-                    error = %first,
-                    "gc: DEL of a stale attachment failed; trying it once more"
-                );
-                outcome = self.inner.cni.del_cached_attachment(&att).await;
-            }
+            let outcome = del_retried(&att.container_id, &att.network, || {
+                self.inner.cni.del_cached_attachment(&att)
+            })
+            .await;
             if let Err(source) = outcome {
                 errors.push(Error::Network {
                     pod: att.container_id.clone(),

@@ -9,13 +9,43 @@ use crate::error::{Error, Result};
 use crate::netns;
 use crate::pod::PodNetwork;
 
+/// Runs a DEL, and once more when it fails.
+///
+/// DEL should succeed when what it removes is already gone, but plugins do not all manage it:
+/// Debian 12's bridge plugin, caught by a crash between its IPAM ADD and its masquerade chain,
+/// fails its first DEL on the missing chain after releasing the address and deleting the link,
+/// and succeeds on the second. DEL is idempotent by the spec, so trying again is always safe.
+pub(super) async fn del_retried<E, F, Fut>(
+    container: &str,
+    network: &str,
+    mut del: F,
+) -> std::result::Result<(), E>
+where
+    E: std::fmt::Display,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = std::result::Result<(), E>>,
+{
+    match del().await {
+        Ok(()) => Ok(()),
+        Err(error) => {
+            tracing::warn!(container, network, %error, "DEL failed; trying it once more");
+            del().await
+        }
+    }
+}
+
 impl Ocicni {
+    /// DELs one attachment of `pod` (retried once, see [`del_retried`]).
     pub(super) async fn del_one(
         &self,
         pod: &PodNetwork,
         target: &Target,
         netns: &str,
     ) -> Result<()> {
+        del_retried(&pod.id, &target.name, || self.del_once(pod, target, netns)).await
+    }
+
+    async fn del_once(&self, pod: &PodNetwork, target: &Target, netns: &str) -> Result<()> {
         let wrap = |source| Error::Network {
             pod: pod.id.clone(),
             network: target.name.clone(),

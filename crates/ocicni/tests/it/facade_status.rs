@@ -107,6 +107,28 @@ async fn gc_removes_stale_attachments_and_tells_plugins_what_is_valid() {
     cni.shutdown().await;
 }
 
+/// A teardown whose DEL fails once (a plugin that errs on what is already gone) tries it again
+/// and succeeds; its cache entry goes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn teardown_tries_a_failed_del_once_more() {
+    let node = Node::with_fake_networks("1.0.0", &["net"]);
+    let cni = node.start().await;
+    let pod = node.pod("podA");
+    cni.setup_pod(&pod).await.unwrap();
+    node.fake
+        .fail_once("fake", "DEL", 999, "chain does not exist");
+    cni.teardown_pod(&pod)
+        .await
+        .expect("the second DEL succeeds");
+    assert_eq!(node.fake.calls_of("DEL").len(), 2);
+    assert!(
+        node.cache_entries().is_empty(),
+        "{:?}",
+        node.cache_entries()
+    );
+    cni.shutdown().await;
+}
+
 /// A stale attachment whose first DEL fails (a plugin that errs on what is already gone) is
 /// retried once in the same GC; one whose DEL keeps failing is reported and stays cached. A 1.0.0
 /// network, as Debian 12's plugins speak: no GC verb, whose libcni-style DELs would add calls.
