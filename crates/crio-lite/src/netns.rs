@@ -36,6 +36,14 @@ pub trait NetnsOps: Send + Sync {
     /// When the unmount fails for another reason than "not mounted".
     async fn release_dir(&self, dir: &Path) -> io::Result<()>;
 
+    /// True when `dir` is a mount point already, before this daemon pins anything: someone else
+    /// (`ip netns`, another runtime, a run that crashed) made that bind, and
+    /// [`NetnsOps::release_dir`] must leave it. The provided answer is false (nothing is ever
+    /// mounted, as for fakes).
+    async fn is_mount_point(&self, _dir: &Path) -> bool {
+        false
+    }
+
     /// Sets network sysctls inside the namespace at `path`, in order.
     ///
     /// # Errors
@@ -60,6 +68,16 @@ impl NetnsOps for HostNetns {
         ocicni::netns::remove_pinned_async(path)
             .await
             .map_err(io::Error::other)
+    }
+
+    async fn is_mount_point(&self, dir: &Path) -> bool {
+        let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_owned());
+        tokio::task::spawn_blocking(move || ocicni::netns::is_mount_point(&dir))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            // Unknown: assume someone else's, so shutdown never detaches what it cannot vouch for.
+            .unwrap_or(true)
     }
 
     async fn release_dir(&self, dir: &Path) -> io::Result<()> {

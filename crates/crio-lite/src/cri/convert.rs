@@ -1,5 +1,5 @@
 //! CRI messages to and from the domain's sandboxes: a RunPodSandbox request checked field by field
-//! and turned into a [`Sandbox`], a sandbox turned into the CRI's views of it.
+//! and turned into a [`Sandbox`](crate::domain::Sandbox), a sandbox turned into the CRI's views of it.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;

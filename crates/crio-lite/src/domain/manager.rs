@@ -62,6 +62,9 @@ pub(crate) struct Manager {
     metrics: Metrics,
     args_policy: ocicni::CniArgsPolicy,
     index: Mutex<Index>,
+    /// Whether this daemon may release the pin directory's bind at shutdown: false when the
+    /// directory was a mount point before it pinned anything (see [`Manager::release_pin_dir`]).
+    owns_pin_dir: std::sync::atomic::AtomicBool,
     /// False until recovery has finished (see [`Manager::recover`]).
     recovered: tokio::sync::watch::Sender<bool>,
 }
@@ -94,6 +97,7 @@ impl Manager {
             metrics,
             args_policy,
             index: Mutex::default(),
+            owns_pin_dir: std::sync::atomic::AtomicBool::new(false),
             recovered: tokio::sync::watch::channel(false).0,
         }
     }
@@ -585,6 +589,15 @@ impl Manager {
     ///
     /// Only an unreadable state directory is an error; everything else is logged and kept going.
     pub(crate) async fn recover(self: &Arc<Self>) -> Result<impl Future<Output = ()> + use<>> {
+        // Asked before this run pins anything: is the bind there, and what does the dir hold?
+        let mounted = self.netns.is_mount_point(&self.netns_dir).await;
+        let entries: Vec<String> = std::fs::read_dir(&self.netns_dir)
+            .map(|dir| {
+                dir.filter_map(std::result::Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
         let loaded = {
             let store = self.store.clone();
             tokio::task::spawn_blocking(move || store.load_all())
@@ -597,6 +610,18 @@ impl Manager {
                     )
                 })??
         };
+        // The bind is this daemon's to release when it makes it, or when an earlier run of it
+        // made it: then the directory holds pins of this daemon's sandboxes and nothing else. A
+        // bind over an empty directory or over others' namespaces is someone else's.
+        let ours = |name: &String| {
+            loaded.iter().any(|item| match item {
+                Loaded::Sandbox(sandbox) => &sandbox.id == name,
+                Loaded::Unreadable { id, .. } => id == name,
+            })
+        };
+        let owns = !mounted || (!entries.is_empty() && entries.iter().all(ours));
+        self.owns_pin_dir
+            .store(owns, std::sync::atomic::Ordering::Relaxed);
         let mut pending = Vec::new();
         for item in loaded {
             let (sandbox, unreadable) = match item {
@@ -809,9 +834,15 @@ impl Manager {
         &self.netns_dir
     }
 
-    /// At shutdown: the pin directory's bind mount goes once no pin is left in it. Pins of
-    /// sandboxes that outlive the daemon stay, and with them the mount they need.
+    /// At shutdown: the pin directory's bind mount goes once no pin is left in it, when this
+    /// daemon made it. Pins of sandboxes that outlive the daemon stay, and with them the mount
+    /// they need; a bind that was there before (the shared `/var/run/netns` that `ip netns` and
+    /// other runtimes use) is never this daemon's to detach.
     pub(crate) async fn release_pin_dir(&self) {
+        if !self.owns_pin_dir.load(std::sync::atomic::Ordering::Relaxed) {
+            tracing::debug!(dir = %self.netns_dir.display(), "the pin directory was mounted before this daemon; leaving it");
+            return;
+        }
         let empty =
             std::fs::read_dir(&self.netns_dir).is_ok_and(|mut entries| entries.next().is_none());
         if !empty {

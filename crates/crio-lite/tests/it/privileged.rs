@@ -148,3 +148,43 @@ async fn network_sysctls_land_in_the_pod_namespace_only() {
     drop(client);
     daemon.shutdown().await.unwrap();
 }
+
+/// A pin directory that was a mount point before the daemon started (the shared `/var/run/netns`
+/// that `ip netns` binds) is someone else's: shutdown leaves the bind, even once it holds no pin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + netns: cargo xtask test"]
+async fn a_pin_directory_mounted_before_is_never_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let netns_dir = dir.path().join("run/netns");
+    std::fs::create_dir_all(&netns_dir).unwrap();
+    let _release = ReleaseDir(netns_dir.clone());
+    // As `ip netns add` leaves it: the directory bound onto itself.
+    let bound = std::process::Command::new("mount")
+        .args(["--bind", "--make-shared"])
+        .arg(&netns_dir)
+        .arg(&netns_dir)
+        .status()
+        .expect("run mount");
+    assert!(bound.success(), "mount --bind {}", netns_dir.display());
+    assert!(is_mount_point(&netns_dir));
+
+    let cni = FakeCni::new();
+    let daemon = start(dir.path(), &cni).await;
+    let mut client = support::runtime_client(daemon.socket_path()).await;
+    let id = run(&mut client, &format!("shared-{}", std::process::id())).await;
+    client
+        .stop_pod_sandbox(support::stop_request(&id))
+        .await
+        .unwrap();
+    client
+        .remove_pod_sandbox(support::remove_request(&id))
+        .await
+        .unwrap();
+    drop(client);
+    daemon.shutdown().await.unwrap();
+    assert!(file_names(&netns_dir).is_empty(), "the pin is gone");
+    assert!(
+        is_mount_point(&netns_dir),
+        "the bind someone else made is still there"
+    );
+}
