@@ -1016,6 +1016,79 @@ fn poisoned<T>(_: T) -> String {
     "poisoned".into()
 }
 
+/// StopPodSandbox + RemovePodSandbox of every sandbox (interleaved with ocicni's teardowns
+/// when `side` is given): the phase and the daemon's plugin seconds spent in DEL meanwhile.
+async fn teardown_phase(
+    o: &Opts,
+    dirs: &Dirs,
+    rep: &mut Value,
+    client: &RuntimeServiceClient<Channel>,
+    side: Option<(&Alongside<'_>, &[PodNetwork])>,
+    ids: &[String],
+    first_error: &Mutex<Option<String>>,
+) -> Result<(Phase, f64), String> {
+    let del_before = daemon_plugin_seconds(&dirs.socket(), "DEL").await?;
+    let teardown = if let Some((a, pods)) = side {
+        let ocicni_before = a.timing.seconds("DEL");
+        let (ocicni_teardowns, teardown) = alternate(
+            pods.len().max(ids.len()),
+            |i| async move {
+                let pod = pods.get(i).ok_or(format!("no ocicni pod {i}"))?;
+                ocicni_teardown(a.plugin, pod).await
+            },
+            |i| async move {
+                let id = ids.get(i).ok_or(format!("no sandbox {i}"))?;
+                stop_remove(client, id).await
+            },
+            first_error,
+        )
+        .await;
+        rep["ocicni"]["teardown"] = stats(&ocicni_teardowns);
+        rep["ocicni"]["teardown_split"] = plugin_share(
+            &rep["ocicni"]["teardown"],
+            a.timing.seconds("DEL") - ocicni_before,
+        );
+        teardown
+    } else {
+        stop_remove_all(client, ids, o.concurrency, first_error).await
+    };
+    let del_after = daemon_plugin_seconds(&dirs.socket(), "DEL").await?;
+    Ok((teardown, del_after - del_before))
+}
+
+/// Memory with `memory_sandboxes` up: tops up untimed, measures, takes the extra ones down.
+async fn memory_phase(
+    o: &Opts,
+    client: &RuntimeServiceClient<Channel>,
+    pid: u32,
+    all_ids: &Mutex<Vec<String>>,
+    first_error: &Mutex<Option<String>>,
+    rep: &mut Value,
+) -> Result<(), String> {
+    let mib = |kib: i64| (kib as f64 / 1024.0 * 100.0).round() / 100.0;
+    let fail = |first_error: &Mutex<Option<String>>| take_error(first_error).map_or(Ok(()), Err);
+    let mut extra_ids = Vec::new();
+    if o.memory_sandboxes > o.sandboxes {
+        let extra: Vec<(String, u16)> = (o.sandboxes..o.memory_sandboxes)
+            .map(|i| (format!("crio-bench-{i}"), 30000 + i as u16))
+            .collect();
+        let extra_out = Mutex::new(Vec::new());
+        run_all(client, &extra, o.concurrency, &extra_out, first_error).await;
+        extra_ids = extra_out.into_inner().map_err(poisoned)?;
+        all_ids
+            .lock()
+            .map_err(poisoned)?
+            .extend(extra_ids.iter().cloned());
+        fail(first_error)?;
+    }
+    if o.memory_sandboxes >= o.sandboxes {
+        rep["crio"]["rss_mib"]["with_memory_sandboxes"] = json!(mib(rss_kib(pid).0));
+    }
+    stop_remove_all(client, &extra_ids, o.concurrency, first_error).await;
+    fail(first_error)?;
+    Ok(())
+}
+
 /// The daemon's phases; with `alongside`, ocicni's set-ups and teardowns are interleaved with
 /// the timed `RunPodSandbox` and `StopPodSandbox` + `RemovePodSandbox` calls.
 async fn crio_phases(
@@ -1118,57 +1191,12 @@ async fn crio_phases(
         }
     }
 
-    // Memory with `memory_sandboxes` up: top up untimed, measure, take the extra ones down.
-    let mut extra_ids = Vec::new();
-    if o.memory_sandboxes > o.sandboxes {
-        let extra: Vec<(String, u16)> = (o.sandboxes..o.memory_sandboxes)
-            .map(|i| (format!("crio-bench-{i}"), 30000 + i as u16))
-            .collect();
-        let extra_out = Mutex::new(Vec::new());
-        run_all(client, &extra, o.concurrency, &extra_out, &first_error).await;
-        extra_ids = extra_out.into_inner().map_err(poisoned)?;
-        all_ids
-            .lock()
-            .map_err(poisoned)?
-            .extend(extra_ids.iter().cloned());
-        fail(&first_error)?;
-    }
-    if o.memory_sandboxes >= o.sandboxes {
-        rep["crio"]["rss_mib"]["with_memory_sandboxes"] = json!(mib(rss_kib(pid).0));
-    }
-    stop_remove_all(client, &extra_ids, o.concurrency, &first_error).await;
-    fail(&first_error)?;
+    memory_phase(o, client, pid, all_ids, &first_error, rep).await?;
 
-    let del_before = daemon_plugin_seconds(&dirs.socket(), "DEL").await?;
-    let teardown = if let Some((a, pods)) = side {
-        let ocicni_before = a.timing.seconds("DEL");
-        let ids = &ids;
-        let (ocicni_teardowns, teardown) = alternate(
-            pods.len().max(ids.len()),
-            |i| async move {
-                let pod = pods.get(i).ok_or(format!("no ocicni pod {i}"))?;
-                ocicni_teardown(a.plugin, pod).await
-            },
-            |i| async move {
-                let id = ids.get(i).ok_or(format!("no sandbox {i}"))?;
-                stop_remove(client, id).await
-            },
-            &first_error,
-        )
-        .await;
-        rep["ocicni"]["teardown"] = stats(&ocicni_teardowns);
-        rep["ocicni"]["teardown_split"] = plugin_share(
-            &rep["ocicni"]["teardown"],
-            a.timing.seconds("DEL") - ocicni_before,
-        );
-        teardown
-    } else {
-        stop_remove_all(client, &ids, o.concurrency, &first_error).await
-    };
-    let del_after = daemon_plugin_seconds(&dirs.socket(), "DEL").await?;
+    let (teardown, del_seconds) =
+        teardown_phase(o, dirs, rep, client, side, &ids, &first_error).await?;
     rep["crio"]["stop_remove"] = stats(&teardown);
-    rep["crio"]["stop_remove_split"] =
-        plugin_share(&rep["crio"]["stop_remove"], del_after - del_before);
+    rep["crio"]["stop_remove_split"] = plugin_share(&rep["crio"]["stop_remove"], del_seconds);
     let (after, peak) = rss_kib(pid);
     rep["crio"]["rss_mib"]["after_remove"] = json!(mib(after));
     rep["crio"]["rss_mib"]["peak"] = json!(mib(peak));

@@ -46,6 +46,30 @@ fn runtime(container: &str, pod: &NetNs, host_port: u16) -> RuntimeConf {
         .with_capability_args(caps)
 }
 
+/// No veth, lease, iptables rule or cache entry of the pods is left in the node.
+async fn assert_nothing_left(node: &Node, name: &str, ids: &[String]) {
+    let veths: Vec<String> = node
+        .ns
+        .links()
+        .into_iter()
+        .filter(|l| l.starts_with("veth"))
+        .collect();
+    assert!(veths.is_empty(), "veths left in the node: {veths:?}");
+    assert!(
+        node.leases(name).is_empty(),
+        "leases left: {:?}",
+        node.leases(name)
+    );
+    let rules = node.ns.iptables();
+    for id in ids {
+        assert!(
+            !rules.contains(id.as_str()),
+            "iptables rules mention {id}:\n{rules}"
+        );
+    }
+    assert!(node.cni.cached_attachments(None).await.unwrap().is_empty());
+}
+
 #[tokio::test]
 #[ignore = "needs root + netns: cargo xtask test"]
 async fn bridge_chain_add_check_del() {
@@ -133,26 +157,7 @@ async fn bridge_chain_add_check_del() {
     for rt in &rts {
         node.cni.del_network_list(&full, rt).await.expect("DEL");
     }
-    let veths: Vec<String> = node
-        .ns
-        .links()
-        .into_iter()
-        .filter(|l| l.starts_with("veth"))
-        .collect();
-    assert!(veths.is_empty(), "veths left in the node: {veths:?}");
-    assert!(
-        node.leases(&name).is_empty(),
-        "leases left: {:?}",
-        node.leases(&name)
-    );
-    let rules = node.ns.iptables();
-    for id in &ids {
-        assert!(
-            !rules.contains(id.as_str()),
-            "iptables rules mention {id}:\n{rules}"
-        );
-    }
-    assert!(node.cni.cached_attachments(None).await.unwrap().is_empty());
+    assert_nothing_left(&node, &name, &ids).await;
 
     // A second DEL, with the pod namespaces gone, still succeeds.
     drop(pods);

@@ -38,9 +38,12 @@ fn load(case: &Case) -> Result<Loaded> {
     cli.loader().with_env(case.env.iter().copied()).load()
 }
 
-#[test]
-fn layers_apply_in_order() {
-    let cases = [
+#[allow(
+    clippy::too_many_lines,
+    reason = "a table: one case per layering rule, read top to bottom"
+)]
+fn layering_cases() -> Vec<Case> {
+    vec![
         Case {
             name: "drop-ins apply in lexical order, the last one winning",
             main: "[crio.runtime]\nlog_level = \"error\"\n",
@@ -154,7 +157,12 @@ fn layers_apply_in_order() {
             flags: &[],
             check: |c| assert_eq!(c, &Config::default()),
         },
-    ];
+    ]
+}
+
+#[test]
+fn layers_apply_in_order() {
+    let cases = layering_cases();
     for case in &cases {
         let loaded = load(case).unwrap_or_else(|e| panic!("{}: {e}", case.name));
         (case.check)(&loaded.config);

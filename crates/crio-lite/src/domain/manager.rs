@@ -591,13 +591,7 @@ impl Manager {
     pub(crate) async fn recover(self: &Arc<Self>) -> Result<impl Future<Output = ()> + use<>> {
         // Asked before this run pins anything: is the bind there, and what does the dir hold?
         let mounted = self.netns.is_mount_point(&self.netns_dir).await;
-        let entries: Vec<String> = std::fs::read_dir(&self.netns_dir)
-            .map(|dir| {
-                dir.filter_map(std::result::Result::ok)
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
+        let entries = file_names(&self.netns_dir);
         let loaded = {
             let store = self.store.clone();
             tokio::task::spawn_blocking(move || store.load_all())
@@ -610,18 +604,10 @@ impl Manager {
                     )
                 })??
         };
-        // The bind is this daemon's to release when it makes it, or when an earlier run of it
-        // made it: then the directory holds pins of this daemon's sandboxes and nothing else. A
-        // bind over an empty directory or over others' namespaces is someone else's.
-        let ours = |name: &String| {
-            loaded.iter().any(|item| match item {
-                Loaded::Sandbox(sandbox) => &sandbox.id == name,
-                Loaded::Unreadable { id, .. } => id == name,
-            })
-        };
-        let owns = !mounted || (!entries.is_empty() && entries.iter().all(ours));
-        self.owns_pin_dir
-            .store(owns, std::sync::atomic::Ordering::Relaxed);
+        self.owns_pin_dir.store(
+            owns_pin_dir(mounted, &entries, &loaded),
+            std::sync::atomic::Ordering::Relaxed,
+        );
         let mut pending = Vec::new();
         for item in loaded {
             let (sandbox, unreadable) = match item {
@@ -852,6 +838,31 @@ impl Manager {
             tracing::warn!(dir = %self.netns_dir.display(), error = %e, "cannot release the namespace pin directory");
         }
     }
+}
+
+/// Whether the pin directory's bind is this daemon's to release: when it makes it (the
+/// directory is no mount point yet), or when an earlier run of it did (the directory holds pins
+/// of this daemon's sandboxes and nothing else). A bind over an empty directory or over others'
+/// namespaces is someone else's.
+fn owns_pin_dir(mounted: bool, entries: &[String], loaded: &[Loaded]) -> bool {
+    let ours = |name: &String| {
+        loaded.iter().any(|item| match item {
+            Loaded::Sandbox(sandbox) => &sandbox.id == name,
+            Loaded::Unreadable { id, .. } => id == name,
+        })
+    };
+    !mounted || (!entries.is_empty() && entries.iter().all(ours))
+}
+
+/// The names in `dir`; none when it cannot be read.
+fn file_names(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|dir| {
+            dir.filter_map(std::result::Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The span a sandbox operation runs in: its sandbox, pod and namespace become fields of every

@@ -324,7 +324,11 @@ fn flags_are_cri_os() {
         None,
         "run is the default"
     );
-    // As `crio version` prints it: aligned `Key: value` lines.
+}
+
+/// `crio-lite version` as `crio version` prints it: aligned `Key: value` lines.
+#[test]
+fn version_is_reported_as_crio_does() {
     let version = crio_lite(&["version"], &[]);
     let text = stdout(&version);
     let field = |key: &str| {

@@ -24,6 +24,50 @@ fn main() {
     std::process::exit(run());
 }
 
+/// What the configuration asks the plugin to do wrong before answering: hang, crash, fail with
+/// an error object, print garbage or too much. `Some(exit status)` when it must stop there.
+fn misbehave(fake: &Map<String, Value>, version: &str, child: bool) -> Option<i32> {
+    let flag = |key: &str| fake.get(key).and_then(Value::as_bool).unwrap_or(false);
+    if child {
+        loop {
+            std::thread::sleep(Duration::from_secs(1000));
+        }
+    }
+    if let Some(secs) = fake.get("hangSecs").and_then(Value::as_f64)
+        && secs.is_finite()
+        && secs > 0.0
+    {
+        std::thread::sleep(Duration::from_secs_f64(secs.min(86_400.0)));
+    }
+    match fake.get("crash").and_then(Value::as_str) {
+        Some("abort") => std::process::abort(),
+        Some("segv") => return Some(segv()),
+        Some("exit3-no-json") => {
+            let _ = std::io::stderr().write_all(b"fake plugin crashed on purpose\n");
+            return Some(3);
+        }
+        _ => {}
+    }
+    if let Some(fail) = fake.get("fail") {
+        let code = fail.get("code").and_then(Value::as_u64).unwrap_or(999);
+        let msg = fail
+            .get("msg")
+            .and_then(Value::as_str)
+            .unwrap_or("fake failure");
+        let details = fail.get("details").and_then(Value::as_str).unwrap_or("");
+        return Some(spec_error(version, code, msg, details));
+    }
+    if flag("garbage") {
+        print(b"this is { not json\n");
+        return Some(0);
+    }
+    if let Some(n) = fake.get("hugeBytes").and_then(Value::as_u64) {
+        print_huge(n);
+        return Some(0);
+    }
+    None
+}
+
 fn run() -> i32 {
     let command = std::env::var("CNI_COMMAND").unwrap_or_default();
     let mut raw = Vec::new();
@@ -102,44 +146,8 @@ fn run() -> i32 {
         return spec_error(&version, 4, "unknown CNI_COMMAND", &command);
     }
 
-    if applies {
-        if child_pid.is_some() {
-            loop {
-                std::thread::sleep(Duration::from_secs(1000));
-            }
-        }
-        if let Some(secs) = fake.get("hangSecs").and_then(Value::as_f64)
-            && secs.is_finite()
-            && secs > 0.0
-        {
-            std::thread::sleep(Duration::from_secs_f64(secs.min(86_400.0)));
-        }
-        match fake.get("crash").and_then(Value::as_str) {
-            Some("abort") => std::process::abort(),
-            Some("segv") => return segv(),
-            Some("exit3-no-json") => {
-                let _ = std::io::stderr().write_all(b"fake plugin crashed on purpose\n");
-                return 3;
-            }
-            _ => {}
-        }
-        if let Some(fail) = fake.get("fail") {
-            let code = fail.get("code").and_then(Value::as_u64).unwrap_or(999);
-            let msg = fail
-                .get("msg")
-                .and_then(Value::as_str)
-                .unwrap_or("fake failure");
-            let details = fail.get("details").and_then(Value::as_str).unwrap_or("");
-            return spec_error(&version, code, msg, details);
-        }
-        if flag("garbage") {
-            print(b"this is { not json\n");
-            return 0;
-        }
-        if let Some(n) = fake.get("hugeBytes").and_then(Value::as_u64) {
-            print_huge(n);
-            return 0;
-        }
+    if applies && let Some(code) = misbehave(&fake, &version, child_pid.is_some()) {
+        return code;
     }
 
     match command.as_str() {
