@@ -1,0 +1,597 @@
+//! Pulling: resolve a reference to a manifest (choosing this node's from an index), fetch the
+//! configuration and the layers (in parallel, bounded), verify each blob while it streams,
+//! unpack each layer into its own directory, then index the image.
+
+use std::fmt;
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use futures_util::{FutureExt as _, StreamExt as _};
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_spec::image::{ImageConfiguration, ImageIndex, ImageManifest};
+use serde_json::Value;
+
+use crate::blobs::DOCUMENT_MAX;
+use crate::digest::Digest;
+use crate::error::{Error, LayerProblem, Result};
+use crate::index::{Image, IndexFile, Layer};
+use crate::platform::Platform;
+use crate::reference::Reference;
+use crate::store::{Inner, Store};
+use crate::usage::usage;
+
+/// Credentials for a registry.
+#[derive(Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Auth {
+    /// No credentials (anonymous token where the registry hands them out).
+    #[default]
+    Anonymous,
+    /// A user name and password (or identity token as password).
+    Basic {
+        /// The user name.
+        username: String,
+        /// The password.
+        password: String,
+    },
+    /// A registry token, sent as a bearer token.
+    Bearer(String),
+}
+
+impl fmt::Debug for Auth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Auth::Anonymous => f.write_str("Anonymous"),
+            Auth::Basic { username, .. } => write!(f, "Basic({username:?}, <redacted>)"),
+            Auth::Bearer(_) => f.write_str("Bearer(<redacted>)"),
+        }
+    }
+}
+
+impl Auth {
+    fn to_client(&self) -> oci_client::secrets::RegistryAuth {
+        use oci_client::secrets::RegistryAuth;
+        match self {
+            Auth::Anonymous => RegistryAuth::Anonymous,
+            Auth::Basic { username, password } => {
+                RegistryAuth::Basic(username.clone(), password.clone())
+            }
+            Auth::Bearer(token) => RegistryAuth::Bearer(token.clone()),
+        }
+    }
+}
+
+const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
+const ACCEPTED: &[&str] = &[OCI_MANIFEST, OCI_INDEX, DOCKER_MANIFEST, DOCKER_LIST];
+
+/// Layer media types this crate unpacks (compression is told by magic number, not by name).
+const LAYER_TYPES: &[&str] = &[
+    "application/vnd.oci.image.layer.v1.tar",
+    "application/vnd.oci.image.layer.v1.tar+gzip",
+    "application/vnd.oci.image.layer.v1.tar+zstd",
+    "application/vnd.oci.image.layer.nondistributable.v1.tar",
+    "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip",
+    "application/vnd.oci.image.layer.nondistributable.v1.tar+zstd",
+    "application/vnd.docker.image.rootfs.diff.tar",
+    "application/vnd.docker.image.rootfs.diff.tar.gzip",
+    "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip",
+];
+
+/// The registry client for a store: HTTPS except for the insecure registries, with its timeouts.
+pub(crate) fn client(config: &crate::StoreConfig) -> oci_client::Client {
+    let protocol = if config.insecure_registries.is_empty() {
+        ClientProtocol::Https
+    } else {
+        ClientProtocol::HttpsExcept(config.insecure_registries.clone())
+    };
+    oci_client::Client::new(ClientConfig {
+        protocol,
+        // Our own timeouts (per request, per chunk) decide and name the step; the client's
+        // read timeout is a backstop for a read nobody is waiting on.
+        read_timeout: Some(config.request_timeout * 2),
+        connect_timeout: Some(config.connect_timeout),
+        ..ClientConfig::default()
+    })
+}
+
+impl Store {
+    /// Pulls `reference` (normalised as [`Reference::parse`] does) and returns the image once
+    /// every blob is verified, every layer unpacked and the image indexed. A pull of a reference
+    /// already being pulled in this process joins it and gets its outcome. The pull goes on in
+    /// a task of its own if the caller stops waiting.
+    ///
+    /// Must be called within a Tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidReference`]; [`Error::Registry`] or [`Error::Timeout`] when the registry
+    /// refuses, fails or stalls; [`Error::Malformed`] or [`Error::NoMatchingPlatform`] for a
+    /// manifest, index or configuration this crate cannot use; [`Error::DigestMismatch`] and
+    /// [`Error::SizeMismatch`] for blobs that are not what their descriptors say;
+    /// [`Error::Layer`] naming the layer and tar entry that cannot be unpacked; [`Error::Io`].
+    /// Nothing of a failed pull is visible in the store.
+    pub async fn pull(&self, reference: &str, auth: &Auth) -> Result<Image> {
+        let reference = Reference::parse(reference)?;
+        let key = reference.to_string();
+        let pull = {
+            let mut inflight = self
+                .inner
+                .inflight
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(pull) = inflight.get(&key) {
+                tracing::info!(image = %key, "joining the pull in progress");
+                pull.clone()
+            } else {
+                let inner = Arc::clone(&self.inner);
+                let auth = auth.clone();
+                let task_key = key.clone();
+                let task = tokio::spawn(async move {
+                    let result = Puller::new(&inner, reference, auth).run().await;
+                    if result.is_err() {
+                        inner.collect_if_idle();
+                    }
+                    inner
+                        .inflight
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .remove(&task_key);
+                    result
+                });
+                let image = key.clone();
+                let pull = async move {
+                    task.await.unwrap_or_else(|e| {
+                        Err(Error::Interrupted {
+                            image,
+                            reason: e.to_string(),
+                        })
+                    })
+                }
+                .boxed()
+                .shared();
+                inflight.insert(key, pull.clone());
+                pull
+            }
+        };
+        pull.await
+    }
+}
+
+struct Puller {
+    inner: Arc<Inner>,
+    reference: Reference,
+    target: oci_client::Reference,
+    auth: oci_client::secrets::RegistryAuth,
+    /// The reference as errors name it.
+    image: String,
+}
+
+impl Puller {
+    fn new(inner: &Arc<Inner>, reference: Reference, auth: Auth) -> Puller {
+        Puller {
+            inner: Arc::clone(inner),
+            target: reference.to_client(),
+            image: reference.to_string(),
+            reference,
+            auth: auth.to_client(),
+        }
+    }
+
+    async fn run(self) -> Result<Image> {
+        let started = Instant::now();
+        let _gc = self.inner.gc.read().await;
+        let (top, top_digest) = self
+            .fetch_document(&self.target, self.reference.digest())
+            .await?;
+        let (manifest_bytes, manifest_digest, index) = match kind(&top) {
+            Kind::Index => {
+                let chosen = self.choose(&top, &top_digest)?;
+                let target = self.target.clone_with_digest(chosen.to_string());
+                let (bytes, digest) = self.fetch_document(&target, Some(&chosen)).await?;
+                (bytes, digest, Some((top, top_digest)))
+            }
+            Kind::Manifest => (top, top_digest, None),
+            Kind::Unknown(why) => return Err(self.malformed(&format!("manifest {top_digest}"), why)),
+        };
+        let what = format!("manifest {manifest_digest}");
+        let manifest = ImageManifest::from_reader(&manifest_bytes[..])
+            .map_err(|e| self.malformed(&what, e.to_string()))?;
+
+        let config_digest = self.digest_of(manifest.config().digest().to_string(), &what)?;
+        let config_size = manifest.config().size();
+        if config_size > DOCUMENT_MAX {
+            return Err(self.malformed(&what, format!("config of {config_size} bytes")));
+        }
+        if !self.inner.blobs.has(&config_digest) {
+            self.download(&config_digest, config_size).await?;
+        }
+        let config_bytes = self.inner.blobs.read(&config_digest)?;
+        let config_what = format!("config {config_digest}");
+        let config = ImageConfiguration::from_reader(&config_bytes[..])
+            .map_err(|e| self.malformed(&config_what, e.to_string()))?;
+        let diff_ids = config
+            .rootfs()
+            .diff_ids()
+            .iter()
+            .map(|d| self.digest_of(d.clone(), &config_what))
+            .collect::<Result<Vec<_>>>()?;
+        if diff_ids.len() != manifest.layers().len() {
+            return Err(self.malformed(
+                &config_what,
+                format!(
+                    "{} diff ids for {} layers",
+                    diff_ids.len(),
+                    manifest.layers().len()
+                ),
+            ));
+        }
+        let mut chain: Option<Digest> = None;
+        let mut plans = Vec::new();
+        for (desc, diff_id) in manifest.layers().iter().zip(&diff_ids) {
+            let chain_id = Digest::chain(chain.as_ref(), diff_id);
+            let digest = self.digest_of(desc.digest().to_string(), &what)?;
+            let media_type = desc.media_type().to_string();
+            if !LAYER_TYPES.contains(&media_type.as_str()) {
+                return Err(self.layer_error(&digest, None, LayerProblem::MediaType(media_type)));
+            }
+            plans.push(Layer {
+                digest,
+                media_type,
+                compressed_size: desc.size(),
+                diff_id: diff_id.clone(),
+                chain_id: chain_id.clone(),
+                size: 0,
+            });
+            chain = Some(chain_id);
+        }
+
+        let permits = Arc::new(tokio::sync::Semaphore::new(
+            self.inner.config.parallel_layers.max(1),
+        ));
+        let this = &self;
+        let layers = futures_util::future::try_join_all(plans.into_iter().map(|plan| {
+            let permits = Arc::clone(&permits);
+            async move {
+                let _permit = permits.acquire().await.map_err(|e| Error::Interrupted {
+                    image: this.image.clone(),
+                    reason: e.to_string(),
+                })?;
+                this.layer(plan).await
+            }
+        }))
+        .await?;
+
+        self.inner.blobs.put(&manifest_digest, &manifest_bytes)?;
+        let index_digest = match index {
+            Some((bytes, digest)) => {
+                self.inner.blobs.put(&digest, &bytes)?;
+                Some(digest)
+            }
+            None => None,
+        };
+        let platform = Platform::new(
+            &config.os().to_string(),
+            &config.architecture().to_string(),
+            config.variant().as_deref(),
+        );
+        let names = match self.reference.tag() {
+            Some(_) => vec![self.image.clone()],
+            None => Vec::new(),
+        };
+        let pinned = index_digest.clone().unwrap_or_else(|| manifest_digest.clone());
+        let image = Image {
+            id: config_digest.hex().to_owned(),
+            names,
+            repo_digests: vec![self.reference.with_digest(pinned).to_string()],
+            manifest_digest,
+            index_digest,
+            config_digest,
+            platform,
+            size: layers.iter().map(|l| l.size).sum(),
+            layers,
+            pulled_at: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        };
+        let image = self.commit(image)?;
+        tracing::info!(
+            image = %self.image,
+            id = %image.id,
+            layers = image.layers.len(),
+            bytes = image.size,
+            seconds = started.elapsed().as_secs_f64(),
+            "pulled image"
+        );
+        Ok(image)
+    }
+
+    /// Adds the image to the index and saves it; the in-memory index changes only once saved.
+    fn commit(&self, image: Image) -> Result<Image> {
+        let mut index = self.inner.index();
+        let mut next = IndexFile {
+            version: index.version,
+            images: index.images.clone(),
+        };
+        let image = next.add(image);
+        next.save(&self.inner.config.root)?;
+        *index = next;
+        Ok(image)
+    }
+
+    /// Fetches a manifest or index, checks its size and, when pinned, its digest.
+    async fn fetch_document(
+        &self,
+        target: &oci_client::Reference,
+        pinned: Option<&Digest>,
+    ) -> Result<(Vec<u8>, Digest)> {
+        let op = match pinned {
+            Some(d) => format!("fetch manifest {d}"),
+            None => "fetch the manifest".to_owned(),
+        };
+        let fetch = self
+            .inner
+            .client
+            .pull_manifest_raw(target, &self.auth, ACCEPTED);
+        let (bytes, _) = self.timed(&op, fetch).await?.map_err(|e| self.registry(&op, e))?;
+        if bytes.len() as u64 > DOCUMENT_MAX {
+            return Err(self.malformed("manifest", format!("{} bytes is too large", bytes.len())));
+        }
+        let digest = Digest::of(&bytes);
+        if let Some(pinned) = pinned
+            && *pinned != digest
+        {
+            return Err(Error::DigestMismatch {
+                image: self.image.clone(),
+                expected: pinned.to_string(),
+                actual: digest.to_string(),
+            });
+        }
+        Ok((bytes.to_vec(), digest))
+    }
+
+    /// The manifest of this node's platform in an index.
+    fn choose(&self, bytes: &[u8], digest: &Digest) -> Result<Digest> {
+        let what = format!("index {digest}");
+        let index =
+            ImageIndex::from_reader(bytes).map_err(|e| self.malformed(&what, e.to_string()))?;
+        let wanted = &self.inner.config.platform;
+        let mut available = Vec::new();
+        for desc in index.manifests() {
+            let Some(p) = desc.platform() else { continue };
+            let (os, arch) = (p.os().to_string(), p.architecture().to_string());
+            if wanted.matches(&os, &arch, p.variant().as_deref()) {
+                let media = desc.media_type().to_string();
+                if media != OCI_MANIFEST && media != DOCKER_MANIFEST {
+                    return Err(self.malformed(&what, format!("entry of media type {media:?}")));
+                }
+                return self.digest_of(desc.digest().to_string(), &what);
+            }
+            available.push(Platform::new(&os, &arch, p.variant().as_deref()).to_string());
+        }
+        Err(Error::NoMatchingPlatform {
+            image: self.image.clone(),
+            wanted: wanted.to_string(),
+            available,
+        })
+    }
+
+    /// Makes sure one layer's blob is stored and its directory unpacked.
+    async fn layer(&self, mut layer: Layer) -> Result<Layer> {
+        let dir = self.inner.layer_dir(&layer.chain_id);
+        if !self.inner.blobs.has(&layer.digest) {
+            self.download(&layer.digest, layer.compressed_size).await?;
+        }
+        if !dir.is_dir() {
+            let inner = Arc::clone(&self.inner);
+            let image = self.image.clone();
+            let plan = layer.clone();
+            tokio::task::spawn_blocking(move || unpack_layer(&inner, &image, &plan))
+                .await
+                .map_err(|e| Error::Interrupted {
+                    image: self.image.clone(),
+                    reason: e.to_string(),
+                })??;
+        }
+        layer.size = usage(&dir)
+            .map_err(|e| Error::io("measure", &dir, e))?
+            .bytes;
+        Ok(layer)
+    }
+
+    /// Streams a blob into the store, verifying size and digest as it arrives.
+    async fn download(&self, digest: &Digest, size: u64) -> Result<()> {
+        let started = Instant::now();
+        let op = format!("fetch blob {digest}");
+        let digest_text = digest.to_string();
+        let open = self
+            .inner
+            .client
+            .pull_blob_stream(&self.target, digest_text.as_str());
+        let mut stream = self
+            .timed(&op, open)
+            .await?
+            .map_err(|e| self.registry(&op, e))?;
+        let mut writer = self.inner.blobs.writer(&self.image, digest, size)?;
+        loop {
+            match self.timed(&op, stream.next()).await? {
+                None => break,
+                Some(Ok(chunk)) => writer.write(&chunk)?,
+                Some(Err(e)) => {
+                    // oci-client checks the digest at the end of the stream too; say which
+                    // blob lied rather than relay its stream error.
+                    if writer.written() >= size && writer.digest_so_far() != *digest {
+                        return Err(Error::DigestMismatch {
+                            image: self.image.clone(),
+                            expected: digest.to_string(),
+                            actual: writer.digest_so_far().to_string(),
+                        });
+                    }
+                    return Err(Error::Io {
+                        op: "download",
+                        path: self.inner.blobs.path(digest),
+                        source: Arc::new(e),
+                    });
+                }
+            }
+        }
+        tokio::task::spawn_blocking(move || writer.finish())
+            .await
+            .map_err(|e| Error::Interrupted {
+                image: self.image.clone(),
+                reason: e.to_string(),
+            })??;
+        tracing::debug!(
+            image = %self.image,
+            blob = %digest,
+            bytes = size,
+            seconds = started.elapsed().as_secs_f64(),
+            "blob stored"
+        );
+        Ok(())
+    }
+
+    async fn timed<T>(&self, op: &str, fut: impl Future<Output = T>) -> Result<T> {
+        let after = self.inner.config.request_timeout;
+        tokio::time::timeout(after, fut)
+            .await
+            .map_err(|_| Error::Timeout {
+                image: self.image.clone(),
+                op: op.to_owned(),
+                after,
+            })
+    }
+
+    fn registry(&self, op: &str, e: oci_client::errors::OciDistributionError) -> Error {
+        Error::Registry {
+            image: self.image.clone(),
+            op: op.to_owned(),
+            source: Arc::new(e),
+        }
+    }
+
+    fn malformed(&self, what: &str, reason: impl Into<String>) -> Error {
+        Error::Malformed {
+            image: self.image.clone(),
+            what: what.to_owned(),
+            reason: reason.into(),
+        }
+    }
+
+    fn digest_of(&self, text: String, what: &str) -> Result<Digest> {
+        Digest::parse(&text).map_err(|e| self.malformed(what, e.to_string()))
+    }
+
+    fn layer_error(&self, layer: &Digest, entry: Option<String>, problem: LayerProblem) -> Error {
+        Error::Layer {
+            image: self.image.clone(),
+            layer: layer.to_string(),
+            entry,
+            problem,
+        }
+    }
+}
+
+/// Unpacks a stored layer blob into a temporary directory next to its place, checks the diff
+/// id, syncs the file system and renames it into place. A failure removes the directory.
+fn unpack_layer(inner: &Inner, image: &str, layer: &Layer) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let started = Instant::now();
+    let dest = inner.layer_dir(&layer.chain_id);
+    let temp = inner.layers.join(format!(
+        ".tmp-{}-{}-{}",
+        layer.chain_id.hex(),
+        std::process::id(),
+        COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    std::fs::DirBuilder::new()
+        .mode(0o755)
+        .create(&temp)
+        .map_err(|e| Error::io("create", &temp, e))?;
+    let result = unpack_checked(inner, image, layer, &temp);
+    match result.and_then(|()| place(&temp, &dest, &inner.layers)) {
+        Ok(()) => {
+            tracing::debug!(
+                image,
+                layer = %layer.digest,
+                chain_id = %layer.chain_id,
+                seconds = started.elapsed().as_secs_f64(),
+                "layer unpacked"
+            );
+            Ok(())
+        }
+        Err(e) => {
+            if let Err(clean) = crate::blobs::remove_any(&temp) {
+                tracing::warn!(error = %clean, "cannot remove a failed layer's directory");
+            }
+            Err(e)
+        }
+    }
+}
+
+fn unpack_checked(inner: &Inner, image: &str, layer: &Layer, temp: &Path) -> Result<()> {
+    let layer_error = |entry, problem| Error::Layer {
+        image: image.to_owned(),
+        layer: layer.digest.to_string(),
+        entry,
+        problem,
+    };
+    let blob_path = inner.blobs.path(&layer.digest);
+    let blob = safe_file::open_regular(&blob_path, safe_file::Symlinks::Refuse)
+        .map_err(|e| Error::file("open a layer blob", e))?;
+    let diff_id = crate::unpack::unpack(blob, temp, &inner.config.limits)
+        .map_err(|f| layer_error(f.entry, f.problem))?;
+    if diff_id != layer.diff_id {
+        return Err(layer_error(
+            None,
+            LayerProblem::DiffId {
+                expected: layer.diff_id.to_string(),
+                actual: diff_id.to_string(),
+            },
+        ));
+    }
+    let dir = std::fs::File::open(temp).map_err(|e| Error::io("open", temp, e))?;
+    nix::unistd::syncfs(&dir).map_err(|e| Error::io("sync", temp, e.into()))?;
+    Ok(())
+}
+
+/// Renames a finished layer directory into place; if another pull placed the same layer first,
+/// that one stays and this one goes.
+fn place(temp: &Path, dest: &Path, layers: &Path) -> Result<()> {
+    match std::fs::rename(temp, dest) {
+        Ok(()) => {
+            safe_file::sync_dir(layers).map_err(|e| Error::file("sync", e))?;
+            Ok(())
+        }
+        Err(_) if dest.is_dir() => crate::blobs::remove_any(temp),
+        Err(e) => Err(Error::io("rename into place", dest, e)),
+    }
+}
+
+enum Kind {
+    Index,
+    Manifest,
+    Unknown(String),
+}
+
+/// Whether a document is an index or a manifest, by its media type or, when it has none, by its
+/// shape.
+fn kind(bytes: &[u8]) -> Kind {
+    let value: Value = match serde_json::from_slice(bytes) {
+        Ok(v) => v,
+        Err(e) => return Kind::Unknown(format!("not JSON: {e}")),
+    };
+    match value.get("mediaType").and_then(Value::as_str) {
+        Some(OCI_INDEX | DOCKER_LIST) => Kind::Index,
+        Some(OCI_MANIFEST | DOCKER_MANIFEST) => Kind::Manifest,
+        Some(other) => Kind::Unknown(format!("unsupported media type {other:?}")),
+        None if value.get("manifests").is_some_and(Value::is_array) => Kind::Index,
+        None if value.get("layers").is_some_and(Value::is_array) => Kind::Manifest,
+        None => Kind::Unknown("neither a manifest nor an index".to_owned()),
+    }
+}
