@@ -199,6 +199,8 @@ pub enum LayerProblem {
     Corrupt(String),
     /// Writing the entry failed; the operating system's message.
     Io(String),
+    /// The unpack was stopped because another part of the pull failed.
+    Cancelled,
 }
 
 impl fmt::Display for LayerProblem {
@@ -229,6 +231,7 @@ impl fmt::Display for LayerProblem {
             ),
             LayerProblem::Corrupt(why) => write!(f, "not a valid layer: {why}"),
             LayerProblem::Io(e) => write!(f, "cannot write: {e}"),
+            LayerProblem::Cancelled => f.write_str("stopped: another part of the pull failed"),
         }
     }
 }

@@ -6,6 +6,7 @@ use std::fmt;
 use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::{FutureExt as _, StreamExt as _};
@@ -208,7 +209,7 @@ impl Puller {
             return Err(self.malformed(&what, format!("config of {config_size} bytes")));
         }
         if !self.inner.blobs.has(&config_digest) {
-            self.download(&config_digest, config_size).await?;
+            self.download(&config_digest, config_size, None).await?;
         }
         let config_bytes = self.inner.blobs.read(&config_digest)?;
         let config_what = format!("config {config_digest}");
@@ -250,21 +251,7 @@ impl Puller {
             chain = Some(chain_id);
         }
 
-        let permits = Arc::new(tokio::sync::Semaphore::new(
-            self.inner.config.parallel_layers.max(1),
-        ));
-        let this = &self;
-        let layers = futures_util::future::try_join_all(plans.into_iter().map(|plan| {
-            let permits = Arc::clone(&permits);
-            async move {
-                let _permit = permits.acquire().await.map_err(|e| Error::Interrupted {
-                    image: this.image.clone(),
-                    reason: e.to_string(),
-                })?;
-                this.layer(plan).await
-            }
-        }))
-        .await?;
+        let layers = self.layers(plans).await?;
 
         self.inner.blobs.put(&manifest_digest, &manifest_bytes)?;
         let index_digest = match index {
@@ -380,17 +367,60 @@ impl Puller {
         })
     }
 
+    /// Fetches and unpacks the layers, a bounded number at a time. When one fails the others
+    /// stop early, and all have stopped (no unpack still writing) when this returns: what they
+    /// left can then be collected.
+    async fn layers(&self, plans: Vec<Layer>) -> Result<Vec<Layer>> {
+        let permits = tokio::sync::Semaphore::new(self.inner.config.parallel_layers.max(1));
+        let cancel = Arc::new(AtomicBool::new(false));
+        let results = futures_util::future::join_all(plans.into_iter().map(|plan| {
+            let (permits, cancel) = (&permits, &cancel);
+            async move {
+                let result = match permits.acquire().await {
+                    Ok(_permit) => self.layer(plan, cancel).await,
+                    Err(e) => Err(self.interrupted(e)),
+                };
+                if result.is_err() {
+                    cancel.store(true, Ordering::Relaxed);
+                }
+                result
+            }
+        }))
+        .await;
+        let mut layers = Vec::with_capacity(results.len());
+        let mut first_error = None;
+        for result in results {
+            match result {
+                Ok(layer) => layers.push(layer),
+                // The layer that failed says why; the ones it stopped only that they stopped.
+                Err(e) if first_error.is_none() || is_cancelled(first_error.as_ref()) => {
+                    first_error = Some(e);
+                }
+                Err(_) => {}
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(layers),
+        }
+    }
+
     /// Makes sure one layer's blob is stored and its directory unpacked.
-    async fn layer(&self, mut layer: Layer) -> Result<Layer> {
+    async fn layer(&self, mut layer: Layer, cancel: &Arc<AtomicBool>) -> Result<Layer> {
         let dir = self.inner.layer_dir(&layer.chain_id);
+        if cancel.load(Ordering::Relaxed) {
+            return Err(self.cancelled(&layer.digest));
+        }
         if !self.inner.blobs.has(&layer.digest) {
-            self.download(&layer.digest, layer.compressed_size).await?;
+            self.download(&layer.digest, layer.compressed_size, Some(cancel))
+                .await?;
         }
         if !dir.is_dir() {
             let inner = Arc::clone(&self.inner);
             let image = self.image.clone();
             let plan = layer.clone();
-            tokio::task::spawn_blocking(move || unpack_layer(&inner, &image, &plan))
+            let cancel = Arc::clone(cancel);
+            tokio::task::spawn_blocking(move || unpack_layer(&inner, &image, &plan, &cancel))
                 .await
                 .map_err(|e| Error::Interrupted {
                     image: self.image.clone(),
@@ -403,8 +433,14 @@ impl Puller {
         Ok(layer)
     }
 
-    /// Streams a blob into the store, verifying size and digest as it arrives.
-    async fn download(&self, digest: &Digest, size: u64) -> Result<()> {
+    /// Streams a blob into the store, verifying size and digest as it arrives; stops when
+    /// `cancel` is set.
+    async fn download(
+        &self,
+        digest: &Digest,
+        size: u64,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<()> {
         let started = Instant::now();
         let op = format!("fetch blob {digest}");
         let digest_text = digest.to_string();
@@ -418,6 +454,9 @@ impl Puller {
             .map_err(|e| self.registry(&op, e))?;
         let mut writer = self.inner.blobs.writer(&self.image, digest, size)?;
         loop {
+            if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                return Err(self.cancelled(digest));
+            }
             match self.timed(&op, stream.next()).await? {
                 None => break,
                 Some(Ok(chunk)) => writer.write(&chunk)?,
@@ -466,6 +505,17 @@ impl Puller {
             })
     }
 
+    fn interrupted(&self, e: impl fmt::Display) -> Error {
+        Error::Interrupted {
+            image: self.image.clone(),
+            reason: e.to_string(),
+        }
+    }
+
+    fn cancelled(&self, layer: &Digest) -> Error {
+        self.layer_error(layer, None, LayerProblem::Cancelled)
+    }
+
     fn registry(&self, op: &str, e: oci_client::errors::OciDistributionError) -> Error {
         Error::Registry {
             image: self.image.clone(),
@@ -498,7 +548,7 @@ impl Puller {
 
 /// Unpacks a stored layer blob into a temporary directory next to its place, checks the diff
 /// id, syncs the file system and renames it into place. A failure removes the directory.
-fn unpack_layer(inner: &Inner, image: &str, layer: &Layer) -> Result<()> {
+fn unpack_layer(inner: &Inner, image: &str, layer: &Layer, cancel: &AtomicBool) -> Result<()> {
     use std::os::unix::fs::DirBuilderExt as _;
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let started = Instant::now();
@@ -513,7 +563,7 @@ fn unpack_layer(inner: &Inner, image: &str, layer: &Layer) -> Result<()> {
         .mode(0o755)
         .create(&temp)
         .map_err(|e| Error::io("create", &temp, e))?;
-    let result = unpack_checked(inner, image, layer, &temp);
+    let result = unpack_checked(inner, image, layer, &temp, cancel);
     match result.and_then(|()| place(&temp, &dest, &inner.layers)) {
         Ok(()) => {
             tracing::debug!(
@@ -534,7 +584,13 @@ fn unpack_layer(inner: &Inner, image: &str, layer: &Layer) -> Result<()> {
     }
 }
 
-fn unpack_checked(inner: &Inner, image: &str, layer: &Layer, temp: &Path) -> Result<()> {
+fn unpack_checked(
+    inner: &Inner,
+    image: &str,
+    layer: &Layer,
+    temp: &Path,
+    cancel: &AtomicBool,
+) -> Result<()> {
     let layer_error = |entry, problem| Error::Layer {
         image: image.to_owned(),
         layer: layer.digest.to_string(),
@@ -544,7 +600,7 @@ fn unpack_checked(inner: &Inner, image: &str, layer: &Layer, temp: &Path) -> Res
     let blob_path = inner.blobs.path(&layer.digest);
     let blob = safe_file::open_regular(&blob_path, safe_file::Symlinks::Refuse)
         .map_err(|e| Error::file("open a layer blob", e))?;
-    let diff_id = crate::unpack::unpack(blob, temp, &inner.config.limits)
+    let diff_id = crate::unpack::unpack(blob, temp, &inner.config.limits, cancel)
         .map_err(|f| layer_error(f.entry, f.problem))?;
     if diff_id != layer.diff_id {
         return Err(layer_error(
@@ -571,6 +627,10 @@ fn place(temp: &Path, dest: &Path, layers: &Path) -> Result<()> {
         Err(_) if dest.is_dir() => crate::blobs::remove_any(temp),
         Err(e) => Err(Error::io("rename into place", dest, e)),
     }
+}
+
+fn is_cancelled(e: Option<&Error>) -> bool {
+    e.and_then(Error::layer_problem) == Some(&LayerProblem::Cancelled)
 }
 
 enum Kind {

@@ -29,6 +29,7 @@ use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tar::EntryType;
 
@@ -55,7 +56,13 @@ impl Failure {
 /// Unpacks the layer read from `blob` (gzip, zstd or plain tar, told apart by their magic
 /// numbers) into the existing, empty directory `dest`. Returns the diff id: the digest of the
 /// uncompressed tar.
-pub(crate) fn unpack(blob: impl Read, dest: &Path, limits: &Limits) -> Result<Digest, Failure> {
+/// `cancelled` is looked at before each entry: once it is set the unpack stops.
+pub(crate) fn unpack(
+    blob: impl Read,
+    dest: &Path,
+    limits: &Limits,
+    cancelled: &AtomicBool,
+) -> Result<Digest, Failure> {
     let mut buffered = BufReader::with_capacity(128 * 1024, blob);
     let magic = buffered
         .fill_buf()
@@ -95,6 +102,9 @@ pub(crate) fn unpack(blob: impl Read, dest: &Path, limits: &Limits) -> Result<Di
     let mut count = 0u64;
     let mut last: Option<String> = None;
     for entry in entries {
+        if cancelled.load(Ordering::Relaxed) {
+            return Err(Failure::new(None, LayerProblem::Cancelled));
+        }
         let mut entry = entry.map_err(|e| stream_error(last.as_deref(), e))?;
         count += 1;
         let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();

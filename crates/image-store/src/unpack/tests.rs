@@ -12,7 +12,7 @@ fn limits() -> Limits {
 fn unpack_tar(tar: &[u8], compression: Compression, limits: &Limits) -> (tempfile::TempDir, Result<Digest, Failure>) {
     let dir = tempfile::tempdir().unwrap();
     let blob = compress(tar, compression);
-    let result = unpack(&blob[..], dir.path(), limits);
+    let result = unpack(&blob[..], dir.path(), limits, &AtomicBool::new(false));
     (dir, result)
 }
 
@@ -208,7 +208,7 @@ fn garbage_is_corrupt_not_a_panic() {
         &[0x28, 0xb5, 0x2f, 0xfd, 9, 9, 9][..],
     ] {
         let dir = tempfile::tempdir().unwrap();
-        let f = unpack(blob, dir.path(), &limits()).unwrap_err();
+        let f = unpack(blob, dir.path(), &limits(), &AtomicBool::new(false)).unwrap_err();
         assert!(matches!(f.problem, LayerProblem::Corrupt(_)), "{f:?}");
     }
 }
@@ -217,7 +217,7 @@ fn garbage_is_corrupt_not_a_panic() {
 fn a_truncated_tar_is_refused_naming_the_entry() {
     let tar = Tar::new().file("big", 0o644, &[7u8; 4096]).build();
     let dir = tempfile::tempdir().unwrap();
-    let f = unpack(&tar[..1024], dir.path(), &limits()).unwrap_err();
+    let f = unpack(&tar[..1024], dir.path(), &limits(), &AtomicBool::new(false)).unwrap_err();
     assert_eq!(f.entry.as_deref(), Some("big"));
     assert!(matches!(f.problem, LayerProblem::Corrupt(_)), "{f:?}");
 }
@@ -265,4 +265,13 @@ fn owners_are_kept_as_root() {
     let m = fs::metadata(dir.path().join("f")).unwrap();
     assert_eq!((m.uid(), m.gid()), (1234, 5678));
     assert_eq!(m.mode() & 0o7777, 0o2755, "setgid survives the chown");
+}
+
+#[test]
+fn a_cancelled_unpack_stops_before_the_next_entry() {
+    let tar = Tar::new().file("a", 0o644, b"a").build();
+    let dir = tempfile::tempdir().unwrap();
+    let f = unpack(&tar[..], dir.path(), &limits(), &AtomicBool::new(true)).unwrap_err();
+    assert_eq!(f.problem, LayerProblem::Cancelled);
+    assert!(!dir.path().join("a").exists());
 }

@@ -3,5 +3,6 @@
 //! nodes, `trusted.*` xattrs, owners) or the registry are ignored unless asked for:
 //! `CNI_PRIVILEGED_TESTS=1 cargo test -p image-store -- --ignored` (`cargo xtask test` does).
 
+mod hostile;
 mod pull;
 mod support;
