@@ -164,8 +164,7 @@ fn config_subcommand_prints_the_effective_configuration() {
     let field = |key: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(&format!("{key}:")))
-            .map(str::trim)
-            .unwrap_or_else(|| panic!("no {key} in\n{text}"))
+            .map_or_else(|| panic!("no {key} in\n{text}"), str::trim)
             .to_owned()
     };
     assert_eq!(field("Version"), env!("CARGO_PKG_VERSION"));
