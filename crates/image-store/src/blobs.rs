@@ -238,7 +238,11 @@ mod tests {
         let (_dir, blobs) = blobs();
         let d = Digest::of(b"x");
         blobs.put(&d, b"x").unwrap();
-        fs::write(blobs.dir().join(format!(".{}.tmp-1-2", d.hex())), b"partial").unwrap();
+        fs::write(
+            blobs.dir().join(format!(".{}.tmp-1-2", d.hex())),
+            b"partial",
+        )
+        .unwrap();
         fs::create_dir(blobs.dir().join("junk")).unwrap();
         assert_eq!(blobs.sweep().unwrap(), 2);
         assert_eq!(blobs.list().unwrap(), vec![d]);

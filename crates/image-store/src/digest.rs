@@ -120,7 +120,7 @@ impl Hasher {
     pub(crate) fn finish(self) -> Digest {
         let out = self.inner.finalize();
         let mut hex = String::with_capacity(64);
-        for b in out.iter() {
+        for b in &out {
             hex.push(char::from(HEX[usize::from(b >> 4)]));
             hex.push(char::from(HEX[usize::from(b & 0xf)]));
         }

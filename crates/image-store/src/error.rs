@@ -82,7 +82,9 @@ pub enum Error {
         actual: String,
     },
     /// A blob is not as long as its descriptor says.
-    #[error("image {image}: blob {digest}: the manifest says {expected} bytes, the registry sent {actual}")]
+    #[error(
+        "image {image}: blob {digest}: the manifest says {expected} bytes, the registry sent {actual}"
+    )]
     SizeMismatch {
         /// The image being pulled.
         image: String,
@@ -209,7 +211,10 @@ impl fmt::Display for LayerProblem {
             LayerProblem::DotDot => f.write_str("path has a \"..\" component"),
             LayerProblem::Absolute => f.write_str("path is absolute"),
             LayerProblem::SymlinkParent(p) => {
-                write!(f, "parent {p:?} is a symbolic link, refusing to write through it")
+                write!(
+                    f,
+                    "parent {p:?} is a symbolic link, refusing to write through it"
+                )
             }
             LayerProblem::ParentNotDir(p) => write!(f, "parent {p:?} is not a directory"),
             LayerProblem::SymlinkEscapes(t) => {

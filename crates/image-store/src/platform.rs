@@ -57,8 +57,7 @@ fn normal_variant<'a>(architecture: &str, variant: Option<&'a str>) -> Option<&'
     match (architecture, variant) {
         ("arm64", None | Some("" | "v8")) => Some("v8"),
         ("arm", None | Some("")) => Some("v7"),
-        ("amd64", None | Some("" | "v1")) => None,
-        (_, Some("")) => None,
+        ("amd64", None | Some("" | "v1")) | (_, Some("")) => None,
         (_, v) => v,
     }
 }
@@ -106,6 +105,9 @@ mod tests {
             Platform::new("linux", "arm", Some("v7")).to_string(),
             "linux/arm/v7"
         );
-        assert_eq!(Platform::new("linux", "amd64", None).to_string(), "linux/amd64");
+        assert_eq!(
+            Platform::new("linux", "amd64", None).to_string(),
+            "linux/amd64"
+        );
     }
 }

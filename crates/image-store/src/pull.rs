@@ -197,7 +197,9 @@ impl Puller {
                 (bytes, digest, Some((top, top_digest)))
             }
             Kind::Manifest => (top, top_digest, None),
-            Kind::Unknown(why) => return Err(self.malformed(&format!("manifest {top_digest}"), why)),
+            Kind::Unknown(why) => {
+                return Err(self.malformed(&format!("manifest {top_digest}"), why));
+            }
         };
         let what = format!("manifest {manifest_digest}");
         let manifest = ImageManifest::from_reader(&manifest_bytes[..])
@@ -270,7 +272,9 @@ impl Puller {
             Some(_) => vec![self.image.clone()],
             None => Vec::new(),
         };
-        let pinned = index_digest.clone().unwrap_or_else(|| manifest_digest.clone());
+        let pinned = index_digest
+            .clone()
+            .unwrap_or_else(|| manifest_digest.clone());
         let image = Image {
             id: config_digest.hex().to_owned(),
             names,
@@ -324,7 +328,10 @@ impl Puller {
             .inner
             .client
             .pull_manifest_raw(target, &self.auth, ACCEPTED);
-        let (bytes, _) = self.timed(&op, fetch).await?.map_err(|e| self.registry(&op, e))?;
+        let (bytes, _) = self
+            .timed(&op, fetch)
+            .await?
+            .map_err(|e| self.registry(&op, e))?;
         if bytes.len() as u64 > DOCUMENT_MAX {
             return Err(self.malformed("manifest", format!("{} bytes is too large", bytes.len())));
         }

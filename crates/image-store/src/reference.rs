@@ -247,7 +247,9 @@ fn valid_host_component(c: &str) -> bool {
         (Some(first), Some(last)) => {
             first.is_ascii_alphanumeric()
                 && last.is_ascii_alphanumeric()
-                && bytes.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'-')
+                && bytes
+                    .iter()
+                    .all(|&b| b.is_ascii_alphanumeric() || b == b'-')
         }
         _ => false,
     }
@@ -293,7 +295,10 @@ mod tests {
             ("busybox:1.36", "docker.io/library/busybox:1.36"),
             ("user/app", "docker.io/user/app:latest"),
             ("docker.io/busybox", "docker.io/library/busybox:latest"),
-            ("index.docker.io/library/busybox", "docker.io/library/busybox:latest"),
+            (
+                "index.docker.io/library/busybox",
+                "docker.io/library/busybox:latest",
+            ),
             ("registry.k8s.io/pause:3.10", "registry.k8s.io/pause:3.10"),
             ("localhost/app", "localhost/app:latest"),
             ("localhost:5000/a/b/c:v1", "localhost:5000/a/b/c:v1"),
@@ -331,7 +336,10 @@ mod tests {
         let cases = [
             ("", "empty reference"),
             ("Busybox", "repository name must be lower-case"),
-            ("docker.io/Library/busybox", "repository name must be lower-case"),
+            (
+                "docker.io/Library/busybox",
+                "repository name must be lower-case",
+            ),
             ("busybox:", "invalid tag"),
             ("busybox:-x", "invalid tag"),
             ("busybox@sha256:abc", "invalid digest"),

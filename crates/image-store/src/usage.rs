@@ -65,6 +65,9 @@ mod tests {
         let u = usage(dir.path()).unwrap();
         assert_eq!(u.inodes, 3, "dir, a (= b), c");
         assert!(u.bytes >= 10_000, "{u:?}");
-        assert_eq!(usage(&dir.path().join("missing")).unwrap(), Usage::default());
+        assert_eq!(
+            usage(&dir.path().join("missing")).unwrap(),
+            Usage::default()
+        );
     }
 }

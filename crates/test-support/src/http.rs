@@ -1,6 +1,7 @@
 //! A minimal HTTP/1.1 client over a plain TCP connection, one request per connection: enough to
 //! speak the distribution API to a local registry without an HTTP stack.
 
+use std::fmt::Write as _;
 use std::io::{self, Read as _, Write as _};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -47,7 +48,7 @@ pub fn request(
         body.len()
     );
     for (name, value) in headers {
-        head.push_str(&format!("{name}: {value}\r\n"));
+        let _ = write!(head, "{name}: {value}\r\n");
     }
     head.push_str("\r\n");
     stream.write_all(head.as_bytes())?;

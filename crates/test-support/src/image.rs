@@ -11,9 +11,15 @@ use sha2::{Digest as _, Sha256};
 
 /// `sha256:<hex>` of `bytes`.
 pub fn digest(bytes: &[u8]) -> String {
+    digest_text(&Sha256::digest(bytes))
+}
+
+/// `sha256:` and the hex digits of a finished hash.
+fn digest_text(hash: &[u8]) -> String {
+    use std::fmt::Write as _;
     let mut out = String::from("sha256:");
-    for b in Sha256::digest(bytes) {
-        out.push_str(&format!("{b:02x}"));
+    for b in hash {
+        let _ = write!(out, "{b:02x}");
     }
     out
 }
@@ -129,8 +135,10 @@ impl Tar {
     /// A character device node.
     pub fn char_device(self, path: &str, major: u32, minor: u32) -> Tar {
         let mut h = Self::header(tar::EntryType::Char, 0o666, 0);
-        h.set_device_major(major).expect("a gnu header has device numbers");
-        h.set_device_minor(minor).expect("a gnu header has device numbers");
+        h.set_device_major(major)
+            .expect("a gnu header has device numbers");
+        h.set_device_minor(minor)
+            .expect("a gnu header has device numbers");
         self.append(h, path, &[])
     }
 
@@ -275,10 +283,7 @@ impl Layer {
                 .expect("stream the bomb");
             builder.finish().expect("finish the bomb");
         }
-        let mut diff_id = String::from("sha256:");
-        for b in tee.hasher.finalize() {
-            diff_id.push_str(&format!("{b:02x}"));
-        }
+        let diff_id = digest_text(&tee.hasher.finalize());
         let blob = tee.out.finish().expect("gzip to memory");
         Layer::from_parts(blob, diff_id, Compression::Gzip)
     }

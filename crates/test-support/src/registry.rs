@@ -240,7 +240,9 @@ fn expect(r: &Response, status: u16, what: &str) {
 fn location_of(r: &Response) -> String {
     let loc = r.header("location").expect("a Location header");
     match loc.split_once("://") {
-        Some((_, rest)) => rest.find('/').map_or("/".to_owned(), |i| rest[i..].to_owned()),
+        Some((_, rest)) => rest
+            .find('/')
+            .map_or("/".to_owned(), |i| rest[i..].to_owned()),
         None => loc.to_owned(),
     }
 }
@@ -290,7 +292,9 @@ impl Stall {
     /// When it cannot listen.
     pub fn start() -> Stall {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-        listener.set_nonblocking(true).expect("non-blocking listener");
+        listener
+            .set_nonblocking(true)
+            .expect("non-blocking listener");
         let addr = listener.local_addr().expect("local address").to_string();
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);

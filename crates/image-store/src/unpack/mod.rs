@@ -116,10 +116,9 @@ pub(crate) fn unpack(
         }
         unpacker.entry(&mut entry).map_err(|e| match e {
             EntryError::Problem(problem) => Failure::new(Some(&name), problem),
-            EntryError::Io(_) if over.get() => Failure::new(
-                Some(&name),
-                LayerProblem::TooLarge(limits.max_layer_bytes),
-            ),
+            EntryError::Io(_) if over.get() => {
+                Failure::new(Some(&name), LayerProblem::TooLarge(limits.max_layer_bytes))
+            }
             EntryError::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
                 Failure::new(Some(&name), LayerProblem::Corrupt(e.to_string()))
             }
@@ -351,7 +350,8 @@ impl Unpacker {
 
 /// An owner id from a tar header; ids past 32 bits do not exist on Linux.
 fn id(raw: u64) -> Result<u32, EntryError> {
-    u32::try_from(raw).map_err(|_| LayerProblem::Corrupt(format!("owner id {raw} out of range")).into())
+    u32::try_from(raw)
+        .map_err(|_| LayerProblem::Corrupt(format!("owner id {raw} out of range")).into())
 }
 
 /// The path's components relative to the layer root: `.` and empty ones dropped; an absolute

@@ -29,15 +29,7 @@ pub(crate) fn set_opaque(dir: &Path) -> io::Result<()> {
     let name = CString::new(OPAQUE_XATTR).expect("no NUL in a constant");
     // SAFETY: both strings are NUL-terminated and outlive the call; the value is one byte long,
     // as passed.
-    let rc = unsafe {
-        libc::lsetxattr(
-            path.as_ptr(),
-            name.as_ptr(),
-            b"y".as_ptr().cast(),
-            1,
-            0,
-        )
-    };
+    let rc = unsafe { libc::lsetxattr(path.as_ptr(), name.as_ptr(), b"y".as_ptr().cast(), 1, 0) };
     if rc == 0 {
         Ok(())
     } else {

@@ -9,7 +9,11 @@ fn limits() -> Limits {
     Limits::default()
 }
 
-fn unpack_tar(tar: &[u8], compression: Compression, limits: &Limits) -> (tempfile::TempDir, Result<Digest, Failure>) {
+fn unpack_tar(
+    tar: &[u8],
+    compression: Compression,
+    limits: &Limits,
+) -> (tempfile::TempDir, Result<Digest, Failure>) {
     let dir = tempfile::tempdir().unwrap();
     let blob = compress(tar, compression);
     let result = unpack(&blob[..], dir.path(), limits, &AtomicBool::new(false));
@@ -43,18 +47,41 @@ fn files_dirs_links_and_modes_land_in_the_layer_dir() {
         let tool = fs::metadata(root.join("usr/bin/tool")).unwrap();
         assert_eq!(tool.mode() & 0o7777, 0o4755, "setuid kept");
         assert_eq!(fs::read(root.join("usr/bin/tool")).unwrap(), b"#!/bin/sh\n");
-        assert_eq!(fs::metadata(root.join("usr/bin/tool")).unwrap().mtime() as u64, test_support::image::MTIME);
-        assert_eq!(fs::read_link(root.join("bin")).unwrap(), Path::new("usr/bin"));
-        assert_eq!(fs::read_link(root.join("usr/bin/abs")).unwrap(), Path::new("/etc/passwd"));
+        assert_eq!(
+            fs::metadata(root.join("usr/bin/tool")).unwrap().mtime() as u64,
+            test_support::image::MTIME
+        );
+        assert_eq!(
+            fs::read_link(root.join("bin")).unwrap(),
+            Path::new("usr/bin")
+        );
+        assert_eq!(
+            fs::read_link(root.join("usr/bin/abs")).unwrap(),
+            Path::new("/etc/passwd")
+        );
         assert_eq!(
             fs::metadata(root.join("usr/bin/tool2")).unwrap().ino(),
             tool.ino(),
             "hard link shares the inode"
         );
-        assert!(fs::symlink_metadata(root.join("run.fifo")).unwrap().file_type().is_fifo());
-        assert_eq!(fs::metadata(root.join("tmp")).unwrap().mode() & 0o7777, 0o1777);
-        assert_eq!(fs::metadata(root.join("etc/deep")).unwrap().mode() & 0o777, 0o755);
-        assert_eq!(fs::metadata(root.join("usr")).unwrap().mtime() as u64, test_support::image::MTIME);
+        assert!(
+            fs::symlink_metadata(root.join("run.fifo"))
+                .unwrap()
+                .file_type()
+                .is_fifo()
+        );
+        assert_eq!(
+            fs::metadata(root.join("tmp")).unwrap().mode() & 0o7777,
+            0o1777
+        );
+        assert_eq!(
+            fs::metadata(root.join("etc/deep")).unwrap().mode() & 0o777,
+            0o755
+        );
+        assert_eq!(
+            fs::metadata(root.join("usr")).unwrap().mtime() as u64,
+            test_support::image::MTIME
+        );
     }
 }
 
@@ -138,7 +165,9 @@ fn hostile_entries_are_refused_by_name() {
             LayerProblem::Device,
         ),
         (
-            Tar::new().file("f", 0o644, b"x").raw(EntryType::Regular, b"f/under", b"", b"x"),
+            Tar::new()
+                .file("f", 0o644, b"x")
+                .raw(EntryType::Regular, b"f/under", b"", b"x"),
             "f/under",
             LayerProblem::ParentNotDir("f".into()),
         ),
@@ -163,12 +192,12 @@ fn hostile_entries_are_refused_by_name() {
 #[test]
 fn a_symlink_parent_is_refused_even_after_the_directory_was_replaced() {
     // d is a directory, then replaced by a link to /: d/x must not land in /.
-    let (entry, got) = problem(
-        Tar::new()
-            .dir("d", 0o755)
-            .symlink("d", "/tmp")
-            .raw(EntryType::Regular, b"d/x", b"", b"x"),
-    );
+    let (entry, got) = problem(Tar::new().dir("d", 0o755).symlink("d", "/tmp").raw(
+        EntryType::Regular,
+        b"d/x",
+        b"",
+        b"x",
+    ));
     assert_eq!(entry.as_deref(), Some("d/x"));
     assert_eq!(got, LayerProblem::SymlinkParent("d".into()));
 }
@@ -249,7 +278,10 @@ fn whiteouts_and_opaque_dirs_take_overlayfs_form() {
         sys::get_xattr(&root.join("var/cache"), sys::OPAQUE_XATTR).unwrap(),
         Some(b"y".to_vec())
     );
-    assert_eq!(sys::get_xattr(&root.join("etc"), sys::OPAQUE_XATTR).unwrap(), None);
+    assert_eq!(
+        sys::get_xattr(&root.join("etc"), sys::OPAQUE_XATTR).unwrap(),
+        None
+    );
     assert!(!root.join("var/cache/.wh..wh..opq").exists());
     assert_eq!(fs::read(root.join("var/cache/kept")).unwrap(), b"k");
 }
@@ -257,9 +289,7 @@ fn whiteouts_and_opaque_dirs_take_overlayfs_form() {
 #[test]
 #[ignore = "needs root: cargo xtask test"]
 fn owners_are_kept_as_root() {
-    let tar = Tar::new()
-        .file_owned("f", 0o2755, 1234, 5678, b"x")
-        .build();
+    let tar = Tar::new().file_owned("f", 0o2755, 1234, 5678, b"x").build();
     let (dir, result) = unpack_tar(&tar, Compression::None, &limits());
     result.unwrap();
     let m = fs::metadata(dir.path().join("f")).unwrap();

@@ -29,21 +29,34 @@ async fn hostile_layers_are_refused_naming_image_layer_and_entry() {
     let cases: Vec<(&str, Tar, &str, LayerProblem)> = vec![
         (
             "dotdot",
-            Tar::new().raw(EntryType::Regular, format!("../{marker}").as_bytes(), b"", b"x"),
+            Tar::new().raw(
+                EntryType::Regular,
+                format!("../{marker}").as_bytes(),
+                b"",
+                b"x",
+            ),
             "../",
             LayerProblem::DotDot,
         ),
         (
             "absolute",
-            Tar::new().raw(EntryType::Regular, format!("/tmp/{marker}").as_bytes(), b"", b"x"),
+            Tar::new().raw(
+                EntryType::Regular,
+                format!("/tmp/{marker}").as_bytes(),
+                b"",
+                b"x",
+            ),
             "/tmp/",
             LayerProblem::Absolute,
         ),
         (
             "symlink-parent",
-            Tar::new()
-                .symlink("root", "/")
-                .raw(EntryType::Regular, through_symlink.as_bytes(), b"", b"x"),
+            Tar::new().symlink("root", "/").raw(
+                EntryType::Regular,
+                through_symlink.as_bytes(),
+                b"",
+                b"x",
+            ),
             "root/tmp/",
             LayerProblem::SymlinkParent("root".into()),
         ),
@@ -84,7 +97,10 @@ async fn hostile_layers_are_refused_naming_image_layer_and_entry() {
         for part in [name.as_str(), built.layers[1].digest.as_str(), entry] {
             assert!(text.contains(part), "{tag}: {text:?} names {part}");
         }
-        assert!(!Path::new("/tmp").join(&marker).exists(), "{tag}: nothing escaped");
+        assert!(
+            !Path::new("/tmp").join(&marker).exists(),
+            "{tag}: nothing escaped"
+        );
         assert!(!dir.path().join("layers").join(&marker).exists(), "{tag}");
         support::assert_empty_after_reopen(store, registry.host());
     }
@@ -95,7 +111,11 @@ async fn hostile_layers_are_refused_naming_image_layer_and_entry() {
 async fn a_decompression_bomb_stops_at_the_cap() {
     let registry = Registry::start();
     let bomb = Layer::zero_bomb("zeros", 256 << 20);
-    assert!(bomb.blob.len() < 1 << 20, "{} bytes compressed", bomb.blob.len());
+    assert!(
+        bomb.blob.len() < 1 << 20,
+        "{} bytes compressed",
+        bomb.blob.len()
+    );
     let built = image_with(bomb);
     registry.push_image("bomb", Some("latest"), &built, Upload::Monolithic);
     let dir = test_support::temp_dir("img-hostile");
@@ -135,7 +155,12 @@ fn grow_layer_size(m: &mut Value) {
 #[ignore = "needs root: cargo xtask test"]
 async fn a_manifest_that_lies_about_a_size_fails() {
     let registry = Registry::start();
-    let layer = || Layer::new(&Tar::new().file("f", 0o644, &[1u8; 4096]).build(), Compression::Gzip);
+    let layer = || {
+        Layer::new(
+            &Tar::new().file("f", 0o644, &[1u8; 4096]).build(),
+            Compression::Gzip,
+        )
+    };
     for (tag, edit, says) in [
         ("short", shrink_layer_size as fn(&mut Value), -10i64),
         ("long", grow_layer_size, 10),
@@ -205,6 +230,10 @@ async fn a_blob_that_does_not_match_its_digest_is_never_stored() {
         }
         other => panic!("not a digest mismatch: {other}"),
     }
-    assert!(!store.blob_path(&built.layers[1].digest.parse().unwrap()).exists());
+    assert!(
+        !store
+            .blob_path(&built.layers[1].digest.parse().unwrap())
+            .exists()
+    );
     support::assert_empty_after_reopen(store, registry.host());
 }

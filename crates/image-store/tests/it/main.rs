@@ -3,6 +3,10 @@
 //! nodes, `trusted.*` xattrs, owners) or the registry are ignored unless asked for:
 //! `CNI_PRIVILEGED_TESTS=1 cargo test -p image-store -- --ignored` (`cargo xtask test` does).
 
+mod crash;
 mod hostile;
+mod props;
 mod pull;
+mod stall;
+mod store;
 mod support;

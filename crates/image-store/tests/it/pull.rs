@@ -52,9 +52,18 @@ fn assert_busybox(store: &Store, chain_id: &Digest) {
     let busybox = fs::metadata(root.join("bin/busybox")).unwrap();
     assert_eq!(busybox.mode() & 0o7777, 0o755);
     assert_eq!(busybox.len(), fs::metadata("/bin/busybox").unwrap().len());
-    assert_eq!(fs::read_link(root.join("bin/sh")).unwrap(), Path::new("busybox"));
-    assert_eq!(fs::read_link(root.join("bin/ls")).unwrap(), Path::new("/bin/busybox"));
-    assert_eq!(fs::metadata(root.join("tmp")).unwrap().mode() & 0o7777, 0o1777);
+    assert_eq!(
+        fs::read_link(root.join("bin/sh")).unwrap(),
+        Path::new("busybox")
+    );
+    assert_eq!(
+        fs::read_link(root.join("bin/ls")).unwrap(),
+        Path::new("/bin/busybox")
+    );
+    assert_eq!(
+        fs::metadata(root.join("tmp")).unwrap().mode() & 0o7777,
+        0o1777
+    );
     assert_eq!(
         fs::read_to_string(root.join("etc/passwd")).unwrap(),
         "root:x:0:0:root:/root:/bin/sh\n"
@@ -75,25 +84,41 @@ async fn single_layer_images_in_every_compression() {
         let built = busybox_image(compression);
         registry.push_image("busybox", Some(tag), &built, upload);
         let image = store
-            .pull(&reference(registry.host(), "busybox", tag), &Auth::Anonymous)
+            .pull(
+                &reference(registry.host(), "busybox", tag),
+                &Auth::Anonymous,
+            )
             .await
             .unwrap_or_else(|e| panic!("{tag}: {e}"));
         assert_eq!(image.id, built.config_digest.trim_start_matches("sha256:"));
         assert_eq!(image.manifest_digest.to_string(), built.manifest_digest);
         assert_eq!(image.layers.len(), 1);
         assert_eq!(image.layers[0].diff_id.to_string(), built.layers[0].diff_id);
-        assert_eq!(image.layers[0].chain_id, image.layers[0].diff_id, "first chain id is the diff id");
-        assert_eq!(image.names, vec![reference(registry.host(), "busybox", tag)]);
+        assert_eq!(
+            image.layers[0].chain_id, image.layers[0].diff_id,
+            "first chain id is the diff id"
+        );
+        assert_eq!(
+            image.names,
+            vec![reference(registry.host(), "busybox", tag)]
+        );
         assert_eq!(
             image.repo_digests,
-            vec![format!("{}/busybox@{}", registry.host(), built.manifest_digest)]
+            vec![format!(
+                "{}/busybox@{}",
+                registry.host(),
+                built.manifest_digest
+            )]
         );
         assert!(image.size > 0);
         assert!(store.blob_path(&image.layers[0].digest).is_file());
         assert_busybox(&store, &image.layers[0].chain_id);
     }
     // The three share one uncompressed tar, so one layer directory.
-    assert_eq!(test_support::fs::file_names(&dir.path().join("layers")).len(), 1);
+    assert_eq!(
+        test_support::fs::file_names(&dir.path().join("layers")).len(),
+        1
+    );
     assert_eq!(store.list().len(), 3);
 }
 
@@ -147,12 +172,21 @@ async fn multi_layer_images_with_whiteouts_and_opaque_dirs() {
     let run = fs::metadata(middle_dir.join("app/run")).unwrap();
     assert_eq!(run.mode() & 0o7777, 0o4750, "setuid kept");
     assert_eq!((run.uid(), run.gid()), (1000, 1000));
-    assert_eq!(fs::metadata(middle_dir.join("app/run2")).unwrap().ino(), run.ino());
-    assert!(!middle_dir.join("etc").exists(), "a layer holds only its own diff");
+    assert_eq!(
+        fs::metadata(middle_dir.join("app/run2")).unwrap().ino(),
+        run.ino()
+    );
+    assert!(
+        !middle_dir.join("etc").exists(),
+        "a layer holds only its own diff"
+    );
 
     let top_dir = store.layer_dir(chains[2]);
     let motd = fs::symlink_metadata(top_dir.join("etc/motd")).unwrap();
-    assert!(motd.file_type().is_char_device(), "whiteout is a character device");
+    assert!(
+        motd.file_type().is_char_device(),
+        "whiteout is a character device"
+    );
     assert_eq!(motd.rdev(), 0, "whiteout is 0/0");
     assert!(!top_dir.join("etc/.wh.motd").exists());
     assert_eq!(opaque(&top_dir.join("var/cache")), Some(b"y".to_vec()));
@@ -163,7 +197,10 @@ async fn multi_layer_images_with_whiteouts_and_opaque_dirs() {
 
     // What a container runtime would mount: the layers as overlayfs lower directories.
     let usage = store.disk_usage().unwrap();
-    assert!(usage.inodes > 10 && usage.bytes > image.layers[0].compressed_size, "{usage:?}");
+    assert!(
+        usage.inodes > 10 && usage.bytes > image.layers[0].compressed_size,
+        "{usage:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -176,7 +213,9 @@ async fn an_index_resolves_to_this_nodes_platform() {
     let theirs = ImageBuilder::new()
         .platform(other_platform())
         .layer(Layer::new(
-            &Tar::new().file("other", 0o644, b"not for this node").build(),
+            &Tar::new()
+                .file("other", 0o644, b"not for this node")
+                .build(),
             Compression::Gzip,
         ))
         .build();
@@ -190,9 +229,18 @@ async fn an_index_resolves_to_this_nodes_platform() {
         .await
         .unwrap();
     assert_eq!(image.manifest_digest.to_string(), ours.manifest_digest);
-    assert_eq!(image.index_digest.as_ref().map(ToString::to_string), Some(index.digest.clone()));
+    assert_eq!(
+        image.index_digest.as_ref().map(ToString::to_string),
+        Some(index.digest.clone())
+    );
     let (os, arch, _) = this_platform();
-    assert_eq!((image.platform.os.as_str(), image.platform.architecture.as_str()), (os, arch));
+    assert_eq!(
+        (
+            image.platform.os.as_str(),
+            image.platform.architecture.as_str()
+        ),
+        (os, arch)
+    );
     assert_eq!(
         image.repo_digests,
         vec![format!("{}/multi@{}", registry.host(), index.digest)],
@@ -208,11 +256,19 @@ async fn an_index_resolves_to_this_nodes_platform() {
     config.platform = Platform::new(os, arch, variant);
     let other = Store::open(config).unwrap();
     let image = other
-        .pull(&format!("{}/multi:latest", registry.host()), &Auth::Anonymous)
+        .pull(
+            &format!("{}/multi:latest", registry.host()),
+            &Auth::Anonymous,
+        )
         .await
         .unwrap();
     assert_eq!(image.manifest_digest.to_string(), theirs.manifest_digest);
-    assert!(other.layer_dir(&image.layers[0].chain_id).join("other").is_file());
+    assert!(
+        other
+            .layer_dir(&image.layers[0].chain_id)
+            .join("other")
+            .is_file()
+    );
 
     // A platform the index does not have is named in the error, with what it has.
     let none_dir = test_support::temp_dir("img-store");
@@ -224,7 +280,10 @@ async fn an_index_resolves_to_this_nodes_platform() {
         .await
         .unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("no manifest for platform linux/riscv64"), "{text}");
+    assert!(
+        text.contains("no manifest for platform linux/riscv64"),
+        "{text}"
+    );
     assert!(text.contains(&format!("{os}/{arch}")), "{text}");
     support::assert_empty_after_reopen(none, registry.host());
 }
@@ -260,4 +319,27 @@ async fn pulls_of_one_reference_join_and_by_digest_need_no_tag() {
     assert_eq!(again.id, a.id);
     assert_eq!(store.list().len(), 1, "the same image, one entry");
     assert_eq!(store.get(&pinned).unwrap().id, a.id);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root: cargo xtask test"]
+async fn a_registry_not_listed_as_insecure_is_spoken_to_over_https_only() {
+    let registry = Registry::start();
+    registry.push_image(
+        "plain",
+        Some("latest"),
+        &busybox_image(Compression::Gzip),
+        Upload::Monolithic,
+    );
+    let dir = test_support::temp_dir("img-store");
+    let store = Store::open(image_store::StoreConfig::new(dir.path())).unwrap();
+    let err = store
+        .pull(
+            &reference(registry.host(), "plain", "latest"),
+            &Auth::Anonymous,
+        )
+        .await
+        .expect_err("a plain HTTP registry does not answer a TLS handshake");
+    assert!(matches!(err, image_store::Error::Registry { .. }), "{err}");
+    assert!(store.list().is_empty());
 }
