@@ -52,11 +52,13 @@
 //! # }
 //! ```
 
+mod auth;
 mod blobs;
 mod config;
 mod digest;
 mod error;
 mod index;
+mod layers;
 mod platform;
 mod pull;
 mod reference;
@@ -64,12 +66,12 @@ mod store;
 mod unpack;
 mod usage;
 
+pub use auth::Auth;
 pub use config::{Limits, StoreConfig};
 pub use digest::Digest;
 pub use error::{Error, LayerProblem, Result};
 pub use index::{Image, Layer};
 pub use platform::Platform;
-pub use pull::Auth;
 pub use reference::{DEFAULT_REGISTRY, DEFAULT_TAG, Reference};
 pub use store::{Store, Swept};
 pub use usage::Usage;

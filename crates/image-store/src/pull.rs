@@ -4,7 +4,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -14,6 +13,7 @@ use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_spec::image::{ImageConfiguration, ImageIndex, ImageManifest};
 use serde_json::Value;
 
+use crate::auth::Auth;
 use crate::blobs::DOCUMENT_MAX;
 use crate::digest::Digest;
 use crate::error::{Error, LayerProblem, Result};
@@ -22,47 +22,6 @@ use crate::platform::Platform;
 use crate::reference::Reference;
 use crate::store::{Inner, Store};
 use crate::usage::usage;
-
-/// Credentials for a registry.
-#[derive(Clone, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Auth {
-    /// No credentials (anonymous token where the registry hands them out).
-    #[default]
-    Anonymous,
-    /// A user name and password (or identity token as password).
-    Basic {
-        /// The user name.
-        username: String,
-        /// The password.
-        password: String,
-    },
-    /// A registry token, sent as a bearer token.
-    Bearer(String),
-}
-
-impl fmt::Debug for Auth {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Auth::Anonymous => f.write_str("Anonymous"),
-            Auth::Basic { username, .. } => write!(f, "Basic({username:?}, <redacted>)"),
-            Auth::Bearer(_) => f.write_str("Bearer(<redacted>)"),
-        }
-    }
-}
-
-impl Auth {
-    fn to_client(&self) -> oci_client::secrets::RegistryAuth {
-        use oci_client::secrets::RegistryAuth;
-        match self {
-            Auth::Anonymous => RegistryAuth::Anonymous,
-            Auth::Basic { username, password } => {
-                RegistryAuth::Basic(username.clone(), password.clone())
-            }
-            Auth::Bearer(token) => RegistryAuth::Bearer(token.clone()),
-        }
-    }
-}
 
 const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
@@ -268,9 +227,10 @@ impl Puller {
             &config.architecture().to_string(),
             config.variant().as_deref(),
         );
-        let names = match self.reference.tag() {
-            Some(_) => vec![self.image.clone()],
-            None => Vec::new(),
+        // A tag names the image; a digest (with or without a tag) only pins it.
+        let names = match (self.reference.tag(), self.reference.digest()) {
+            (Some(_), None) => vec![self.image.clone()],
+            _ => Vec::new(),
         };
         let pinned = index_digest
             .clone()
@@ -427,12 +387,14 @@ impl Puller {
             let image = self.image.clone();
             let plan = layer.clone();
             let cancel = Arc::clone(cancel);
-            tokio::task::spawn_blocking(move || unpack_layer(&inner, &image, &plan, &cancel))
-                .await
-                .map_err(|e| Error::Interrupted {
-                    image: self.image.clone(),
-                    reason: e.to_string(),
-                })??;
+            tokio::task::spawn_blocking(move || {
+                crate::layers::unpack_layer(&inner, &image, &plan, &cancel)
+            })
+            .await
+            .map_err(|e| Error::Interrupted {
+                image: self.image.clone(),
+                reason: e.to_string(),
+            })??;
         }
         layer.size = usage(&dir)
             .map_err(|e| Error::io("measure", &dir, e))?
@@ -553,89 +515,6 @@ impl Puller {
     }
 }
 
-/// Unpacks a stored layer blob into a temporary directory next to its place, checks the diff
-/// id, syncs the file system and renames it into place. A failure removes the directory.
-fn unpack_layer(inner: &Inner, image: &str, layer: &Layer, cancel: &AtomicBool) -> Result<()> {
-    use std::os::unix::fs::DirBuilderExt as _;
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let started = Instant::now();
-    let dest = inner.layer_dir(&layer.chain_id);
-    let temp = inner.layers.join(format!(
-        ".tmp-{}-{}-{}",
-        layer.chain_id.hex(),
-        std::process::id(),
-        COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-    ));
-    std::fs::DirBuilder::new()
-        .mode(0o755)
-        .create(&temp)
-        .map_err(|e| Error::io("create", &temp, e))?;
-    let result = unpack_checked(inner, image, layer, &temp, cancel);
-    match result.and_then(|()| place(&temp, &dest, &inner.layers)) {
-        Ok(()) => {
-            tracing::debug!(
-                image,
-                layer = %layer.digest,
-                chain_id = %layer.chain_id,
-                seconds = started.elapsed().as_secs_f64(),
-                "layer unpacked"
-            );
-            Ok(())
-        }
-        Err(e) => {
-            if let Err(clean) = crate::blobs::remove_any(&temp) {
-                tracing::warn!(error = %clean, "cannot remove a failed layer's directory");
-            }
-            Err(e)
-        }
-    }
-}
-
-fn unpack_checked(
-    inner: &Inner,
-    image: &str,
-    layer: &Layer,
-    temp: &Path,
-    cancel: &AtomicBool,
-) -> Result<()> {
-    let layer_error = |entry, problem| Error::Layer {
-        image: image.to_owned(),
-        layer: layer.digest.to_string(),
-        entry,
-        problem,
-    };
-    let blob_path = inner.blobs.path(&layer.digest);
-    let blob = safe_file::open_regular(&blob_path, safe_file::Symlinks::Refuse)
-        .map_err(|e| Error::file("open a layer blob", e))?;
-    let diff_id = crate::unpack::unpack(blob, temp, &inner.config.limits, cancel)
-        .map_err(|f| layer_error(f.entry, f.problem))?;
-    if diff_id != layer.diff_id {
-        return Err(layer_error(
-            None,
-            LayerProblem::DiffId {
-                expected: layer.diff_id.to_string(),
-                actual: diff_id.to_string(),
-            },
-        ));
-    }
-    let dir = std::fs::File::open(temp).map_err(|e| Error::io("open", temp, e))?;
-    nix::unistd::syncfs(&dir).map_err(|e| Error::io("sync", temp, e.into()))?;
-    Ok(())
-}
-
-/// Renames a finished layer directory into place; if another pull placed the same layer first,
-/// that one stays and this one goes.
-fn place(temp: &Path, dest: &Path, layers: &Path) -> Result<()> {
-    match std::fs::rename(temp, dest) {
-        Ok(()) => {
-            safe_file::sync_dir(layers).map_err(|e| Error::file("sync", e))?;
-            Ok(())
-        }
-        Err(_) if dest.is_dir() => crate::blobs::remove_any(temp),
-        Err(e) => Err(Error::io("rename into place", dest, e)),
-    }
-}
-
 fn is_cancelled(e: Option<&Error>) -> bool {
     e.and_then(Error::layer_problem) == Some(&LayerProblem::Cancelled)
 }
@@ -660,5 +539,48 @@ fn kind(bytes: &[u8]) -> Kind {
         None if value.get("manifests").is_some_and(Value::is_array) => Kind::Index,
         None if value.get("layers").is_some_and(Value::is_array) => Kind::Manifest,
         None => Kind::Unknown("neither a manifest nor an index".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_are_told_apart_by_media_type_or_shape() {
+        let cases = [
+            (
+                r#"{"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}"#,
+                "index",
+            ),
+            (
+                r#"{"mediaType":"application/vnd.docker.distribution.manifest.list.v2+json"}"#,
+                "index",
+            ),
+            (
+                r#"{"mediaType":"application/vnd.oci.image.manifest.v1+json"}"#,
+                "manifest",
+            ),
+            (
+                r#"{"mediaType":"application/vnd.docker.distribution.manifest.v2+json"}"#,
+                "manifest",
+            ),
+            (r#"{"schemaVersion":2,"manifests":[]}"#, "index"),
+            (r#"{"schemaVersion":2,"layers":[]}"#, "manifest"),
+            (
+                r#"{"mediaType":"application/vnd.docker.distribution.manifest.v1+prettyjws"}"#,
+                "unknown",
+            ),
+            (r#"{"schemaVersion":2}"#, "unknown"),
+            ("not json", "unknown"),
+        ];
+        for (doc, want) in cases {
+            let got = match kind(doc.as_bytes()) {
+                Kind::Index => "index",
+                Kind::Manifest => "manifest",
+                Kind::Unknown(_) => "unknown",
+            };
+            assert_eq!(got, want, "{doc}");
+        }
     }
 }

@@ -21,7 +21,8 @@ use crate::usage::{Usage, usage};
 pub(crate) type Inflight = Shared<BoxFuture<'static, Result<Image>>>;
 
 /// An image store on disk: content-addressed blobs, layers unpacked once by chain id, and an
-/// index of images. Cheap to clone; clones share everything.
+/// index of images. Cheap to clone; clones share everything. One process at a time has a store
+/// open: the lock goes when the last clone and every pull it started are gone.
 ///
 /// ```text
 /// <root>/store.lock            held (flock) while the store is open
