@@ -15,7 +15,8 @@
 //! - device nodes are refused; the only devices in a layer are the whiteouts made here;
 //! - whiteouts become overlayfs whiteouts: `.wh.name` is a character device 0/0 named `name`,
 //!   `.wh..wh..opq` is `trusted.overlay.opaque=y` on its directory;
-//! - modes (setuid, setgid and sticky bits included) and, as root, owners are kept;
+//! - modes (setuid, setgid and sticky bits included) and, as root, owners are kept, and so
+//!   are PAX `user.*` and `security.capability` xattrs; `trusted.*` ones are dropped;
 //! - the decompressed stream (headers and padding included) is capped in bytes, the archive in
 //!   entries: a decompression bomb stops at the cap.
 
@@ -189,11 +190,15 @@ impl Unpacker {
     fn entry<R: Read>(&mut self, entry: &mut tar::Entry<'_, R>) -> Result<(), EntryError> {
         let header = entry.header();
         let kind = header.entry_type();
-        let mode = header.mode()? & 0o7777;
-        let owner = (id(header.uid()?)?, id(header.gid()?)?);
-        let mtime = header.mtime()?;
+        let mode = header.mode().map_err(corrupt)? & 0o7777;
+        let owner = (
+            id(header.uid().map_err(corrupt)?)?,
+            id(header.gid().map_err(corrupt)?)?,
+        );
+        let mtime = header.mtime().map_err(corrupt)?;
         let path = entry.path_bytes().into_owned();
         let link = entry.link_name_bytes().map(std::borrow::Cow::into_owned);
+        let xattrs = kept_xattrs(entry).map_err(corrupt)?;
         let components = clean(&path)?;
 
         let Some((name, parents)) = components.split_last() else {
@@ -249,6 +254,10 @@ impl Unpacker {
                 io::copy(entry, &mut file)?;
                 drop(file);
                 self.owner_and_mode(&target, owner, Some(mode))?;
+                // After chown, which drops file capabilities.
+                for (name, value) in &xattrs {
+                    sys::set_xattr(&target, name, value)?;
+                }
                 sys::set_mtime(&target, mtime)?;
             }
             EntryType::Symlink => {
@@ -346,6 +355,35 @@ impl Unpacker {
         }
         Ok(())
     }
+}
+
+/// The extended attributes a PAX header carries (`SCHILY.xattr.<name>`) that a layer may set:
+/// `user.*` and file capabilities (`security.capability`, as ping needs). `trusted.*` would let
+/// a layer forge overlayfs' own marks, and other `security.*` names are for the host's security
+/// modules to set; they are dropped.
+fn kept_xattrs<R: Read>(entry: &mut tar::Entry<'_, R>) -> io::Result<Vec<(String, Vec<u8>)>> {
+    let mut kept = Vec::new();
+    let Some(extensions) = entry.pax_extensions()? else {
+        return Ok(kept);
+    };
+    for extension in extensions {
+        let extension = extension?;
+        let Ok(key) = extension.key() else { continue };
+        let Some(name) = key.strip_prefix("SCHILY.xattr.") else {
+            continue;
+        };
+        if name.starts_with("user.") || name == "security.capability" {
+            kept.push((name.to_owned(), extension.value_bytes().to_vec()));
+        } else {
+            tracing::debug!(name, "dropping an extended attribute a layer may not set");
+        }
+    }
+    Ok(kept)
+}
+
+/// A header field or PAX record that does not parse.
+fn corrupt(e: io::Error) -> EntryError {
+    EntryError::Problem(LayerProblem::Corrupt(e.to_string()))
 }
 
 /// An owner id from a tar header; ids past 32 bits do not exist on Linux.

@@ -1,5 +1,5 @@
-//! The system calls the standard library has no safe wrapper for: whiteouts, FIFOs, the opaque
-//! xattr, and times on symbolic links.
+//! The system calls the standard library has no safe wrapper for: whiteouts, FIFOs, extended
+//! attributes, and times on symbolic links.
 
 use std::ffi::CString;
 use std::io;
@@ -24,12 +24,26 @@ pub(crate) fn fifo(path: &Path) -> io::Result<()> {
 
 /// Marks `dir` opaque for overlayfs (needs `CAP_SYS_ADMIN`: `trusted.*` is root's namespace).
 pub(crate) fn set_opaque(dir: &Path) -> io::Result<()> {
-    let path = CString::new(dir.as_os_str().as_bytes())
+    set_xattr(dir, OPAQUE_XATTR, b"y")
+}
+
+/// Sets the extended attribute `name` of `path` (itself, never a link's target) to `value`.
+pub(crate) fn set_xattr(path: &Path, name: &str, value: &[u8]) -> io::Result<()> {
+    let path = CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path has a NUL byte"))?;
-    let name = CString::new(OPAQUE_XATTR).expect("no NUL in a constant");
-    // SAFETY: both strings are NUL-terminated and outlive the call; the value is one byte long,
-    // as passed.
-    let rc = unsafe { libc::lsetxattr(path.as_ptr(), name.as_ptr(), b"y".as_ptr().cast(), 1, 0) };
+    let name = CString::new(name)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "name has a NUL byte"))?;
+    // SAFETY: both strings are NUL-terminated and outlive the call; `value` is valid for
+    // `value.len()` bytes.
+    let rc = unsafe {
+        libc::lsetxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
     if rc == 0 {
         Ok(())
     } else {

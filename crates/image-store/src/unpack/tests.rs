@@ -305,3 +305,67 @@ fn a_cancelled_unpack_stops_before_the_next_entry() {
     assert_eq!(f.problem, LayerProblem::Cancelled);
     assert!(!dir.path().join("a").exists());
 }
+
+/// A PAX header with extended attributes, then a regular file.
+fn file_with_xattrs(path: &str, xattrs: &[(&str, &[u8])]) -> Vec<u8> {
+    let mut builder = tar::Builder::new(Vec::new());
+    let pax: Vec<(String, &[u8])> = xattrs
+        .iter()
+        .map(|(k, v)| (format!("SCHILY.xattr.{k}"), *v))
+        .collect();
+    builder
+        .append_pax_extensions(pax.iter().map(|(k, v)| (k.as_str(), *v)))
+        .unwrap();
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(EntryType::Regular);
+    h.set_mode(0o755);
+    h.set_size(1);
+    h.set_uid(0);
+    h.set_gid(0);
+    h.set_mtime(0);
+    builder.append_data(&mut h, path, &b"x"[..]).unwrap();
+    builder.into_inner().unwrap()
+}
+
+/// Needs CAP_SETFCAP to set a file capability.
+#[test]
+#[ignore = "needs root: cargo xtask test"]
+fn file_capabilities_are_kept_and_overlay_marks_are_not() {
+    // cap_net_raw+ep, as Debian's ping carries it (VFS_CAP_REVISION_2).
+    let cap: &[u8] = &[
+        0x01, 0x00, 0x00, 0x02, 0x00, 0x20, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+        0x00, 0x00, 0x00, 0x00, 0x00,
+    ];
+    let tar = file_with_xattrs(
+        "ping",
+        &[
+            ("security.capability", cap),
+            ("trusted.overlay.opaque", b"y"),
+            ("security.selinux", b"system_u:object_r:bin_t:s0"),
+        ],
+    );
+    let (dir, result) = unpack_tar(&tar, Compression::None, &limits());
+    result.unwrap();
+    let ping = dir.path().join("ping");
+    assert_eq!(
+        sys::get_xattr(&ping, "security.capability").unwrap(),
+        Some(cap.to_vec())
+    );
+    assert_eq!(sys::get_xattr(&ping, sys::OPAQUE_XATTR).unwrap(), None);
+    assert_eq!(fs::read(&ping).unwrap(), b"x");
+}
+
+#[test]
+fn a_header_that_does_not_parse_is_corrupt() {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(EntryType::Regular);
+    h.set_size(0);
+    h.set_path("f").unwrap();
+    h.set_cksum();
+    let mut tar = h.as_bytes().to_vec();
+    tar.extend_from_slice(&[0u8; 1024]);
+    let dir = tempfile::tempdir().unwrap();
+    let f = unpack(&tar[..], dir.path(), &limits(), &AtomicBool::new(false)).unwrap_err();
+    assert_eq!(f.entry.as_deref(), Some("f"));
+    assert!(matches!(f.problem, LayerProblem::Corrupt(_)), "{f:?}");
+}
