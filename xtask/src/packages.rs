@@ -21,6 +21,19 @@ pub(crate) const NETWORK_PACKAGES: &[(&str, &str)] = &[
     ),
 ];
 
+/// Packages the image tests need: a local registry to pull from, and the binary their test
+/// images are built from.
+pub(crate) const IMAGE_PACKAGES: &[(&str, &str)] = &[
+    (
+        "docker-registry",
+        "a local OCI distribution registry for the image-store tests",
+    ),
+    (
+        "busybox-static",
+        "/bin/busybox, the test images' root file system",
+    ),
+];
+
 /// Packages the Go peers in the tests need (a crictl-era CRI client, libcni), built offline from
 /// Debian's sources.
 pub(crate) const GO_PEER_PACKAGES: &[(&str, &str)] = &[

@@ -38,6 +38,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if privileged {
         let mut wanted = packages::NETWORK_PACKAGES.to_vec();
         wanted.extend_from_slice(packages::GO_PEER_PACKAGES);
+        wanted.extend_from_slice(packages::IMAGE_PACKAGES);
         packages::ensure(&wanted)?;
     }
 

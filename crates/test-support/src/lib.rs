@@ -9,6 +9,11 @@
 //! - [`fs`]: sorted file names, result cache entries, executable scripts, mount points.
 //! - [`fake_plugin`]: `cni-fake-plugin`, a configurable CNI plugin binary, built on first use.
 //! - [`go`]: Go test programs built offline against Debian's Go packages.
+//! - [`registry`]: a local OCI registry (Debian's docker-registry on a random port), pushing
+//!   images to it over the distribution API, a registry that stalls and a slow link.
+//! - [`image`]: test images made offline from Debian's busybox-static: tar layers (whiteouts,
+//!   opaque directories, hostile entries), gzip and zstd, configurations, manifests, indexes.
+//! - [`http`]: the few lines of HTTP/1.1 the registry helpers speak.
 //!
 //! Names are unique per test: [`unique_name`] puts the pid and a per-process counter in every
 //! namespace and temporary directory, so tests running in parallel, in one process or several,
@@ -32,8 +37,11 @@
 pub mod fake_plugin;
 pub mod fs;
 pub mod go;
+pub mod http;
+pub mod image;
 pub mod netns;
 pub mod process;
+pub mod registry;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 

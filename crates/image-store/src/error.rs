@@ -1,0 +1,302 @@
+//! The crate's error type.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Everything a pull, an unpack or the store can fail with.
+///
+/// Errors are `Clone` (their sources are shared) because every caller that joined one pull gets
+/// the same outcome. Each variant names what a user needs to act: the image, the blob or layer,
+/// the tar entry, the file.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The reference is not an image reference.
+    #[error("invalid image reference {reference:?}: {reason}")]
+    InvalidReference {
+        /// What was given.
+        reference: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A digest is not `sha256:` and 64 lower-case hex digits.
+    #[error("invalid digest {digest:?}: {reason}")]
+    InvalidDigest {
+        /// What was given.
+        digest: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The registry refused a request or the connection failed.
+    #[error("image {image}: cannot {op}: {source}")]
+    Registry {
+        /// The image being pulled.
+        image: String,
+        /// What was being done: `fetch the manifest`, `fetch blob sha256:...`.
+        op: String,
+        /// What the registry client said.
+        #[source]
+        source: Arc<oci_client::errors::OciDistributionError>,
+    },
+    /// The registry did not answer, or stopped sending, within the configured time.
+    #[error("image {image}: cannot {op}: the registry did not answer within {}s", after.as_secs_f64())]
+    Timeout {
+        /// The image being pulled.
+        image: String,
+        /// What was being done.
+        op: String,
+        /// The timeout that expired.
+        after: Duration,
+    },
+    /// The manifest, index or configuration is not one this crate can use.
+    #[error("image {image}: {what}: {reason}")]
+    Malformed {
+        /// The image being pulled.
+        image: String,
+        /// Which document: `manifest sha256:...`, `config sha256:...`.
+        what: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The image index has no manifest for this node's platform.
+    #[error("image {image}: no manifest for platform {wanted} (the index has: {})", available.join(", "))]
+    NoMatchingPlatform {
+        /// The image being pulled.
+        image: String,
+        /// The platform asked for, `linux/amd64`.
+        wanted: String,
+        /// The platforms the index lists.
+        available: Vec<String>,
+    },
+    /// A blob's bytes do not hash to the digest that names them.
+    #[error("image {image}: blob {expected}: content does not match its digest (got {actual})")]
+    DigestMismatch {
+        /// The image being pulled.
+        image: String,
+        /// The digest the manifest names.
+        expected: String,
+        /// The digest of what the registry sent.
+        actual: String,
+    },
+    /// A blob is not as long as its descriptor says.
+    #[error(
+        "image {image}: blob {digest}: the manifest says {expected} bytes, the registry sent {actual}"
+    )]
+    SizeMismatch {
+        /// The image being pulled.
+        image: String,
+        /// The blob.
+        digest: String,
+        /// The size the descriptor declares.
+        expected: u64,
+        /// What arrived (at least this many, when the download was stopped early).
+        actual: String,
+    },
+    /// A layer cannot be unpacked: a hostile or broken entry, a cap reached, a diff id that does
+    /// not match the image configuration.
+    #[error("image {image}: layer {layer}: {}{problem}", entry_text(entry.as_deref()))]
+    Layer {
+        /// The image being pulled.
+        image: String,
+        /// The layer's blob digest.
+        layer: String,
+        /// The tar entry at fault, when there is one.
+        entry: Option<String>,
+        /// What is wrong.
+        problem: LayerProblem,
+    },
+    /// No image matches the query.
+    #[error("image {query:?} not found")]
+    NotFound {
+        /// The reference, digest or id looked up.
+        query: String,
+    },
+    /// An id prefix matches more than one image.
+    #[error("image id prefix {query:?} is ambiguous: {} images match", matches)]
+    Ambiguous {
+        /// The prefix.
+        query: String,
+        /// How many images it matches.
+        matches: usize,
+    },
+    /// Another process has the store open.
+    #[error("{}: the image store is in use by another process", root.display())]
+    Locked {
+        /// The store's root directory.
+        root: PathBuf,
+    },
+    /// The store's index file cannot be read.
+    #[error("{}: corrupt image index: {reason}", path.display())]
+    CorruptIndex {
+        /// The index file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A file operation in the store failed.
+    #[error("{}: cannot {op}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// What the operating system said.
+        #[source]
+        source: Arc<io::Error>,
+    },
+    /// The task doing a pull panicked or was cancelled with its runtime.
+    #[error("image {image}: the pull was interrupted: {reason}")]
+    Interrupted {
+        /// The image being pulled.
+        image: String,
+        /// What happened.
+        reason: String,
+    },
+}
+
+fn entry_text(entry: Option<&str>) -> String {
+    match entry {
+        Some(entry) => format!("entry {entry:?}: "),
+        None => String::new(),
+    }
+}
+
+/// What is wrong with a layer or one of its tar entries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LayerProblem {
+    /// The entry's path has a `..` component.
+    DotDot,
+    /// The entry's path is absolute.
+    Absolute,
+    /// A parent directory of the entry is a symbolic link: writing through it could land anywhere.
+    SymlinkParent(String),
+    /// A parent of the entry is not a directory.
+    ParentNotDir(String),
+    /// A symbolic link whose relative target climbs out of the layer.
+    SymlinkEscapes(String),
+    /// A hard link to something outside the layer or not in it.
+    HardlinkOutside(String),
+    /// A character or block device (only whiteouts, created by the unpacker itself, are devices).
+    Device,
+    /// The layer unpacks to more bytes than the cap.
+    TooLarge(u64),
+    /// The layer has more entries than the cap.
+    TooManyEntries(u64),
+    /// A whiteout with an empty or special name.
+    BadWhiteout,
+    /// The layer's media type is not a tar layer.
+    MediaType(String),
+    /// The uncompressed layer does not hash to the diff id the configuration lists.
+    DiffId {
+        /// The diff id in the configuration.
+        expected: String,
+        /// The digest of the uncompressed tar.
+        actual: String,
+    },
+    /// The stream is not a valid (compressed) tar.
+    Corrupt(String),
+    /// Writing the entry failed; the operating system's message.
+    Io(String),
+    /// The unpack was stopped because another part of the pull failed.
+    Cancelled,
+}
+
+impl fmt::Display for LayerProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LayerProblem::DotDot => f.write_str("path has a \"..\" component"),
+            LayerProblem::Absolute => f.write_str("path is absolute"),
+            LayerProblem::SymlinkParent(p) => {
+                write!(
+                    f,
+                    "parent {p:?} is a symbolic link, refusing to write through it"
+                )
+            }
+            LayerProblem::ParentNotDir(p) => write!(f, "parent {p:?} is not a directory"),
+            LayerProblem::SymlinkEscapes(t) => {
+                write!(f, "symbolic link target {t:?} points out of the layer")
+            }
+            LayerProblem::HardlinkOutside(t) => {
+                write!(f, "hard link target {t:?} is not a file in this layer")
+            }
+            LayerProblem::Device => f.write_str("device nodes are not allowed in layers"),
+            LayerProblem::TooLarge(cap) => write!(f, "unpacks to more than the cap of {cap} bytes"),
+            LayerProblem::TooManyEntries(cap) => {
+                write!(f, "has more than the cap of {cap} entries")
+            }
+            LayerProblem::BadWhiteout => f.write_str("whiteout names no file"),
+            LayerProblem::MediaType(m) => write!(f, "unsupported layer media type {m:?}"),
+            LayerProblem::DiffId { expected, actual } => write!(
+                f,
+                "uncompressed content is {actual}, the image configuration says {expected}"
+            ),
+            LayerProblem::Corrupt(why) => write!(f, "not a valid layer: {why}"),
+            LayerProblem::Io(e) => write!(f, "cannot write: {e}"),
+            LayerProblem::Cancelled => f.write_str("stopped: another part of the pull failed"),
+        }
+    }
+}
+
+impl Error {
+    pub(crate) fn io(op: &'static str, path: &Path, source: io::Error) -> Self {
+        Error::Io {
+            op,
+            path: path.to_owned(),
+            source: Arc::new(source),
+        }
+    }
+
+    pub(crate) fn file(op: &'static str, err: safe_file::Error) -> Self {
+        let path = err.path().to_owned();
+        Error::Io {
+            op,
+            path,
+            source: Arc::new(err.into_io()),
+        }
+    }
+
+    /// The layer problem, when this is a [`Error::Layer`].
+    pub fn layer_problem(&self) -> Option<&LayerProblem> {
+        match self {
+            Error::Layer { problem, .. } => Some(problem),
+            _ => None,
+        }
+    }
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layer_errors_name_image_layer_and_entry() {
+        let err = Error::Layer {
+            image: "docker.io/library/busybox:latest".into(),
+            layer: "sha256:ab".into(),
+            entry: Some("../escape".into()),
+            problem: LayerProblem::DotDot,
+        };
+        assert_eq!(
+            err.to_string(),
+            "image docker.io/library/busybox:latest: layer sha256:ab: entry \"../escape\": \
+             path has a \"..\" component"
+        );
+        let err = Error::Layer {
+            image: "i".into(),
+            layer: "sha256:ab".into(),
+            entry: None,
+            problem: LayerProblem::MediaType("text/plain".into()),
+        };
+        assert_eq!(
+            err.to_string(),
+            "image i: layer sha256:ab: unsupported layer media type \"text/plain\""
+        );
+    }
+}

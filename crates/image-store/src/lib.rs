@@ -1,0 +1,77 @@
+//! Pull OCI images from distribution registries, verify every blob, keep them content-addressed
+//! and unpack their layers, once each, in overlayfs form.
+//!
+//! An image is untrusted input from an untrusted network. This crate's job is to turn it into
+//! directories a container runtime can mount as overlayfs lower layers, and to refuse, naming
+//! the image, layer and tar entry, anything that would write outside them.
+//!
+//! - [`Reference`]: image references parsed and normalised as Kubernetes and containers/image
+//!   do (`busybox` is `docker.io/library/busybox:latest`).
+//! - [`Store`]: the store on disk. [`Store::pull`] resolves a tag to a manifest (this node's
+//!   [`Platform`] from an index), streams the configuration and layers (in parallel, bounded)
+//!   into content-addressed blobs, each verified against its digest and size while it
+//!   arrives, unpacks each layer into `<root>/layers/<chain id>/` and only then lists the image.
+//!   A pull of a reference already being pulled joins it. [`Store::list`], [`Store::get`] (by
+//!   reference, digest or id prefix), [`Store::remove`] (blobs and layers go when no image uses
+//!   them) and [`Store::disk_usage`] (bytes and inodes).
+//! - Layers are unpacked as overlayfs wants them: a whiteout `.wh.name` becomes a character
+//!   device 0/0 `name`, an opaque marker `.wh..wh..opq` the xattr `trusted.overlay.opaque=y`
+//!   (as containerd's overlay snapshotter and containers/storage lay them out). Entries with
+//!   `..` or absolute paths, links out of the layer, writes through a symbolic link, device
+//!   nodes and layers past the [`Limits`] (decompression bombs) are refused.
+//! - Crash safety: blobs are written to temporary files, synced and renamed into place; layers
+//!   are unpacked into temporary directories and renamed; `images.json` is replaced atomically
+//!   after both. A pull killed at any point leaves no image; [`Store::open`] sweeps what it left.
+//! - One [`Error`], whose variants name the image, the blob or layer and the tar entry.
+//!
+//! It does not know CRI, mount overlays, verify signatures, read `registries.conf` or
+//! `policy.json`, or read credentials files: callers pass [`Auth`] and the insecure registries.
+//! Whiteouts and opaque directories need root (`CAP_MKNOD`, `CAP_SYS_ADMIN`).
+//!
+//! # Example
+//!
+//! ```no_run
+//! use image_store::{Auth, Store, StoreConfig};
+//!
+//! # async fn example() -> image_store::Result<()> {
+//! let mut config = StoreConfig::new("/var/lib/crio-lite/images");
+//! config.insecure_registries = vec!["127.0.0.1:5000".to_owned()];
+//! let store = Store::open(config)?;
+//!
+//! let image = store.pull("127.0.0.1:5000/busybox", &Auth::Anonymous).await?;
+//! assert_eq!(image.names, ["127.0.0.1:5000/busybox:latest"]);
+//! for layer in &image.layers {
+//!     // The overlayfs lower directories, bottom first.
+//!     println!("{}", store.layer_dir(&layer.chain_id).display());
+//! }
+//! assert_eq!(store.get(&image.id[..12])?.id, image.id);
+//! let usage = store.disk_usage()?;
+//! println!("{} bytes, {} inodes", usage.bytes, usage.inodes);
+//! store.remove("127.0.0.1:5000/busybox:latest").await?;
+//! # Ok(())
+//! # }
+//! ```
+
+mod auth;
+mod blobs;
+mod config;
+mod digest;
+mod error;
+mod index;
+mod layers;
+mod platform;
+mod pull;
+mod reference;
+mod store;
+mod unpack;
+mod usage;
+
+pub use auth::Auth;
+pub use config::{Limits, StoreConfig};
+pub use digest::Digest;
+pub use error::{Error, LayerProblem, Result};
+pub use index::{Image, Layer};
+pub use platform::Platform;
+pub use reference::{DEFAULT_REGISTRY, DEFAULT_TAG, Reference};
+pub use store::{Store, Swept};
+pub use usage::Usage;

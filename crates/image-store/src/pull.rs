@@ -1,0 +1,597 @@
+//! Pulling: resolve a reference to a manifest (choosing this node's from an index), fetch the
+//! configuration and the layers (in parallel, bounded), verify each blob while it streams,
+//! unpack each layer into its own directory, then index the image.
+
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use futures_util::{FutureExt as _, StreamExt as _};
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_spec::image::{ImageConfiguration, ImageIndex, ImageManifest};
+use serde_json::Value;
+
+use crate::auth::Auth;
+use crate::blobs::DOCUMENT_MAX;
+use crate::digest::Digest;
+use crate::error::{Error, LayerProblem, Result};
+use crate::index::{Image, IndexFile, Layer};
+use crate::platform::Platform;
+use crate::reference::Reference;
+use crate::store::{Inner, Store};
+use crate::usage::usage;
+
+const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
+const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
+const ACCEPTED: &[&str] = &[OCI_MANIFEST, OCI_INDEX, DOCKER_MANIFEST, DOCKER_LIST];
+
+/// Layer media types this crate unpacks (compression is told by magic number, not by name).
+const LAYER_TYPES: &[&str] = &[
+    "application/vnd.oci.image.layer.v1.tar",
+    "application/vnd.oci.image.layer.v1.tar+gzip",
+    "application/vnd.oci.image.layer.v1.tar+zstd",
+    "application/vnd.oci.image.layer.nondistributable.v1.tar",
+    "application/vnd.oci.image.layer.nondistributable.v1.tar+gzip",
+    "application/vnd.oci.image.layer.nondistributable.v1.tar+zstd",
+    "application/vnd.docker.image.rootfs.diff.tar",
+    "application/vnd.docker.image.rootfs.diff.tar.gzip",
+    "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip",
+];
+
+/// The registry client for a store: HTTPS except for the insecure registries, with its timeouts.
+pub(crate) fn client(config: &crate::StoreConfig) -> oci_client::Client {
+    let protocol = if config.insecure_registries.is_empty() {
+        ClientProtocol::Https
+    } else {
+        ClientProtocol::HttpsExcept(config.insecure_registries.clone())
+    };
+    oci_client::Client::new(ClientConfig {
+        protocol,
+        // Our own timeouts (per request, per chunk) decide and name the step; the client's
+        // read timeout is a backstop for a read nobody is waiting on.
+        read_timeout: Some(config.request_timeout * 2),
+        connect_timeout: Some(config.connect_timeout),
+        ..ClientConfig::default()
+    })
+}
+
+impl Store {
+    /// Pulls `reference` (normalised as [`Reference::parse`] does) and returns the image once
+    /// every blob is verified, every layer unpacked and the image indexed. A pull of a reference
+    /// already being pulled in this process joins it and gets its outcome. The pull goes on in
+    /// a task of its own if the caller stops waiting.
+    ///
+    /// Must be called within a Tokio runtime.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidReference`]; [`Error::Registry`] or [`Error::Timeout`] when the registry
+    /// refuses, fails or stalls; [`Error::Malformed`] or [`Error::NoMatchingPlatform`] for a
+    /// manifest, index or configuration this crate cannot use; [`Error::DigestMismatch`] and
+    /// [`Error::SizeMismatch`] for blobs that are not what their descriptors say;
+    /// [`Error::Layer`] naming the layer and tar entry that cannot be unpacked; [`Error::Io`].
+    /// Nothing of a failed pull is visible in the store.
+    pub async fn pull(&self, reference: &str, auth: &Auth) -> Result<Image> {
+        let reference = Reference::parse(reference)?;
+        let key = reference.to_string();
+        let pull = {
+            let mut inflight = self
+                .inner
+                .inflight
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(pull) = inflight.get(&key) {
+                tracing::info!(image = %key, "joining the pull in progress");
+                pull.clone()
+            } else {
+                let inner = Arc::clone(&self.inner);
+                let auth = auth.clone();
+                let task_key = key.clone();
+                let task = tokio::spawn(async move {
+                    let result = Puller::new(&inner, reference, auth).run().await;
+                    if result.is_err() {
+                        inner.collect_if_idle();
+                    }
+                    inner
+                        .inflight
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .remove(&task_key);
+                    result
+                });
+                let image = key.clone();
+                let pull = async move {
+                    task.await.unwrap_or_else(|e| {
+                        Err(Error::Interrupted {
+                            image,
+                            reason: e.to_string(),
+                        })
+                    })
+                }
+                .boxed()
+                .shared();
+                inflight.insert(key, pull.clone());
+                pull
+            }
+        };
+        pull.await
+    }
+}
+
+struct Puller {
+    inner: Arc<Inner>,
+    reference: Reference,
+    target: oci_client::Reference,
+    auth: oci_client::secrets::RegistryAuth,
+    /// The reference as errors name it.
+    image: String,
+}
+
+impl Puller {
+    fn new(inner: &Arc<Inner>, reference: Reference, auth: Auth) -> Puller {
+        Puller {
+            inner: Arc::clone(inner),
+            target: reference.to_client(),
+            image: reference.to_string(),
+            reference,
+            auth: auth.to_client(),
+        }
+    }
+
+    async fn run(self) -> Result<Image> {
+        let started = Instant::now();
+        let _gc = self.inner.gc.read().await;
+        let (top, top_digest) = self
+            .fetch_document(&self.target, self.reference.digest())
+            .await?;
+        let (manifest_bytes, manifest_digest, index) = match kind(&top) {
+            Kind::Index => {
+                let chosen = self.choose(&top, &top_digest)?;
+                let target = self.target.clone_with_digest(chosen.to_string());
+                let (bytes, digest) = self.fetch_document(&target, Some(&chosen)).await?;
+                (bytes, digest, Some((top, top_digest)))
+            }
+            Kind::Manifest => (top, top_digest, None),
+            Kind::Unknown(why) => {
+                return Err(self.malformed(&format!("manifest {top_digest}"), why));
+            }
+        };
+        let what = format!("manifest {manifest_digest}");
+        let manifest = ImageManifest::from_reader(&manifest_bytes[..])
+            .map_err(|e| self.malformed(&what, e.to_string()))?;
+
+        let config_digest = self.digest_of(manifest.config().digest().to_string(), &what)?;
+        let config_size = manifest.config().size();
+        if config_size > DOCUMENT_MAX {
+            return Err(self.malformed(&what, format!("config of {config_size} bytes")));
+        }
+        if !self.inner.blobs.has(&config_digest) {
+            self.download(&config_digest, config_size, None).await?;
+        }
+        let config_bytes = self.inner.blobs.read(&config_digest)?;
+        let config_what = format!("config {config_digest}");
+        let config = ImageConfiguration::from_reader(&config_bytes[..])
+            .map_err(|e| self.malformed(&config_what, e.to_string()))?;
+        let diff_ids = config
+            .rootfs()
+            .diff_ids()
+            .iter()
+            .map(|d| self.digest_of(d.clone(), &config_what))
+            .collect::<Result<Vec<_>>>()?;
+        if diff_ids.len() != manifest.layers().len() {
+            return Err(self.malformed(
+                &config_what,
+                format!(
+                    "{} diff ids for {} layers",
+                    diff_ids.len(),
+                    manifest.layers().len()
+                ),
+            ));
+        }
+        let plans = self.plan_layers(&manifest, &diff_ids, &what)?;
+
+        let layers = self.layers(plans).await?;
+
+        self.inner.blobs.put(&manifest_digest, &manifest_bytes)?;
+        let index_digest = match index {
+            Some((bytes, digest)) => {
+                self.inner.blobs.put(&digest, &bytes)?;
+                Some(digest)
+            }
+            None => None,
+        };
+        let platform = Platform::new(
+            &config.os().to_string(),
+            &config.architecture().to_string(),
+            config.variant().as_deref(),
+        );
+        // A tag names the image; a digest (with or without a tag) only pins it.
+        let names = match (self.reference.tag(), self.reference.digest()) {
+            (Some(_), None) => vec![self.image.clone()],
+            _ => Vec::new(),
+        };
+        let pinned = index_digest
+            .clone()
+            .unwrap_or_else(|| manifest_digest.clone());
+        let image = Image {
+            id: config_digest.hex().to_owned(),
+            names,
+            repo_digests: vec![self.reference.with_digest(pinned).to_string()],
+            manifest_digest,
+            index_digest,
+            config_digest,
+            platform,
+            size: layers.iter().map(|l| l.size).sum(),
+            layers,
+            pulled_at: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        };
+        let image = self.commit(image)?;
+        tracing::info!(
+            image = %self.image,
+            id = %image.id,
+            layers = image.layers.len(),
+            bytes = image.size,
+            seconds = started.elapsed().as_secs_f64(),
+            "pulled image"
+        );
+        Ok(image)
+    }
+
+    /// Each layer of `manifest` with its chain id, refusing media types that are not layers.
+    fn plan_layers(
+        &self,
+        manifest: &ImageManifest,
+        diff_ids: &[Digest],
+        what: &str,
+    ) -> Result<Vec<Layer>> {
+        let mut chain: Option<Digest> = None;
+        let mut plans = Vec::new();
+        for (desc, diff_id) in manifest.layers().iter().zip(diff_ids) {
+            let chain_id = Digest::chain(chain.as_ref(), diff_id);
+            let digest = self.digest_of(desc.digest().to_string(), what)?;
+            let media_type = desc.media_type().to_string();
+            if !LAYER_TYPES.contains(&media_type.as_str()) {
+                return Err(self.layer_error(&digest, None, LayerProblem::MediaType(media_type)));
+            }
+            plans.push(Layer {
+                digest,
+                media_type,
+                compressed_size: desc.size(),
+                diff_id: diff_id.clone(),
+                chain_id: chain_id.clone(),
+                size: 0,
+            });
+            chain = Some(chain_id);
+        }
+        Ok(plans)
+    }
+
+    /// Adds the image to the index and saves it; the in-memory index changes only once saved.
+    fn commit(&self, image: Image) -> Result<Image> {
+        let mut index = self.inner.index();
+        let mut next = IndexFile {
+            version: index.version,
+            images: index.images.clone(),
+        };
+        let image = next.add(image);
+        next.save(&self.inner.config.root)?;
+        *index = next;
+        Ok(image)
+    }
+
+    /// Fetches a manifest or index, checks its size and, when pinned, its digest.
+    async fn fetch_document(
+        &self,
+        target: &oci_client::Reference,
+        pinned: Option<&Digest>,
+    ) -> Result<(Vec<u8>, Digest)> {
+        let op = match pinned {
+            Some(d) => format!("fetch manifest {d}"),
+            None => "fetch the manifest".to_owned(),
+        };
+        let fetch = self
+            .inner
+            .client
+            .pull_manifest_raw(target, &self.auth, ACCEPTED);
+        let (bytes, _) = self
+            .timed(&op, fetch)
+            .await?
+            .map_err(|e| self.registry(&op, e))?;
+        if bytes.len() as u64 > DOCUMENT_MAX {
+            return Err(self.malformed("manifest", format!("{} bytes is too large", bytes.len())));
+        }
+        let digest = Digest::of(&bytes);
+        if let Some(pinned) = pinned
+            && *pinned != digest
+        {
+            return Err(Error::DigestMismatch {
+                image: self.image.clone(),
+                expected: pinned.to_string(),
+                actual: digest.to_string(),
+            });
+        }
+        Ok((bytes.to_vec(), digest))
+    }
+
+    /// The manifest of this node's platform in an index.
+    fn choose(&self, bytes: &[u8], digest: &Digest) -> Result<Digest> {
+        let what = format!("index {digest}");
+        let index =
+            ImageIndex::from_reader(bytes).map_err(|e| self.malformed(&what, e.to_string()))?;
+        let wanted = &self.inner.config.platform;
+        let mut available = Vec::new();
+        for desc in index.manifests() {
+            let Some(p) = desc.platform() else { continue };
+            let (os, arch) = (p.os().to_string(), p.architecture().to_string());
+            if wanted.matches(&os, &arch, p.variant().as_deref()) {
+                let media = desc.media_type().to_string();
+                if media != OCI_MANIFEST && media != DOCKER_MANIFEST {
+                    return Err(self.malformed(&what, format!("entry of media type {media:?}")));
+                }
+                return self.digest_of(desc.digest().to_string(), &what);
+            }
+            available.push(Platform::new(&os, &arch, p.variant().as_deref()).to_string());
+        }
+        Err(Error::NoMatchingPlatform {
+            image: self.image.clone(),
+            wanted: wanted.to_string(),
+            available,
+        })
+    }
+
+    /// Fetches and unpacks the layers, a bounded number at a time. When one fails the others
+    /// stop early, and all have stopped (no unpack still writing) when this returns: what they
+    /// left can then be collected.
+    async fn layers(&self, plans: Vec<Layer>) -> Result<Vec<Layer>> {
+        let permits = tokio::sync::Semaphore::new(self.inner.config.parallel_layers.max(1));
+        let cancel = Arc::new(AtomicBool::new(false));
+        let results = futures_util::future::join_all(plans.into_iter().map(|plan| {
+            let (permits, cancel) = (&permits, &cancel);
+            async move {
+                let result = match permits.acquire().await {
+                    Ok(_permit) => self.layer(plan, cancel).await,
+                    Err(e) => Err(self.interrupted(e)),
+                };
+                if result.is_err() {
+                    cancel.store(true, Ordering::Relaxed);
+                }
+                result
+            }
+        }))
+        .await;
+        let mut layers = Vec::with_capacity(results.len());
+        let mut first_error = None;
+        for result in results {
+            match result {
+                Ok(layer) => layers.push(layer),
+                // The layer that failed says why; the ones it stopped only that they stopped.
+                Err(e) if first_error.is_none() || is_cancelled(first_error.as_ref()) => {
+                    first_error = Some(e);
+                }
+                Err(_) => {}
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(layers),
+        }
+    }
+
+    /// Makes sure one layer's blob is stored and its directory unpacked.
+    async fn layer(&self, mut layer: Layer, cancel: &Arc<AtomicBool>) -> Result<Layer> {
+        let dir = self.inner.layer_dir(&layer.chain_id);
+        if cancel.load(Ordering::Relaxed) {
+            return Err(self.cancelled(&layer.digest));
+        }
+        if !self.inner.blobs.has(&layer.digest) {
+            self.download(&layer.digest, layer.compressed_size, Some(cancel))
+                .await?;
+        }
+        if !dir.is_dir() {
+            let inner = Arc::clone(&self.inner);
+            let image = self.image.clone();
+            let plan = layer.clone();
+            let cancel = Arc::clone(cancel);
+            tokio::task::spawn_blocking(move || {
+                crate::layers::unpack_layer(&inner, &image, &plan, &cancel)
+            })
+            .await
+            .map_err(|e| Error::Interrupted {
+                image: self.image.clone(),
+                reason: e.to_string(),
+            })??;
+        }
+        layer.size = usage(&dir)
+            .map_err(|e| Error::io("measure", &dir, e))?
+            .bytes;
+        Ok(layer)
+    }
+
+    /// Streams a blob into the store, verifying size and digest as it arrives; stops when
+    /// `cancel` is set.
+    async fn download(
+        &self,
+        digest: &Digest,
+        size: u64,
+        cancel: Option<&AtomicBool>,
+    ) -> Result<()> {
+        let started = Instant::now();
+        let op = format!("fetch blob {digest}");
+        let digest_text = digest.to_string();
+        let open = self
+            .inner
+            .client
+            .pull_blob_stream(&self.target, digest_text.as_str());
+        let mut stream = self
+            .timed(&op, open)
+            .await?
+            .map_err(|e| self.registry(&op, e))?;
+        let mut writer = self.inner.blobs.writer(&self.image, digest, size)?;
+        loop {
+            if cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+                return Err(self.cancelled(digest));
+            }
+            match self.timed(&op, stream.next()).await? {
+                None => break,
+                Some(Ok(chunk)) => writer.write(&chunk)?,
+                Some(Err(e)) => {
+                    // oci-client checks the digest at the end of the stream too; say which
+                    // blob lied rather than relay its stream error.
+                    if writer.written() >= size && writer.digest_so_far() != *digest {
+                        return Err(Error::DigestMismatch {
+                            image: self.image.clone(),
+                            expected: digest.to_string(),
+                            actual: writer.digest_so_far().to_string(),
+                        });
+                    }
+                    return Err(Error::Io {
+                        op: "download",
+                        path: self.inner.blobs.path(digest),
+                        source: Arc::new(e),
+                    });
+                }
+            }
+        }
+        tokio::task::spawn_blocking(move || writer.finish())
+            .await
+            .map_err(|e| Error::Interrupted {
+                image: self.image.clone(),
+                reason: e.to_string(),
+            })??;
+        tracing::debug!(
+            image = %self.image,
+            blob = %digest,
+            bytes = size,
+            seconds = started.elapsed().as_secs_f64(),
+            "blob stored"
+        );
+        Ok(())
+    }
+
+    async fn timed<T>(&self, op: &str, fut: impl Future<Output = T>) -> Result<T> {
+        let after = self.inner.config.request_timeout;
+        tokio::time::timeout(after, fut)
+            .await
+            .map_err(|_| Error::Timeout {
+                image: self.image.clone(),
+                op: op.to_owned(),
+                after,
+            })
+    }
+
+    fn interrupted(&self, e: impl fmt::Display) -> Error {
+        Error::Interrupted {
+            image: self.image.clone(),
+            reason: e.to_string(),
+        }
+    }
+
+    fn cancelled(&self, layer: &Digest) -> Error {
+        self.layer_error(layer, None, LayerProblem::Cancelled)
+    }
+
+    fn registry(&self, op: &str, e: oci_client::errors::OciDistributionError) -> Error {
+        Error::Registry {
+            image: self.image.clone(),
+            op: op.to_owned(),
+            source: Arc::new(e),
+        }
+    }
+
+    fn malformed(&self, what: &str, reason: impl Into<String>) -> Error {
+        Error::Malformed {
+            image: self.image.clone(),
+            what: what.to_owned(),
+            reason: reason.into(),
+        }
+    }
+
+    fn digest_of(&self, text: String, what: &str) -> Result<Digest> {
+        Digest::parse(&text).map_err(|e| self.malformed(what, e.to_string()))
+    }
+
+    fn layer_error(&self, layer: &Digest, entry: Option<String>, problem: LayerProblem) -> Error {
+        Error::Layer {
+            image: self.image.clone(),
+            layer: layer.to_string(),
+            entry,
+            problem,
+        }
+    }
+}
+
+fn is_cancelled(e: Option<&Error>) -> bool {
+    e.and_then(Error::layer_problem) == Some(&LayerProblem::Cancelled)
+}
+
+enum Kind {
+    Index,
+    Manifest,
+    Unknown(String),
+}
+
+/// Whether a document is an index or a manifest, by its media type or, when it has none, by its
+/// shape.
+fn kind(bytes: &[u8]) -> Kind {
+    let value: Value = match serde_json::from_slice(bytes) {
+        Ok(v) => v,
+        Err(e) => return Kind::Unknown(format!("not JSON: {e}")),
+    };
+    match value.get("mediaType").and_then(Value::as_str) {
+        Some(OCI_INDEX | DOCKER_LIST) => Kind::Index,
+        Some(OCI_MANIFEST | DOCKER_MANIFEST) => Kind::Manifest,
+        Some(other) => Kind::Unknown(format!("unsupported media type {other:?}")),
+        None if value.get("manifests").is_some_and(Value::is_array) => Kind::Index,
+        None if value.get("layers").is_some_and(Value::is_array) => Kind::Manifest,
+        None => Kind::Unknown("neither a manifest nor an index".to_owned()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_are_told_apart_by_media_type_or_shape() {
+        let cases = [
+            (
+                r#"{"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[]}"#,
+                "index",
+            ),
+            (
+                r#"{"mediaType":"application/vnd.docker.distribution.manifest.list.v2+json"}"#,
+                "index",
+            ),
+            (
+                r#"{"mediaType":"application/vnd.oci.image.manifest.v1+json"}"#,
+                "manifest",
+            ),
+            (
+                r#"{"mediaType":"application/vnd.docker.distribution.manifest.v2+json"}"#,
+                "manifest",
+            ),
+            (r#"{"schemaVersion":2,"manifests":[]}"#, "index"),
+            (r#"{"schemaVersion":2,"layers":[]}"#, "manifest"),
+            (
+                r#"{"mediaType":"application/vnd.docker.distribution.manifest.v1+prettyjws"}"#,
+                "unknown",
+            ),
+            (r#"{"schemaVersion":2}"#, "unknown"),
+            ("not json", "unknown"),
+        ];
+        for (doc, want) in cases {
+            let got = match kind(doc.as_bytes()) {
+                Kind::Index => "index",
+                Kind::Manifest => "manifest",
+                Kind::Unknown(_) => "unknown",
+            };
+            assert_eq!(got, want, "{doc}");
+        }
+    }
+}

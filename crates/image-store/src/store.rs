@@ -1,0 +1,318 @@
+//! The store: its directory, its index, look-ups, removal and disk usage.
+
+use std::collections::HashMap;
+use std::fs::{DirBuilder, File, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use futures_util::future::{BoxFuture, Shared};
+use nix::fcntl::{Flock, FlockArg};
+
+use crate::blobs::{Blobs, read_dir, remove_any};
+use crate::config::StoreConfig;
+use crate::digest::{Digest, is_sha256_hex};
+use crate::error::{Error, Result};
+use crate::index::{Image, IndexFile};
+use crate::reference::Reference;
+use crate::usage::{Usage, usage};
+
+/// A pull in progress, which later pulls of the same reference join.
+pub(crate) type Inflight = Shared<BoxFuture<'static, Result<Image>>>;
+
+/// An image store on disk: content-addressed blobs, layers unpacked once by chain id, and an
+/// index of images. Cheap to clone; clones share everything. One process at a time has a store
+/// open: the lock goes when the last clone and every pull it started are gone.
+///
+/// ```text
+/// <root>/store.lock            held (flock) while the store is open
+/// <root>/images.json           the index: replaced atomically, names complete images only
+/// <root>/blobs/sha256/<hex>    manifests, indexes, configurations, layer blobs; verified
+/// <root>/layers/<chain-hex>/   one layer unpacked, in overlayfs form (a lowerdir)
+/// ```
+#[derive(Clone)]
+pub struct Store {
+    pub(crate) inner: Arc<Inner>,
+}
+
+pub(crate) struct Inner {
+    pub(crate) config: StoreConfig,
+    pub(crate) blobs: Blobs,
+    pub(crate) layers: PathBuf,
+    pub(crate) index: Mutex<IndexFile>,
+    /// Pulls hold it shared, removals exclusive: what a pull has written but not yet indexed is
+    /// never collected.
+    pub(crate) gc: tokio::sync::RwLock<()>,
+    pub(crate) inflight: Mutex<HashMap<String, Inflight>>,
+    pub(crate) client: oci_client::Client,
+    _lock: Flock<File>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("root", &self.inner.config.root)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`Store::open`] found left over from a killed process and removed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// Temporary and unindexed blob files.
+    pub blobs: usize,
+    /// Temporary and unindexed layer directories.
+    pub layers: usize,
+}
+
+impl Store {
+    /// Opens (creating it if needed) the store at `config.root`, takes its lock, reads its index
+    /// and sweeps what a killed pull left: temporary files and directories, and blobs and layers
+    /// that no indexed image uses.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Locked`] when another process has the store open, [`Error::Io`] when its
+    /// directories cannot be made or read, [`Error::CorruptIndex`] when `images.json` is not an
+    /// index.
+    pub fn open(config: StoreConfig) -> Result<Store> {
+        Store::open_swept(config).map(|(store, _)| store)
+    }
+
+    /// As [`Store::open`], also telling what was swept.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::open`].
+    pub fn open_swept(config: StoreConfig) -> Result<(Store, Swept)> {
+        let root = config.root.clone();
+        let blobs_dir = root.join("blobs/sha256");
+        let layers = root.join("layers");
+        for dir in [&root, &root.join("blobs"), &blobs_dir, &layers] {
+            DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| Error::io("create", dir, e))?;
+        }
+        let lock_path = root.join("store.lock");
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&lock_path)
+            .map_err(|e| Error::io("open", &lock_path, e))?;
+        let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, errno)| {
+            if errno == nix::errno::Errno::EWOULDBLOCK {
+                Error::Locked { root: root.clone() }
+            } else {
+                Error::io("lock", &lock_path, errno.into())
+            }
+        })?;
+        let index = IndexFile::load(&root)?;
+        let client = crate::pull::client(&config);
+        let store = Store {
+            inner: Arc::new(Inner {
+                blobs: Blobs::new(blobs_dir),
+                layers,
+                index: Mutex::new(index),
+                gc: tokio::sync::RwLock::new(()),
+                inflight: Mutex::new(HashMap::new()),
+                client,
+                config,
+                _lock: lock,
+            }),
+        };
+        let swept = store.inner.sweep()?;
+        if swept != Swept::default() {
+            tracing::info!(
+                root = %root.display(),
+                blobs = swept.blobs,
+                layers = swept.layers,
+                "swept what an interrupted pull or removal left"
+            );
+        }
+        Ok((store, swept))
+    }
+
+    /// The store's root directory.
+    pub fn root(&self) -> &Path {
+        &self.inner.config.root
+    }
+
+    /// The directory a layer is unpacked in, by chain id: an overlayfs lower directory.
+    pub fn layer_dir(&self, chain_id: &Digest) -> PathBuf {
+        self.inner.layer_dir(chain_id)
+    }
+
+    /// The file holding a blob.
+    pub fn blob_path(&self, digest: &Digest) -> PathBuf {
+        self.inner.blobs.path(digest)
+    }
+
+    /// Every image, in the order they were first pulled.
+    pub fn list(&self) -> Vec<Image> {
+        self.inner.index().images.clone()
+    }
+
+    /// The image a query names: a reference (`busybox`, `docker.io/library/busybox:latest`,
+    /// `name@sha256:…`), a digest (`sha256:…` of its configuration, manifest or index), an id
+    /// or a unique id prefix.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotFound`] when nothing matches, [`Error::Ambiguous`] when an id prefix matches
+    /// several images.
+    pub fn get(&self, query: &str) -> Result<Image> {
+        find(&self.inner.index().images, query).cloned()
+    }
+
+    /// Removes the image a query names (as [`Store::get`] finds it), then the blobs and layers
+    /// no other image uses. Waits for pulls in progress to finish first.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::get`]; [`Error::Io`] when the index cannot be written (the image stays) or
+    /// an unused file cannot be removed (the image is gone; the file is swept at the next open).
+    pub async fn remove(&self, query: &str) -> Result<Image> {
+        let _gc = self.inner.gc.write().await;
+        let removed = {
+            let mut index = self.inner.index();
+            let image = find(&index.images, query)?.clone();
+            let mut next = IndexFile {
+                version: index.version,
+                images: index.images.clone(),
+            };
+            next.images.retain(|i| i.id != image.id);
+            next.save(self.root())?;
+            *index = next;
+            image
+        };
+        let inner = Arc::clone(&self.inner);
+        tokio::task::spawn_blocking(move || inner.collect())
+            .await
+            .map_err(|e| Error::Interrupted {
+                image: removed.id.clone(),
+                reason: e.to_string(),
+            })??;
+        tracing::info!(id = %removed.id, names = ?removed.names, "removed image");
+        Ok(removed)
+    }
+
+    /// The bytes and inodes the store's blobs and layers take on disk.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Io`] when a directory cannot be read.
+    pub fn disk_usage(&self) -> Result<Usage> {
+        let root = self.root();
+        usage(root).map_err(|e| Error::io("measure", root, e))
+    }
+}
+
+impl Inner {
+    pub(crate) fn index(&self) -> MutexGuard<'_, IndexFile> {
+        // A panic while holding the lock leaves the in-memory index as it was before that
+        // change: every change is computed on a copy and installed only once saved.
+        self.index
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn layer_dir(&self, chain_id: &Digest) -> PathBuf {
+        self.layers.join(chain_id.hex())
+    }
+
+    /// Removes temporary files and directories, then whatever no image uses.
+    fn sweep(&self) -> Result<Swept> {
+        let blobs = self.blobs.sweep()?;
+        let mut layers = 0;
+        for entry in read_dir(&self.layers)? {
+            let is_layer = entry.file_name().to_str().is_some_and(is_sha256_hex)
+                && entry.file_type().is_ok_and(|t| t.is_dir());
+            if !is_layer {
+                remove_any(&entry.path())?;
+                layers += 1;
+            }
+        }
+        let collected = self.collect()?;
+        Ok(Swept {
+            blobs: blobs + collected.blobs,
+            layers: layers + collected.layers,
+        })
+    }
+
+    /// After a failed pull: removes what it stored but never indexed, unless other pulls are
+    /// in progress (their files are not indexed yet either; the next open sweeps then).
+    pub(crate) fn collect_if_idle(&self) {
+        if let Ok(_gc) = self.gc.try_write()
+            && let Err(e) = self.collect()
+        {
+            tracing::warn!(error = %e, "cannot remove what a failed pull left");
+        }
+    }
+
+    /// Removes the blobs and layer directories no indexed image uses.
+    pub(crate) fn collect(&self) -> Result<Swept> {
+        let (blobs, layers) = self.index().referenced();
+        let mut swept = Swept::default();
+        for digest in self.blobs.list()? {
+            if !blobs.contains(&digest) {
+                self.blobs.remove(&digest)?;
+                swept.blobs += 1;
+            }
+        }
+        for entry in read_dir(&self.layers)? {
+            let keep = entry
+                .file_name()
+                .to_str()
+                .and_then(Digest::from_hex)
+                .is_some_and(|d| layers.contains(&d));
+            if !keep {
+                remove_any(&entry.path())?;
+                swept.layers += 1;
+            }
+        }
+        if swept != Swept::default() {
+            crate::blobs::sync_dirs(&[self.blobs.dir(), &self.layers]);
+        }
+        Ok(swept)
+    }
+}
+
+/// The image `query` names among `images`.
+fn find<'a>(images: &'a [Image], query: &str) -> Result<&'a Image> {
+    let not_found = || Error::NotFound {
+        query: query.to_owned(),
+    };
+    let hex = query.strip_prefix("sha256:").unwrap_or(query);
+    if is_sha256_hex(hex) {
+        return images
+            .iter()
+            .find(|i| {
+                i.id == hex
+                    || i.manifest_digest.hex() == hex
+                    || i.index_digest.as_ref().is_some_and(|d| d.hex() == hex)
+            })
+            .ok_or_else(not_found);
+    }
+    if let Ok(reference) = Reference::parse(query)
+        && let Some(image) = images.iter().find(|i| i.named(&reference))
+    {
+        return Ok(image);
+    }
+    let is_prefix = !hex.is_empty() && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+    if is_prefix {
+        let matches: Vec<&Image> = images.iter().filter(|i| i.id.starts_with(hex)).collect();
+        return match matches.as_slice() {
+            [one] => Ok(one),
+            [] => Err(not_found()),
+            many => Err(Error::Ambiguous {
+                query: query.to_owned(),
+                matches: many.len(),
+            }),
+        };
+    }
+    Err(not_found())
+}

@@ -1,0 +1,455 @@
+//! Unpacking one layer, an untrusted (compressed) tar, into a directory of its own in overlayfs
+//! form.
+//!
+//! The directory is private to the unpacker (a temporary directory the caller renames into place),
+//! so checking each parent with `lstat` before writing is race-free: nothing else writes there.
+//! The rules:
+//!
+//! - paths are relative to the layer: an absolute path or a `..` component is refused;
+//! - no entry is written through a symbolic link: every parent directory is looked at with
+//!   `lstat` and a symbolic link there is refused;
+//! - a symbolic link may point anywhere inside the image (absolute targets are resolved against
+//!   the container's root, never the host's, by whoever follows them) but a relative target
+//!   may not climb above the layer's root;
+//! - a hard link must name a file already unpacked in this layer;
+//! - device nodes are refused; the only devices in a layer are the whiteouts made here;
+//! - whiteouts become overlayfs whiteouts: `.wh.name` is a character device 0/0 named `name`,
+//!   `.wh..wh..opq` is `trusted.overlay.opaque=y` on its directory;
+//! - modes (setuid, setgid and sticky bits included) and, as root, owners are kept, and so
+//!   are PAX `user.*` and `security.capability` xattrs; `trusted.*` ones are dropped;
+//! - the decompressed stream (headers and padding included) is capped in bytes, the archive in
+//!   entries: a decompression bomb stops at the cap.
+
+mod sys;
+
+use std::cell::Cell;
+use std::ffi::OsStr;
+use std::fs::{self, DirBuilder, OpenOptions};
+use std::io::{self, BufRead, BufReader, Read};
+use std::os::unix::ffi::OsStrExt as _;
+use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use tar::EntryType;
+
+use crate::config::Limits;
+use crate::digest::{Digest, Hasher};
+use crate::error::LayerProblem;
+
+/// What went wrong, and with which entry; the caller adds the image and layer.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    pub(crate) entry: Option<String>,
+    pub(crate) problem: LayerProblem,
+}
+
+impl Failure {
+    fn new(entry: Option<&str>, problem: LayerProblem) -> Failure {
+        Failure {
+            entry: entry.map(str::to_owned),
+            problem,
+        }
+    }
+}
+
+/// Unpacks the layer read from `blob` (gzip, zstd or plain tar, told apart by their magic
+/// numbers) into the existing, empty directory `dest`. Returns the diff id: the digest of the
+/// uncompressed tar.
+/// `cancelled` is looked at before each entry: once it is set the unpack stops.
+pub(crate) fn unpack(
+    blob: impl Read,
+    dest: &Path,
+    limits: &Limits,
+    cancelled: &AtomicBool,
+) -> Result<Digest, Failure> {
+    let mut buffered = BufReader::with_capacity(128 * 1024, blob);
+    let magic = buffered
+        .fill_buf()
+        .map_err(|e| Failure::new(None, LayerProblem::Io(e.to_string())))?;
+    let decompressed: Box<dyn Read> = if magic.starts_with(&[0x1f, 0x8b]) {
+        Box::new(flate2::bufread::MultiGzDecoder::new(buffered))
+    } else if magic.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+        Box::new(
+            zstd::stream::read::Decoder::with_buffer(buffered)
+                .map_err(|e| Failure::new(None, LayerProblem::Corrupt(e.to_string())))?,
+        )
+    } else {
+        Box::new(buffered)
+    };
+    let over = Rc::new(Cell::new(false));
+    let meter = Meter {
+        inner: decompressed,
+        hasher: Hasher::new(),
+        read: 0,
+        cap: limits.max_layer_bytes,
+        over: Rc::clone(&over),
+    };
+    let mut archive = tar::Archive::new(meter);
+    let mut unpacker = Unpacker {
+        root: dest.to_owned(),
+        as_root: nix::unistd::geteuid().is_root(),
+        dirs: Vec::new(),
+    };
+    let stream_error = |entry: Option<&str>, e: io::Error| {
+        if over.get() {
+            Failure::new(entry, LayerProblem::TooLarge(limits.max_layer_bytes))
+        } else {
+            Failure::new(entry, LayerProblem::Corrupt(e.to_string()))
+        }
+    };
+    let entries = archive.entries().map_err(|e| stream_error(None, e))?;
+    let mut count = 0u64;
+    let mut last: Option<String> = None;
+    for entry in entries {
+        if cancelled.load(Ordering::Relaxed) {
+            return Err(Failure::new(None, LayerProblem::Cancelled));
+        }
+        let mut entry = entry.map_err(|e| stream_error(last.as_deref(), e))?;
+        count += 1;
+        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        if count > limits.max_layer_entries {
+            return Err(Failure::new(
+                Some(&name),
+                LayerProblem::TooManyEntries(limits.max_layer_entries),
+            ));
+        }
+        unpacker.entry(&mut entry).map_err(|e| match e {
+            EntryError::Problem(problem) => Failure::new(Some(&name), problem),
+            EntryError::Io(_) if over.get() => {
+                Failure::new(Some(&name), LayerProblem::TooLarge(limits.max_layer_bytes))
+            }
+            EntryError::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                Failure::new(Some(&name), LayerProblem::Corrupt(e.to_string()))
+            }
+            EntryError::Io(e) => Failure::new(Some(&name), LayerProblem::Io(e.to_string())),
+        })?;
+        last = Some(name);
+    }
+    let mut meter = archive.into_inner();
+    // The diff id covers the whole stream: whatever follows the end-of-archive blocks too.
+    io::copy(&mut meter, &mut io::sink()).map_err(|e| stream_error(None, e))?;
+    unpacker
+        .finish()
+        .map_err(|e| Failure::new(None, LayerProblem::Io(e.to_string())))?;
+    Ok(meter.hasher.finish())
+}
+
+/// Counts and hashes the decompressed stream, and stops it at the cap.
+struct Meter<R> {
+    inner: R,
+    hasher: Hasher,
+    read: u64,
+    cap: u64,
+    over: Rc<Cell<bool>>,
+}
+
+impl<R: Read> Read for Meter<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        if self.read > self.cap {
+            self.over.set(true);
+            return Err(io::Error::other("the layer is larger than the cap"));
+        }
+        self.hasher.update(&buf[..n]);
+        Ok(n)
+    }
+}
+
+enum EntryError {
+    Problem(LayerProblem),
+    Io(io::Error),
+}
+
+impl From<io::Error> for EntryError {
+    fn from(e: io::Error) -> Self {
+        EntryError::Io(e)
+    }
+}
+
+impl From<LayerProblem> for EntryError {
+    fn from(p: LayerProblem) -> Self {
+        EntryError::Problem(p)
+    }
+}
+
+struct Unpacker {
+    root: PathBuf,
+    as_root: bool,
+    /// Directories whose times are set at the end, when nothing is created in them any more.
+    dirs: Vec<(PathBuf, u64)>,
+}
+
+const OPAQUE: &[u8] = b".wh..wh..opq";
+const WHITEOUT_META: &[u8] = b".wh..wh.";
+const WHITEOUT: &[u8] = b".wh.";
+
+impl Unpacker {
+    fn entry<R: Read>(&mut self, entry: &mut tar::Entry<'_, R>) -> Result<(), EntryError> {
+        let header = entry.header();
+        let kind = header.entry_type();
+        let mode = header.mode().map_err(corrupt)? & 0o7777;
+        let owner = (
+            id(header.uid().map_err(corrupt)?)?,
+            id(header.gid().map_err(corrupt)?)?,
+        );
+        let mtime = header.mtime().map_err(corrupt)?;
+        let path = entry.path_bytes().into_owned();
+        let link = entry.link_name_bytes().map(std::borrow::Cow::into_owned);
+        let xattrs = kept_xattrs(entry).map_err(corrupt)?;
+        let components = clean(&path)?;
+
+        let Some((name, parents)) = components.split_last() else {
+            // `./`: the layer's root directory itself.
+            if kind == EntryType::Directory {
+                self.owner_and_mode(&self.root.clone(), owner, Some(mode))?;
+                self.dirs.push((self.root.clone(), mtime));
+            }
+            return Ok(());
+        };
+        let name = name.as_bytes();
+        if name == OPAQUE {
+            let dir = self.parent_dirs(parents)?;
+            sys::set_opaque(&dir)?;
+            return Ok(());
+        }
+        if name.starts_with(WHITEOUT_META) {
+            // Other AUFS metadata (.wh..wh.plnk, .wh..wh.aufs) means nothing to overlayfs.
+            return Ok(());
+        }
+        if let Some(hidden) = name.strip_prefix(WHITEOUT) {
+            if hidden.is_empty() || hidden == b"." || hidden == b".." || hidden.contains(&b'/') {
+                return Err(LayerProblem::BadWhiteout.into());
+            }
+            let dir = self.parent_dirs(parents)?;
+            let target = dir.join(OsStr::from_bytes(hidden));
+            remove_existing(&target)?;
+            sys::whiteout(&target)?;
+            self.owner_and_mode(&target, owner, None)?;
+            return Ok(());
+        }
+
+        let dir = self.parent_dirs(parents)?;
+        let target = dir.join(OsStr::from_bytes(name));
+        match kind {
+            EntryType::Directory => {
+                let existing = fs::symlink_metadata(&target);
+                if !existing.as_ref().is_ok_and(fs::Metadata::is_dir) {
+                    remove_existing(&target)?;
+                    DirBuilder::new().mode(0o700).create(&target)?;
+                }
+                self.owner_and_mode(&target, owner, Some(mode))?;
+                self.dirs.push((target, mtime));
+            }
+            EntryType::Regular | EntryType::Continuous | EntryType::GNUSparse => {
+                remove_existing(&target)?;
+                let mut file = OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .mode(0o600)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(&target)?;
+                io::copy(entry, &mut file)?;
+                drop(file);
+                self.owner_and_mode(&target, owner, Some(mode))?;
+                // After chown, which drops file capabilities.
+                for (name, value) in &xattrs {
+                    sys::set_xattr(&target, name, value)?;
+                }
+                sys::set_mtime(&target, mtime)?;
+            }
+            EntryType::Symlink => {
+                let link = link.unwrap_or_default();
+                check_symlink(parents.len(), &link)?;
+                remove_existing(&target)?;
+                std::os::unix::fs::symlink(OsStr::from_bytes(&link), &target)?;
+                self.owner_and_mode(&target, owner, None)?;
+                sys::set_mtime(&target, mtime)?;
+            }
+            EntryType::Link => {
+                let link = link.unwrap_or_default();
+                let source = self.hardlink_source(&link)?;
+                if source != target {
+                    remove_existing(&target)?;
+                    fs::hard_link(&source, &target)?;
+                }
+            }
+            EntryType::Fifo => {
+                remove_existing(&target)?;
+                sys::fifo(&target)?;
+                self.owner_and_mode(&target, owner, Some(mode))?;
+                sys::set_mtime(&target, mtime)?;
+            }
+            EntryType::Char | EntryType::Block => return Err(LayerProblem::Device.into()),
+            // Global PAX headers and anything else carry no file.
+            other => tracing::debug!(?other, "skipping a tar entry of this type"),
+        }
+        Ok(())
+    }
+
+    /// The directory `parents` names under the root, made (0755, owned by the unpacker) where
+    /// missing; a symbolic link or a non-directory on the way is refused.
+    fn parent_dirs(&self, parents: &[&OsStr]) -> Result<PathBuf, EntryError> {
+        let mut dir = self.root.clone();
+        for (i, part) in parents.iter().enumerate() {
+            dir.push(part);
+            match fs::symlink_metadata(&dir) {
+                Ok(m) if m.is_dir() => {}
+                Ok(m) if m.file_type().is_symlink() => {
+                    return Err(LayerProblem::SymlinkParent(joined(&parents[..=i])).into());
+                }
+                Ok(_) => return Err(LayerProblem::ParentNotDir(joined(&parents[..=i])).into()),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    DirBuilder::new().mode(0o755).create(&dir)?;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(dir)
+    }
+
+    /// The file in this layer a hard link names: reached without following a symbolic link, and
+    /// not a directory.
+    fn hardlink_source(&self, link: &[u8]) -> Result<PathBuf, EntryError> {
+        let outside = || LayerProblem::HardlinkOutside(String::from_utf8_lossy(link).into_owned());
+        let parts = clean(link).map_err(|_| outside())?;
+        let Some((name, parents)) = parts.split_last() else {
+            return Err(outside().into());
+        };
+        let mut path = self.root.clone();
+        for part in parents {
+            path.push(part);
+            if !fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir()) {
+                return Err(outside().into());
+            }
+        }
+        path.push(name);
+        match fs::symlink_metadata(&path) {
+            Ok(m) if !m.is_dir() => Ok(path),
+            _ => Err(outside().into()),
+        }
+    }
+
+    fn owner_and_mode(
+        &self,
+        path: &Path,
+        (uid, gid): (u32, u32),
+        mode: Option<u32>,
+    ) -> io::Result<()> {
+        // chown clears setuid and setgid bits, so the mode comes after it.
+        if self.as_root {
+            std::os::unix::fs::lchown(path, Some(uid), Some(gid))?;
+        }
+        if let Some(mode) = mode {
+            fs::set_permissions(path, fs::Permissions::from_mode(mode))?;
+        }
+        Ok(())
+    }
+
+    /// Sets the directories' times, deepest last-created first, now that nothing changes them.
+    fn finish(&mut self) -> io::Result<()> {
+        for (dir, mtime) in self.dirs.drain(..).rev() {
+            sys::set_mtime(&dir, mtime)?;
+        }
+        Ok(())
+    }
+}
+
+/// The extended attributes a PAX header carries (`SCHILY.xattr.<name>`) that a layer may set:
+/// `user.*` and file capabilities (`security.capability`, as ping needs). `trusted.*` would let
+/// a layer forge overlayfs' own marks, and other `security.*` names are for the host's security
+/// modules to set; they are dropped.
+fn kept_xattrs<R: Read>(entry: &mut tar::Entry<'_, R>) -> io::Result<Vec<(String, Vec<u8>)>> {
+    let mut kept = Vec::new();
+    let Some(extensions) = entry.pax_extensions()? else {
+        return Ok(kept);
+    };
+    for extension in extensions {
+        let extension = extension?;
+        let Ok(key) = extension.key() else { continue };
+        let Some(name) = key.strip_prefix("SCHILY.xattr.") else {
+            continue;
+        };
+        if name.starts_with("user.") || name == "security.capability" {
+            kept.push((name.to_owned(), extension.value_bytes().to_vec()));
+        } else {
+            tracing::debug!(name, "dropping an extended attribute a layer may not set");
+        }
+    }
+    Ok(kept)
+}
+
+/// A header field or PAX record that does not parse.
+fn corrupt(e: io::Error) -> EntryError {
+    EntryError::Problem(LayerProblem::Corrupt(e.to_string()))
+}
+
+/// An owner id from a tar header; ids past 32 bits do not exist on Linux.
+fn id(raw: u64) -> Result<u32, EntryError> {
+    u32::try_from(raw)
+        .map_err(|_| LayerProblem::Corrupt(format!("owner id {raw} out of range")).into())
+}
+
+/// The path's components relative to the layer root: `.` and empty ones dropped; an absolute
+/// path or a `..` component refused.
+fn clean(path: &[u8]) -> Result<Vec<&OsStr>, LayerProblem> {
+    if path.first() == Some(&b'/') {
+        return Err(LayerProblem::Absolute);
+    }
+    let mut parts = Vec::new();
+    for part in path.split(|&b| b == b'/') {
+        match part {
+            b"" | b"." => {}
+            b".." => return Err(LayerProblem::DotDot),
+            _ => parts.push(OsStr::from_bytes(part)),
+        }
+    }
+    Ok(parts)
+}
+
+/// Refuses a relative symbolic-link target that climbs above the layer root from a link `depth`
+/// directories down.
+fn check_symlink(depth: usize, target: &[u8]) -> Result<(), LayerProblem> {
+    if target.first() == Some(&b'/') {
+        return Ok(());
+    }
+    let mut depth = depth as i64;
+    for part in target.split(|&b| b == b'/') {
+        match part {
+            b"" | b"." => {}
+            b".." => {
+                depth -= 1;
+                if depth < 0 {
+                    return Err(LayerProblem::SymlinkEscapes(
+                        String::from_utf8_lossy(target).into_owned(),
+                    ));
+                }
+            }
+            _ => depth += 1,
+        }
+    }
+    Ok(())
+}
+
+fn joined(parts: &[&OsStr]) -> String {
+    parts
+        .iter()
+        .map(|p| p.to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+/// Removes whatever is at `path` (a whole tree for a directory); nothing there is fine.
+fn remove_existing(path: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(m) if m.is_dir() => fs::remove_dir_all(path),
+        Ok(_) => fs::remove_file(path),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests;

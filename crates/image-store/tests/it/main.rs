@@ -1,0 +1,12 @@
+//! The store against a real registry (Debian's docker-registry, started by each test on a
+//! random port) and against registries that misbehave. Tests that need root (whiteout device
+//! nodes, `trusted.*` xattrs, owners) or the registry are ignored unless asked for:
+//! `CNI_PRIVILEGED_TESTS=1 cargo test -p image-store -- --ignored` (`cargo xtask test` does).
+
+mod crash;
+mod hostile;
+mod props;
+mod pull;
+mod stall;
+mod store;
+mod support;

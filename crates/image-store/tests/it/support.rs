@@ -1,0 +1,59 @@
+//! What the tests share: a store speaking plain HTTP to the local registry, and the check that
+//! nothing of a failed pull is left.
+
+use std::path::Path;
+use std::time::Duration;
+
+use image_store::{Store, StoreConfig};
+use test_support::fs::file_names;
+
+/// The config of a store at `root` that may speak plain HTTP to `registry`.
+pub(crate) fn config(root: &Path, registry: &str) -> StoreConfig {
+    let mut config = StoreConfig::new(root);
+    config.insecure_registries = vec![registry.to_owned()];
+    config.request_timeout = Duration::from_secs(20);
+    config
+}
+
+pub(crate) fn open(root: &Path, registry: &str) -> Store {
+    Store::open(config(root, registry)).expect("open the store")
+}
+
+/// The store shows no image, and neither it nor the store at its root reopened has a layer
+/// directory, blob or temporary file.
+pub(crate) fn assert_empty_after_reopen(store: Store, registry: &str) {
+    let root = store.root().to_owned();
+    assert!(
+        store.list().is_empty(),
+        "no image listed: {:?}",
+        store.list()
+    );
+    assert_eq!(
+        file_names(&root.join("layers")),
+        Vec::<String>::new(),
+        "no layer left"
+    );
+    assert_eq!(
+        file_names(&root.join("blobs/sha256")),
+        Vec::<String>::new(),
+        "no blob left"
+    );
+    drop(store);
+    let store = open(&root, registry);
+    assert!(store.list().is_empty());
+    assert_eq!(
+        file_names(&root.join("layers")),
+        Vec::<String>::new(),
+        "no layer left"
+    );
+    assert_eq!(
+        file_names(&root.join("blobs/sha256")),
+        Vec::<String>::new(),
+        "no blob left"
+    );
+}
+
+/// `<registry>/<repo>:<tag>`.
+pub(crate) fn reference(registry: &str, repo: &str, tag: &str) -> String {
+    format!("{registry}/{repo}:{tag}")
+}

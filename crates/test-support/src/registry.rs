@@ -1,0 +1,386 @@
+//! A local OCI distribution registry for tests: Debian's docker-registry on 127.0.0.1 with a
+//! random free port, plain HTTP and a temporary storage directory, killed on drop; pushing test
+//! images to it over the distribution API; and two misbehaving servers: one that accepts
+//! connections and never answers, one that forwards to a registry slowly.
+
+use std::io::{Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+use crate::http::{self, Response};
+use crate::image::{Image, Index, digest, media};
+
+/// Debian's registry binary (package docker-registry).
+pub const REGISTRY_BINARY: &str = "/usr/bin/docker-registry";
+
+/// How blobs are uploaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Upload {
+    /// `POST`, then one `PUT ...?digest=` with the whole blob.
+    Monolithic,
+    /// `POST`, then `PATCH`es of this many bytes, then `PUT ...?digest=`.
+    Chunked(usize),
+}
+
+/// A running docker-registry, killed (and its storage removed) on drop.
+pub struct Registry {
+    child: Child,
+    addr: String,
+    dir: TempDir,
+}
+
+impl Registry {
+    /// Starts a registry and waits until `/v2/` answers.
+    ///
+    /// # Panics
+    ///
+    /// When docker-registry is missing (`apt-get install docker-registry`) or does not answer
+    /// within ten seconds, with its log.
+    pub fn start() -> Registry {
+        assert!(
+            Path::new(REGISTRY_BINARY).exists(),
+            "{REGISTRY_BINARY} is missing: install Debian's docker-registry package (cargo xtask test does)"
+        );
+        let dir = crate::temp_dir("registry");
+        // The port is free when asked; another process may take it before the registry binds,
+        // so a registry that dies at start is tried again on a new port.
+        for _ in 0..5 {
+            let port = free_port();
+            let addr = format!("127.0.0.1:{port}");
+            let config = dir.path().join("config.yml");
+            std::fs::write(&config, config_yaml(&dir.path().join("storage"), &addr))
+                .expect("write the registry config");
+            let log = std::fs::File::create(dir.path().join("registry.log")).expect("registry log");
+            let child = Command::new(REGISTRY_BINARY)
+                .arg("serve")
+                .arg(&config)
+                .env_clear()
+                .env("PATH", "/usr/bin:/bin")
+                .stdin(Stdio::null())
+                .stdout(log.try_clone().expect("registry log"))
+                .stderr(log)
+                .spawn()
+                .unwrap_or_else(|e| panic!("cannot start {REGISTRY_BINARY}: {e}"));
+            let mut child = child;
+            if wait_ready(&mut child, &addr) {
+                return Registry { child, addr, dir };
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let log = std::fs::read_to_string(dir.path().join("registry.log")).unwrap_or_default();
+        panic!("docker-registry did not start; its log:\n{log}");
+    }
+
+    /// `127.0.0.1:<port>`: the registry part of references to its images.
+    pub fn host(&self) -> &str {
+        &self.addr
+    }
+
+    /// Where the registry keeps the bytes of blob `digest` (`sha256:<hex>`): overwrite it to make
+    /// the registry serve a blob that does not match its digest.
+    pub fn blob_file(&self, digest: &str) -> PathBuf {
+        let hex = digest.strip_prefix("sha256:").expect("a sha256 digest");
+        self.dir
+            .path()
+            .join("storage/docker/registry/v2/blobs/sha256")
+            .join(&hex[..2])
+            .join(hex)
+            .join("data")
+    }
+
+    /// Sends a request to the registry.
+    ///
+    /// # Panics
+    ///
+    /// When the connection fails.
+    pub fn request(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+    ) -> Response {
+        http::request(&self.addr, method, path, headers, body)
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
+    /// Uploads `bytes` as a blob of `repo`; returns its digest.
+    ///
+    /// # Panics
+    ///
+    /// When the registry refuses the upload.
+    pub fn push_blob(&self, repo: &str, bytes: &[u8], upload: Upload) -> String {
+        let digest = digest(bytes);
+        let octets = [("Content-Type", "application/octet-stream")];
+        match upload {
+            Upload::Monolithic => {
+                // POST, then one PUT with the whole blob (distribution 2.x ignores a body sent
+                // with the POST).
+                let r = self.request("POST", &format!("/v2/{repo}/blobs/uploads/"), &[], &[]);
+                expect(&r, 202, "start a blob upload");
+                let location = location_of(&r);
+                let sep = if location.contains('?') { '&' } else { '?' };
+                let r = self.request(
+                    "PUT",
+                    &format!("{location}{sep}digest={digest}"),
+                    &octets,
+                    bytes,
+                );
+                expect(&r, 201, "monolithic blob upload");
+            }
+            Upload::Chunked(size) => {
+                let r = self.request("POST", &format!("/v2/{repo}/blobs/uploads/"), &[], &[]);
+                expect(&r, 202, "start a blob upload");
+                let mut location = location_of(&r);
+                let mut offset = 0;
+                for chunk in bytes.chunks(size.max(1)) {
+                    let range = format!("{}-{}", offset, offset + chunk.len() - 1);
+                    let r = self.request(
+                        "PATCH",
+                        &location,
+                        &[
+                            ("Content-Type", "application/octet-stream"),
+                            ("Content-Range", &range),
+                        ],
+                        chunk,
+                    );
+                    expect(&r, 202, "upload a chunk");
+                    location = location_of(&r);
+                    offset += chunk.len();
+                }
+                let sep = if location.contains('?') { '&' } else { '?' };
+                let r = self.request("PUT", &format!("{location}{sep}digest={digest}"), &[], &[]);
+                expect(&r, 201, "finish a chunked upload");
+            }
+        }
+        digest
+    }
+
+    /// Puts a manifest (or index) under `reference` (a tag or digest) of `repo`.
+    ///
+    /// # Panics
+    ///
+    /// When the registry refuses it.
+    pub fn push_manifest(&self, repo: &str, reference: &str, media_type: &str, bytes: &[u8]) {
+        let r = self.request(
+            "PUT",
+            &format!("/v2/{repo}/manifests/{reference}"),
+            &[("Content-Type", media_type)],
+            bytes,
+        );
+        expect(&r, 201, "put a manifest");
+    }
+
+    /// Pushes an image's blobs (layers with `upload`) and its manifest, tagged `tag` (or under
+    /// its digest when `tag` is `None`).
+    pub fn push_image(&self, repo: &str, tag: Option<&str>, image: &Image, upload: Upload) {
+        self.push_blob(repo, &image.config, Upload::Monolithic);
+        for layer in &image.layers {
+            self.push_blob(repo, &layer.blob, upload);
+        }
+        let reference = tag.unwrap_or(&image.manifest_digest);
+        self.push_manifest(repo, reference, media::MANIFEST, &image.manifest);
+    }
+
+    /// Pushes every image of an index by digest, then the index tagged `tag`.
+    pub fn push_index(&self, repo: &str, tag: &str, index: &Index, images: &[&Image]) {
+        for image in images {
+            self.push_image(repo, None, image, Upload::Monolithic);
+        }
+        self.push_manifest(repo, tag, media::INDEX, &index.bytes);
+    }
+
+    /// The registry's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("registry.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits up to ten seconds for the registry's `/v2/` to answer 200; false if it died or did not.
+fn wait_ready(child: &mut Child, addr: &str) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return false;
+        }
+        if http::request(addr, "GET", "/v2/", &[], &[]).is_ok_and(|r| r.status == 200) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+fn expect(r: &Response, status: u16, what: &str) {
+    assert_eq!(
+        r.status,
+        status,
+        "{what}: {} {}",
+        r.status,
+        String::from_utf8_lossy(&r.body)
+    );
+}
+
+/// The path and query of a response's Location (the registry may send an absolute URL).
+fn location_of(r: &Response) -> String {
+    let loc = r.header("location").expect("a Location header");
+    match loc.split_once("://") {
+        Some((_, rest)) => rest
+            .find('/')
+            .map_or("/".to_owned(), |i| rest[i..].to_owned()),
+        None => loc.to_owned(),
+    }
+}
+
+fn config_yaml(storage: &Path, addr: &str) -> String {
+    format!(
+        "version: 0.1
+log:
+  level: warn
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: {}
+  delete:
+    enabled: true
+  maintenance:
+    uploadpurging:
+      enabled: false
+http:
+  addr: {addr}
+",
+        storage.display()
+    )
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("bind 127.0.0.1:0")
+}
+
+/// A server that accepts connections and never answers: a stalled registry. Stops on drop.
+pub struct Stall {
+    addr: String,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Stall {
+    /// Starts listening on 127.0.0.1 with a random port.
+    ///
+    /// # Panics
+    ///
+    /// When it cannot listen.
+    pub fn start() -> Stall {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        listener
+            .set_nonblocking(true)
+            .expect("non-blocking listener");
+        let addr = listener.local_addr().expect("local address").to_string();
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            while !flag.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((conn, _)) => held.push(conn),
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        Stall {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn host(&self) -> &str {
+        &self.addr
+    }
+}
+
+impl Drop for Stall {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A TCP proxy to a registry that sends the registry's answers at most `bytes_per_sec`: a slow
+/// link, so a test can catch a pull in the middle. Runs until the process ends.
+pub struct Throttle {
+    addr: String,
+}
+
+impl Throttle {
+    /// Starts forwarding from a new port on 127.0.0.1 to `upstream`.
+    ///
+    /// # Panics
+    ///
+    /// When it cannot listen.
+    pub fn start(upstream: &str, bytes_per_sec: usize) -> Throttle {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("local address").to_string();
+        let upstream = upstream.to_owned();
+        std::thread::spawn(move || {
+            for client in listener.incoming().map_while(Result::ok) {
+                let Ok(server) = TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                let (Ok(client_r), Ok(server_w)) = (client.try_clone(), server.try_clone()) else {
+                    continue;
+                };
+                std::thread::spawn(move || pipe(client_r, server_w, usize::MAX));
+                std::thread::spawn(move || pipe(server, client, bytes_per_sec));
+            }
+        });
+        Throttle { addr }
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn host(&self) -> &str {
+        &self.addr
+    }
+}
+
+fn pipe(mut from: TcpStream, mut to: TcpStream, bytes_per_sec: usize) {
+    // Ten slices a second.
+    let slice = (bytes_per_sec / 10).clamp(1, 64 * 1024);
+    let mut buf = vec![0u8; slice];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+        if bytes_per_sec != usize::MAX {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Write);
+}
