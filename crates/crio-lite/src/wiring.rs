@@ -232,13 +232,16 @@ fn stderr_is_journal() -> bool {
     let Some(stream) = std::env::var_os("JOURNAL_STREAM") else {
         return false;
     };
-    let Some((dev, ino)) = stream.to_str().and_then(|s| s.split_once(':')) else {
+    nix::sys::stat::fstat(std::io::stderr().as_fd())
+        .is_ok_and(|stat| names_stream(&stream, stat.st_dev, stat.st_ino))
+}
+
+/// Whether a JOURNAL_STREAM value names the file with this device and inode.
+fn names_stream(value: &std::ffi::OsStr, dev: u64, ino: u64) -> bool {
+    let Some((d, i)) = value.to_str().and_then(|s| s.split_once(':')) else {
         return false;
     };
-    let Ok(stat) = nix::sys::stat::fstat(std::io::stderr().as_fd()) else {
-        return false;
-    };
-    dev.parse::<u64>().ok() == Some(stat.st_dev) && ino.parse::<u64>().ok() == Some(stat.st_ino)
+    d.parse::<u64>().ok() == Some(dev) && i.parse::<u64>().ok() == Some(ino)
 }
 
 /// Logs to stderr as text or JSON lines, or to journald; RUST_LOG wins over
@@ -387,5 +390,34 @@ fn reload_config(loader: &Loader, logging: &Logging, current: &mut Config) {
             keys = %pending.join(", "),
             "configuration changed; these keys take effect at the next start"
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+    use std::os::unix::fs::MetadataExt as _;
+
+    use super::*;
+
+    #[test]
+    fn journal_stream_must_name_stderr_exactly() {
+        let file = tempfile::tempfile().unwrap();
+        let meta = file.metadata().unwrap();
+        let (dev, ino) = (meta.dev(), meta.ino());
+        assert!(names_stream(OsStr::new(&format!("{dev}:{ino}")), dev, ino));
+        assert!(!names_stream(
+            OsStr::new(&format!("{dev}:{}", ino + 1)),
+            dev,
+            ino
+        ));
+        assert!(!names_stream(
+            OsStr::new(&format!("{}:{ino}", dev + 1)),
+            dev,
+            ino
+        ));
+        for junk in ["", ":", "x:y", "12", "1:2:3"] {
+            assert!(!names_stream(OsStr::new(junk), 1, 2), "{junk:?}");
+        }
     }
 }

@@ -319,15 +319,25 @@ impl Manager {
         }
     }
 
+    /// The sandbox `id` names, its entry and its operation lock held; `None` for an ID nobody
+    /// has (or a sandbox removed meanwhile): the CRI makes stop and remove of those succeed.
+    async fn locked(
+        &self,
+        id: &str,
+        rpc: &str,
+    ) -> SandboxResult<Option<(Arc<Entry>, tokio::sync::OwnedMutexGuard<()>, Sandbox)>> {
+        let Some(entry) = self.resolve(id)? else {
+            tracing::info!(sandbox = %id, "{rpc}: no such sandbox, nothing to do");
+            return Ok(None);
+        };
+        let op = self.lock_op(&entry, id).await?;
+        Ok(entry.get().map(|sandbox| (entry, op, sandbox)))
+    }
+
     /// Stops a sandbox: tears its network down. Unknown IDs and stopped sandboxes succeed, as the
     /// CRI asks ("idempotent").
     pub(crate) async fn stop(self: Arc<Self>, id: String) -> SandboxResult<()> {
-        let Some(entry) = self.resolve(&id)? else {
-            tracing::info!(sandbox = %id, "StopPodSandbox: no such sandbox, nothing to do");
-            return Ok(());
-        };
-        let _op = self.lock_op(&entry, &id).await?;
-        let Some(mut sandbox) = entry.get() else {
+        let Some((entry, _op, mut sandbox)) = self.locked(&id, "StopPodSandbox").await? else {
             return Ok(());
         };
         let span = request_span(&sandbox);
@@ -370,12 +380,7 @@ impl Manager {
     /// Removes a sandbox: stops it if needed, unpins its namespace and deletes its state. Unknown
     /// IDs succeed.
     pub(crate) async fn remove(self: Arc<Self>, id: String) -> SandboxResult<()> {
-        let Some(entry) = self.resolve(&id)? else {
-            tracing::info!(sandbox = %id, "RemovePodSandbox: no such sandbox, nothing to do");
-            return Ok(());
-        };
-        let _op = self.lock_op(&entry, &id).await?;
-        let Some(mut sandbox) = entry.get() else {
+        let Some((entry, _op, mut sandbox)) = self.locked(&id, "RemovePodSandbox").await? else {
             return Ok(());
         };
         let span = request_span(&sandbox);

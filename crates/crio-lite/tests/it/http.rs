@@ -330,6 +330,8 @@ async fn metrics_are_served_over_tcp_when_enabled() {
     config.crio.metrics.enable_metrics = true;
     config.crio.metrics.metrics_host = "127.0.0.1".to_owned();
     config.crio.metrics.metrics_port = 0;
+    let metrics_socket = dir.path().join("run/metrics.sock");
+    config.crio.metrics.metrics_socket = metrics_socket.clone();
     let daemon = crio_lite::Daemon::start(
         config,
         std::sync::Arc::clone(&cni) as std::sync::Arc<dyn ocicni::CniPlugin>,
@@ -350,6 +352,13 @@ async fn metrics_are_served_over_tcp_when_enabled() {
     );
     let (status, _) = tcp_get(address, "/info").await;
     assert!(status.contains("404"), "only /metrics over TCP: {status}");
+    // And on metrics_socket, a unix socket of its own.
+    let (content_type, body) = scrape(&metrics_socket, "text/plain").await;
+    assert_eq!(content_type, "text/plain; version=0.0.4; charset=utf-8");
+    assert!(
+        body.contains("# TYPE crio_lite_sandboxes_ready gauge"),
+        "{body}"
+    );
 
     // A second daemon asking for the same port cannot have it.
     let other = tempfile::tempdir().unwrap();
@@ -369,6 +378,10 @@ async fn metrics_are_served_over_tcp_when_enabled() {
     assert!(
         tokio::net::TcpStream::connect(address).await.is_err(),
         "the listener closes with the daemon"
+    );
+    assert!(
+        !metrics_socket.exists(),
+        "the metrics socket goes with the daemon"
     );
 }
 

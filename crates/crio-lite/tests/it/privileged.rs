@@ -137,14 +137,7 @@ async fn network_sysctls_land_in_the_pod_namespace_only() {
         err.message()
     );
     assert_eq!(file_names(&netns_dir), vec![id.clone()]);
-    client
-        .stop_pod_sandbox(support::stop_request(&id))
-        .await
-        .unwrap();
-    client
-        .remove_pod_sandbox(support::remove_request(&id))
-        .await
-        .unwrap();
+    support::stop_and_remove(&mut client, &id).await;
     drop(client);
     daemon.shutdown().await.unwrap();
 }
@@ -172,14 +165,7 @@ async fn a_pin_directory_mounted_before_is_never_released() {
     let daemon = start(dir.path(), &cni).await;
     let mut client = support::runtime_client(daemon.socket_path()).await;
     let id = run(&mut client, &format!("shared-{}", std::process::id())).await;
-    client
-        .stop_pod_sandbox(support::stop_request(&id))
-        .await
-        .unwrap();
-    client
-        .remove_pod_sandbox(support::remove_request(&id))
-        .await
-        .unwrap();
+    support::stop_and_remove(&mut client, &id).await;
     drop(client);
     daemon.shutdown().await.unwrap();
     assert!(file_names(&netns_dir).is_empty(), "the pin is gone");

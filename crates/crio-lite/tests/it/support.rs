@@ -446,3 +446,15 @@ pub(crate) fn labels(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect()
 }
+
+/// StopPodSandbox then RemovePodSandbox, both expected to succeed.
+pub(crate) async fn stop_and_remove(client: &mut RuntimeServiceClient<Channel>, id: &str) {
+    client
+        .stop_pod_sandbox(stop_request(id))
+        .await
+        .unwrap_or_else(|e| panic!("StopPodSandbox {id}: {e}"));
+    client
+        .remove_pod_sandbox(remove_request(id))
+        .await
+        .unwrap_or_else(|e| panic!("RemovePodSandbox {id}: {e}"));
+}
