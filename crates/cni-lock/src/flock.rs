@@ -110,8 +110,25 @@ pub(crate) fn try_acquire(dir: &Path, path: &Path, mode: LockMode) -> Result<Opt
         .mode(0o700)
         .create(dir)
         .map_err(|e| Error::io(dir, e))?;
+    let mut replaced = 0;
     loop {
-        let file = open_lock_file(path).map_err(|e| Error::io(path, e))?;
+        let file = match open_lock_file(path) {
+            Ok(file) => file,
+            // Lock holders only ever make regular files here: a FIFO, device, socket or symlink
+            // was planted, and is replaced (unlinked, never followed) rather than left to make
+            // every lock on this key fail. Bounded, against a planter racing the replacement.
+            Err(e) if is_not_a_lock_file(&e) && replaced < MAX_REPLACED => {
+                tracing::warn!(path = %path.display(), error = %e, "not a lock file: replacing it");
+                match fs::remove_file(path) {
+                    Ok(()) => {}
+                    Err(gone) if gone.kind() == io::ErrorKind::NotFound => {}
+                    Err(other) => return Err(Error::io(path, other)),
+                }
+                replaced += 1;
+                continue;
+            }
+            Err(e) => return Err(Error::io(path, e)),
+        };
         let attempt = match mode {
             LockMode::Exclusive => file.try_lock(),
             LockMode::Shared => file.try_lock_shared(),
@@ -138,6 +155,15 @@ pub(crate) fn try_acquire(dir: &Path, path: &Path, mode: LockMode) -> Result<Opt
             Err(e) => return Err(Error::io(path, e)),
         }
     }
+}
+
+/// How many planted entries [`try_acquire`] replaces at one path before it gives up.
+const MAX_REPLACED: u32 = 3;
+
+/// Whether opening failed because the path holds something other than a regular file: a
+/// symlink (`ELOOP` under `O_NOFOLLOW`) or what [`open_lock_file`] refuses.
+fn is_not_a_lock_file(error: &io::Error) -> bool {
+    error.raw_os_error() == Some(libc::ELOOP) || error.kind() == io::ErrorKind::InvalidInput
 }
 
 /// Opens the lock file at `path`, creating it (mode 0600) when missing, if it is a regular file.
@@ -349,16 +375,29 @@ mod tests {
     }
 
     #[test]
-    fn a_symlink_at_a_lock_path_is_an_error_not_an_endless_retry() {
+    fn a_symlink_or_fifo_at_a_lock_path_is_replaced_never_followed() {
         let (tmp, dir, path) = paths();
         fs::create_dir_all(&dir).expect("mkdir");
         let target = tmp.path().join("elsewhere");
         std::os::unix::fs::symlink(&target, &path).expect("symlink");
-        match try_acquire(&dir, &path, LockMode::Exclusive) {
-            Err(Error::Io { path: p, .. }) => assert_eq!(p, path),
-            other => panic!("expected an I/O error, got {other:?}"),
-        }
-        assert!(!target.exists());
+        let held = try_acquire(&dir, &path, LockMode::Exclusive)
+            .expect("acquired")
+            .expect("free");
+        assert!(!target.exists(), "the link's target is never made");
+        assert!(fs::symlink_metadata(&path).expect("stat").is_file());
+        drop(held);
+
+        let _ = fs::remove_file(&path);
+        let made = std::process::Command::new("mkfifo")
+            .arg(&path)
+            .status()
+            .expect("run mkfifo");
+        assert!(made.success());
+        let held = try_acquire(&dir, &path, LockMode::Shared)
+            .expect("acquired")
+            .expect("free");
+        assert!(fs::symlink_metadata(&path).expect("stat").is_file());
+        drop(held);
     }
 
     #[test]
