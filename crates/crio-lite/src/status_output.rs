@@ -165,22 +165,19 @@ fn yaml(value: &Value, indent: usize, out: &mut String) {
 
 /// What follows `key:`: a scalar on the same line, a block on the next ones.
 fn nested(item: &Value, indent: usize, out: &mut String) {
-    match item {
-        Value::Object(m) if !m.is_empty() => {
-            out.push('\n');
-            out.push_str(&" ".repeat(indent + 2));
-            yaml(item, indent + 2, out);
-        }
-        Value::Array(a) if !a.is_empty() => {
-            out.push('\n');
-            out.push_str(&" ".repeat(indent + 2));
-            yaml(item, indent + 2, out);
-        }
-        other => {
-            out.push(' ');
-            out.push_str(&yaml_scalar(other));
-            out.push('\n');
-        }
+    let block = match item {
+        Value::Object(m) => !m.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        _ => false,
+    };
+    if block {
+        out.push('\n');
+        out.push_str(&" ".repeat(indent + 2));
+        yaml(item, indent + 2, out);
+    } else {
+        out.push(' ');
+        out.push_str(&yaml_scalar(item));
+        out.push('\n');
     }
 }
 

@@ -23,34 +23,26 @@ pub(crate) fn open(root: &Path, registry: &str) -> Store {
 /// directory, blob or temporary file.
 pub(crate) fn assert_empty_after_reopen(store: Store, registry: &str) {
     let root = store.root().to_owned();
-    assert!(
-        store.list().is_empty(),
-        "no image listed: {:?}",
-        store.list()
-    );
-    assert_eq!(
-        file_names(&root.join("layers")),
-        Vec::<String>::new(),
-        "no layer left"
-    );
-    assert_eq!(
-        file_names(&root.join("blobs/sha256")),
-        Vec::<String>::new(),
-        "no blob left"
-    );
+    let empty = |store: &Store, when: &str| {
+        assert!(
+            store.list().is_empty(),
+            "{when}: no image listed: {:?}",
+            store.list()
+        );
+        assert_eq!(
+            file_names(&root.join("layers")),
+            Vec::<String>::new(),
+            "{when}: no layer left"
+        );
+        assert_eq!(
+            file_names(&root.join("blobs/sha256")),
+            Vec::<String>::new(),
+            "{when}: no blob left"
+        );
+    };
+    empty(&store, "before re-opening");
     drop(store);
-    let store = open(&root, registry);
-    assert!(store.list().is_empty());
-    assert_eq!(
-        file_names(&root.join("layers")),
-        Vec::<String>::new(),
-        "no layer left"
-    );
-    assert_eq!(
-        file_names(&root.join("blobs/sha256")),
-        Vec::<String>::new(),
-        "no blob left"
-    );
+    empty(&open(&root, registry), "after re-opening");
 }
 
 /// `<registry>/<repo>:<tag>`.
