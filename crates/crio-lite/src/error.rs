@@ -55,6 +55,9 @@ pub enum Error {
         /// Why it cannot be used.
         reason: String,
     },
+    /// The image store cannot be opened.
+    #[error("image store: {0}")]
+    Images(#[source] Box<image_store::Error>),
     /// The status API over the socket did not answer as expected.
     #[error("status API on {}: {reason}", socket.display())]
     StatusApi {

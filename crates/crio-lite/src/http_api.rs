@@ -21,7 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::cri::{CRI_API_VERSION, RUNTIME_NAME};
-use crate::domain::{Manager, SandboxError};
+use crate::domain::{Images, Manager, SandboxError};
 use crate::metrics::{Format, Metrics};
 
 /// The answer to `GET /info`.
@@ -51,6 +51,8 @@ pub struct Info {
     pub netns_dir: PathBuf,
     /// The socket this answer came through.
     pub socket: PathBuf,
+    /// Where images are stored: `<crio.root>/storage` (CRI-O's `storage_root`).
+    pub storage_root: PathBuf,
 }
 
 /// One network attachment in [`ContainerInfo`].
@@ -115,12 +117,18 @@ pub struct SandboxSummary {
 #[derive(Clone)]
 struct ApiState {
     manager: Arc<Manager>,
+    images: Images,
     config: Arc<Config>,
     metrics: Metrics,
 }
 
 /// The HTTP routes, plus a fallback that answers gRPC requests for unknown services the gRPC way.
-pub(crate) fn router(manager: Arc<Manager>, config: Arc<Config>, metrics: Metrics) -> axum::Router {
+pub(crate) fn router(
+    manager: Arc<Manager>,
+    images: Images,
+    config: Arc<Config>,
+    metrics: Metrics,
+) -> axum::Router {
     axum::Router::new()
         .route("/info", get(info))
         .route("/config", get(config_toml))
@@ -129,6 +137,7 @@ pub(crate) fn router(manager: Arc<Manager>, config: Arc<Config>, metrics: Metric
         .route("/metrics", get(metrics_text))
         .with_state(ApiState {
             manager,
+            images,
             config,
             metrics,
         })
@@ -184,6 +193,7 @@ async fn info(State(state): State<ApiState>) -> Json<Info> {
         run_dir: config.crio.runroot.clone(),
         netns_dir: state.manager.netns_dir().to_owned(),
         socket: config.crio.api.listen.clone(),
+        storage_root: state.images.root().to_owned(),
     })
 }
 

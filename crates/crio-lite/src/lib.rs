@@ -62,7 +62,7 @@ mod version;
 pub mod wiring;
 
 pub use config::{
-    ApiTable, Config, CrioLiteTable, CrioTable, LiteApiTable, LiteNetworkTable, Loader,
+    ApiTable, Config, CrioLiteTable, CrioTable, ImageTable, LiteApiTable, LiteNetworkTable, Loader,
     MetricsTable, NetworkTable, Overrides, RuntimeTable,
 };
 pub use cri::{CRI_API_VERSION, RUNTIME_NAME};

@@ -20,7 +20,7 @@ use tokio_util::task::TaskTracker;
 use crate::config::Config;
 use crate::connections;
 use crate::cri::{ImageApi, RuntimeApi};
-use crate::domain::Manager;
+use crate::domain::{Images, Manager};
 use crate::error::{Error, Result};
 use crate::http_api;
 use crate::instance::InstanceLocks;
@@ -42,6 +42,7 @@ pub struct Daemon {
     server: JoinHandle<()>,
     tasks: TaskTracker,
     manager: Arc<Manager>,
+    images: Images,
     instance: InstanceLocks,
 }
 
@@ -92,6 +93,7 @@ impl Daemon {
                 .map_err(|e| Error::io("cannot create directory", dir, e))?;
         }
         let store = Store::open(&config.crio.root)?;
+        let images = Images::open(&config)?;
         let manager = Arc::new(Manager::new(
             Arc::clone(&cni),
             netns,
@@ -115,7 +117,7 @@ impl Daemon {
         tasks.spawn(recovery);
         let runtime = RuntimeApi::new(Arc::clone(&manager), Arc::clone(&config), tasks.clone());
         let grpc = tonic::service::Routes::new(RuntimeServiceServer::new(runtime))
-            .add_service(ImageServiceServer::new(ImageApi))
+            .add_service(ImageServiceServer::new(ImageApi::new(images.clone())))
             .into_axum_router()
             .layer(axum::middleware::from_fn_with_state(
                 metrics.clone(),
@@ -124,6 +126,7 @@ impl Daemon {
         let router = grpc
             .merge(http_api::router(
                 Arc::clone(&manager),
+                images.clone(),
                 config,
                 metrics.clone(),
             ))
@@ -151,6 +154,7 @@ impl Daemon {
             server,
             tasks,
             manager,
+            images,
             instance,
         })
     }
@@ -161,6 +165,7 @@ impl Daemon {
     #[doc(hidden)]
     pub fn abandon(self) {
         drop(self.instance);
+        self.images.close();
         std::mem::forget(self.cancel);
         std::mem::forget(self.tasks);
     }

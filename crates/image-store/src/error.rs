@@ -147,6 +147,20 @@ pub enum Error {
         #[source]
         source: Arc<io::Error>,
     },
+    /// A credentials file cannot be read or is not in the containers-auth.json format.
+    #[error("{}: {reason}", path.display())]
+    AuthFile {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, naming the entry when one is at fault.
+        reason: String,
+    },
+    /// Credentials given inline (CRI's AuthConfig) cannot be used.
+    #[error("invalid credentials: {reason}")]
+    InvalidAuth {
+        /// What is wrong.
+        reason: String,
+    },
     /// The task doing a pull panicked or was cancelled with its runtime.
     #[error("image {image}: the pull was interrupted: {reason}")]
     Interrupted {
@@ -162,6 +176,18 @@ fn entry_text(entry: Option<&str>) -> String {
         Some(entry) => format!("entry {entry:?}: "),
         None => String::new(),
     }
+}
+
+/// How a registry refused a request ([`Error::registry_refusal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RegistryRefusal {
+    /// The repository or the manifest is not there.
+    NotFound,
+    /// Credentials are missing or not good enough.
+    Unauthorized,
+    /// Anything else: a server error, a connection that failed.
+    Other,
 }
 
 /// What is wrong with a layer or one of its tar entries.
@@ -257,6 +283,36 @@ impl Error {
             path,
             source: Arc::new(err.into_io()),
         }
+    }
+
+    /// How the registry refused, when this is an [`Error::Registry`]: callers map a missing
+    /// image and missing credentials to codes of their own.
+    pub fn registry_refusal(&self) -> Option<RegistryRefusal> {
+        use oci_client::errors::{OciDistributionError as O, OciErrorCode as C};
+        let Error::Registry { source, .. } = self else {
+            return None;
+        };
+        let by_code = |code: &C| match code {
+            C::ManifestUnknown | C::NameUnknown | C::NotFound => Some(RegistryRefusal::NotFound),
+            C::Unauthorized | C::Denied => Some(RegistryRefusal::Unauthorized),
+            _ => None,
+        };
+        Some(match source.as_ref() {
+            O::ImageManifestNotFoundError(_) | O::ServerError { code: 404, .. } => {
+                RegistryRefusal::NotFound
+            }
+            O::AuthenticationFailure(_)
+            | O::UnauthorizedError { .. }
+            | O::ServerError {
+                code: 401 | 403, ..
+            } => RegistryRefusal::Unauthorized,
+            O::RegistryError { envelope, .. } => envelope
+                .errors
+                .iter()
+                .find_map(|e| by_code(&e.code))
+                .unwrap_or(RegistryRefusal::Other),
+            _ => RegistryRefusal::Other,
+        })
     }
 
     /// The layer problem, when this is a [`Error::Layer`].

@@ -24,8 +24,12 @@
 //!   after both. A pull killed at any point leaves no image; [`Store::open`] sweeps what it left.
 //! - One [`Error`], whose variants name the image, the blob or layer and the tar entry.
 //!
-//! It does not know CRI, mount overlays, verify signatures, read `registries.conf` or
-//! `policy.json`, or read credentials files: callers pass [`Auth`] and the insecure registries.
+//! - Credentials: [`Auth`] per pull, and [`AuthFile`] to look them up in a containers-auth.json
+//!   file (CRI-O's `global_auth_file`, Podman's `auth.json`). [`Store::config`] reads an image's
+//!   configuration.
+//!
+//! It does not know CRI, mount overlays, verify signatures or read `registries.conf` or
+//! `policy.json`: callers pass [`Auth`] and the insecure registries.
 //! Whiteouts and opaque directories need root (`CAP_MKNOD`, `CAP_SYS_ADMIN`).
 //!
 //! # Example
@@ -53,11 +57,13 @@
 //! ```
 
 mod auth;
+mod auth_file;
 mod blobs;
 mod config;
 mod digest;
 mod error;
 mod index;
+mod inspect;
 mod layers;
 mod platform;
 mod pull;
@@ -67,11 +73,15 @@ mod unpack;
 mod usage;
 
 pub use auth::Auth;
+pub use auth_file::AuthFile;
 pub use config::{Limits, StoreConfig};
 pub use digest::Digest;
-pub use error::{Error, LayerProblem, Result};
+pub use error::{Error, LayerProblem, RegistryRefusal, Result};
 pub use index::{Image, Layer};
 pub use platform::Platform;
 pub use reference::{DEFAULT_REGISTRY, DEFAULT_TAG, Reference};
 pub use store::{Store, Swept};
 pub use usage::Usage;
+
+/// An image's configuration, as [`Store::config`] returns it (the oci-spec crate's type).
+pub use oci_spec::image::ImageConfiguration;

@@ -337,6 +337,7 @@ pub struct ImageBuilder {
     platform: (String, String, Option<String>),
     manifest_edit: Option<fn(&mut Value)>,
     labels: Vec<(String, String)>,
+    user: Option<String>,
 }
 
 impl Default for ImageBuilder {
@@ -354,6 +355,7 @@ impl ImageBuilder {
             platform: (os.into(), arch.into(), variant.map(Into::into)),
             manifest_edit: None,
             labels: Vec::new(),
+            user: None,
         }
     }
 
@@ -361,6 +363,12 @@ impl ImageBuilder {
     /// not their id.
     pub fn label(mut self, key: &str, value: &str) -> ImageBuilder {
         self.labels.push((key.into(), value.into()));
+        self
+    }
+
+    /// The configuration's `User` (`1000`, `nobody`, `1000:1000`).
+    pub fn user(mut self, user: &str) -> ImageBuilder {
+        self.user = Some(user.into());
         self
     }
 
@@ -401,6 +409,9 @@ impl ImageBuilder {
         });
         if let Some(v) = variant {
             config["variant"] = json!(v);
+        }
+        if let Some(user) = &self.user {
+            config["config"]["User"] = json!(user);
         }
         let config = serde_json::to_vec(&config).expect("serialise config");
         let config_digest = digest(&config);

@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use base64::Engine as _;
 use tempfile::TempDir;
 
 use crate::http::{self, Response};
@@ -29,11 +30,22 @@ pub enum Upload {
     Chunked(usize),
 }
 
+/// The user name [`Registry::start_with_auth`] accepts.
+pub const AUTH_USER: &str = "puller";
+/// The password [`Registry::start_with_auth`] accepts.
+pub const AUTH_PASSWORD: &str = "let-me-in";
+/// `AUTH_USER:` and the bcrypt hash of [`AUTH_PASSWORD`] (the only hash docker-registry's
+/// htpasswd reads), made once with `crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH,
+/// rounds=16))` (glibc's bcrypt, cost 4: tests need no strength).
+const HTPASSWD: &str = "puller:$2b$04$mI76KyxnLQS3ntoGiju0TemGp7mVibCz5nzYzUhcTFarsHypZXLM6\n";
+
 /// A running docker-registry, killed (and its storage removed) on drop.
 pub struct Registry {
     child: Child,
     addr: String,
     dir: TempDir,
+    /// The `Authorization` header this side's own requests send, when the registry wants one.
+    authorization: Option<String>,
 }
 
 impl Registry {
@@ -44,6 +56,20 @@ impl Registry {
     /// When docker-registry is missing (`apt-get install docker-registry`) or does not answer
     /// within ten seconds, with its log.
     pub fn start() -> Registry {
+        Registry::start_inner(false)
+    }
+
+    /// Starts a registry that answers only requests with HTTP Basic credentials
+    /// [`AUTH_USER`] and [`AUTH_PASSWORD`] (this side's own requests send them).
+    ///
+    /// # Panics
+    ///
+    /// As [`Registry::start`].
+    pub fn start_with_auth() -> Registry {
+        Registry::start_inner(true)
+    }
+
+    fn start_inner(auth: bool) -> Registry {
         assert!(
             Path::new(REGISTRY_BINARY).exists(),
             "{REGISTRY_BINARY} is missing: install Debian's docker-registry package (cargo xtask test does)"
@@ -55,8 +81,15 @@ impl Registry {
             let port = free_port();
             let addr = format!("127.0.0.1:{port}");
             let config = dir.path().join("config.yml");
-            std::fs::write(&config, config_yaml(&dir.path().join("storage"), &addr))
-                .expect("write the registry config");
+            let htpasswd = auth.then(|| dir.path().join("htpasswd"));
+            if let Some(path) = &htpasswd {
+                std::fs::write(path, HTPASSWD).expect("write the htpasswd file");
+            }
+            std::fs::write(
+                &config,
+                config_yaml(&dir.path().join("storage"), &addr, htpasswd.as_deref()),
+            )
+            .expect("write the registry config");
             let log = std::fs::File::create(dir.path().join("registry.log")).expect("registry log");
             let child = Command::new(REGISTRY_BINARY)
                 .arg("serve")
@@ -69,8 +102,20 @@ impl Registry {
                 .spawn()
                 .unwrap_or_else(|e| panic!("cannot start {REGISTRY_BINARY}: {e}"));
             let mut child = child;
-            if wait_ready(&mut child, &addr) {
-                return Registry { child, addr, dir };
+            let authorization = auth.then(|| {
+                let pair = format!("{AUTH_USER}:{AUTH_PASSWORD}");
+                format!(
+                    "Basic {}",
+                    base64::engine::general_purpose::STANDARD.encode(pair)
+                )
+            });
+            if wait_ready(&mut child, &addr, authorization.as_deref()) {
+                return Registry {
+                    child,
+                    addr,
+                    dir,
+                    authorization,
+                };
             }
             let _ = child.kill();
             let _ = child.wait();
@@ -108,7 +153,11 @@ impl Registry {
         headers: &[(&str, &str)],
         body: &[u8],
     ) -> Response {
-        http::request(&self.addr, method, path, headers, body)
+        let mut all: Vec<(&str, &str)> = headers.to_vec();
+        if let Some(value) = &self.authorization {
+            all.push(("Authorization", value));
+        }
+        http::request(&self.addr, method, path, &all, body)
             .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
     }
 
@@ -212,13 +261,17 @@ impl Drop for Registry {
 }
 
 /// Waits up to ten seconds for the registry's `/v2/` to answer 200; false if it died or did not.
-fn wait_ready(child: &mut Child, addr: &str) -> bool {
+fn wait_ready(child: &mut Child, addr: &str, authorization: Option<&str>) -> bool {
+    let headers: Vec<(&str, &str)> = authorization
+        .map(|value| ("Authorization", value))
+        .into_iter()
+        .collect();
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         if let Ok(Some(_)) = child.try_wait() {
             return false;
         }
-        if http::request(addr, "GET", "/v2/", &[], &[]).is_ok_and(|r| r.status == 200) {
+        if http::request(addr, "GET", "/v2/", &headers, &[]).is_ok_and(|r| r.status == 200) {
             return true;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -247,7 +300,13 @@ fn location_of(r: &Response) -> String {
     }
 }
 
-fn config_yaml(storage: &Path, addr: &str) -> String {
+fn config_yaml(storage: &Path, addr: &str, htpasswd: Option<&Path>) -> String {
+    let auth = htpasswd.map_or_else(String::new, |path| {
+        format!(
+            "auth:\n  htpasswd:\n    realm: test-registry\n    path: {}\n",
+            path.display()
+        )
+    });
     format!(
         "version: 0.1
 log:
@@ -264,7 +323,7 @@ storage:
       enabled: false
 http:
   addr: {addr}
-",
+{auth}",
         storage.display()
     )
 }

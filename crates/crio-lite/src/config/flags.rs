@@ -27,6 +27,16 @@ pub struct Overrides {
     /// CONTAINER_NAMESPACES_DIR].
     #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
     pub namespaces_dir: Option<PathBuf>,
+    /// Credentials for pulls that bring none, in containers-auth.json format
+    /// [crio.image.global_auth_file; env CONTAINER_GLOBAL_AUTH_FILE].
+    #[arg(long, value_name = "PATH", value_parser = path_or_empty(),
+          value_hint = clap::ValueHint::FilePath)]
+    pub global_auth_file: Option<PathBuf>,
+    /// A registry (host or host:port) pulled from over plain HTTP; repeat or separate with commas
+    /// for several, replaces the files' list [crio.image.insecure_registries; env
+    /// CONTAINER_INSECURE_REGISTRY].
+    #[arg(long = "insecure-registry", value_name = "HOST", value_delimiter = ',')]
+    pub insecure_registries: Vec<String>,
     /// The CNI configuration directory [crio.network.network_dir; env CONTAINER_CNI_CONFIG_DIR].
     #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
     pub cni_config_dir: Option<PathBuf>,
@@ -115,6 +125,18 @@ impl Overrides {
             &mut runtime.namespaces_dir,
             self.namespaces_dir.as_ref(),
         );
+        let image = &mut crio.image;
+        set.one(
+            "crio.image.global_auth_file",
+            &mut image.global_auth_file,
+            self.global_auth_file.as_ref(),
+        );
+        if !self.insecure_registries.is_empty() {
+            image
+                .insecure_registries
+                .clone_from(&self.insecure_registries);
+            set.0.push("crio.image.insecure_registries");
+        }
         let network = &mut crio.network;
         set.one(
             "crio.network.network_dir",
@@ -151,6 +173,12 @@ impl Overrides {
             &mut metrics.metrics_socket,
             self.metrics_socket.as_ref(),
         );
+        self.apply_lite(config, &mut set);
+        set.0
+    }
+
+    /// The `[crio_lite]` half of [`Overrides::apply`].
+    fn apply_lite(&self, config: &mut Config, set: &mut Setter) {
         let lite = &mut config.crio_lite;
         set.one(
             "crio_lite.runtime.log_format",
@@ -193,7 +221,6 @@ impl Overrides {
             &mut network.builtin_default_network,
             self.builtin_default_network.as_ref(),
         );
-        set.0
     }
 }
 

@@ -70,6 +70,21 @@ pub const KEYS: &[Key] = &[
               see them.",
     },
     Key {
+        path: "crio.image.global_auth_file",
+        flag: "--global-auth-file",
+        env: "CONTAINER_GLOBAL_AUTH_FILE",
+        crio: true,
+        doc: "A containers-auth.json file (as Podman's auth.json) with credentials for pulls whose\n\
+              request brings none; \"\" for none.",
+    },
+    Key {
+        path: "crio.image.insecure_registries",
+        flag: "--insecure-registry",
+        env: "CONTAINER_INSECURE_REGISTRY",
+        crio: true,
+        doc: "Registries (host or host:port) pulled from over plain HTTP; all others need HTTPS.",
+    },
+    Key {
         path: "crio.network.network_dir",
         flag: "--cni-config-dir",
         env: "CONTAINER_CNI_CONFIG_DIR",

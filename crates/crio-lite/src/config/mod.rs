@@ -64,6 +64,8 @@ pub struct CrioTable {
     pub api: ApiTable,
     /// `[crio.runtime]`.
     pub runtime: RuntimeTable,
+    /// `[crio.image]`.
+    pub image: ImageTable,
     /// `[crio.network]`.
     pub network: NetworkTable,
     /// `[crio.metrics]`.
@@ -77,6 +79,7 @@ impl Default for CrioTable {
             runroot: PathBuf::from("/var/run/crio-lite"),
             api: ApiTable::default(),
             runtime: RuntimeTable::default(),
+            image: ImageTable::default(),
             network: NetworkTable::default(),
             metrics: MetricsTable::default(),
         }
@@ -118,6 +121,17 @@ impl Default for RuntimeTable {
             namespaces_dir: PathBuf::from("/var/run"),
         }
     }
+}
+
+/// `[crio.image]`: pulling images. Images are stored in `<crio.root>/storage`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ImageTable {
+    /// `global_auth_file`: a containers-auth.json file whose credentials are used for pulls that
+    /// bring none; empty for none.
+    pub global_auth_file: PathBuf,
+    /// `insecure_registries`: registries (`host` or `host:port`) pulled from over plain HTTP.
+    pub insecure_registries: Vec<String>,
 }
 
 /// `[crio.network]`: where CNI configurations and plugins are.
@@ -348,6 +362,17 @@ impl Config {
                 problems.push((key, format!("{} is not UTF-8", path.display())));
             }
         }
+        if crio.image.global_auth_file.to_str().is_none() {
+            problems.push((
+                "crio.image.global_auth_file",
+                format!("{} is not UTF-8", crio.image.global_auth_file.display()),
+            ));
+        }
+        for registry in &crio.image.insecure_registries {
+            if let Err(why) = check_registry_host(registry) {
+                problems.push(("crio.image.insecure_registries", why));
+            }
+        }
         if crio.network.plugin_dirs.is_empty() {
             problems.push((
                 "crio.network.plugin_dirs",
@@ -401,6 +426,25 @@ impl Config {
     pub fn default_network(&self) -> Option<&str> {
         Some(self.crio.network.cni_default_network.as_str()).filter(|name| !name.is_empty())
     }
+}
+
+/// A registry as references name it: `host` or `host:port`, no scheme, no path.
+fn check_registry_host(registry: &str) -> std::result::Result<(), String> {
+    if registry.is_empty() {
+        return Err("holds an empty registry".to_owned());
+    }
+    if registry.contains("://") || registry.contains('/') {
+        return Err(format!(
+            "{registry:?} is not a registry: use host or host:port, without scheme or path"
+        ));
+    }
+    if registry
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err(format!("{registry:?} has white space in it"));
+    }
+    Ok(())
 }
 
 /// Parses a duration such as `500ms`, `60s`, `2m` or `1h`; a bare number is seconds.

@@ -456,6 +456,10 @@ fn config() -> impl Strategy<Value = Config> {
             any::<u16>(),
             prop_oneof![Just(PathBuf::new()), path()],
         ),
+        (
+            prop_oneof![Just(PathBuf::new()), path()],
+            proptest::collection::vec("[a-z0-9.-]{1,10}(:[0-9]{1,5})?", 0..3),
+        ),
     );
     let lite = (
         (any::<bool>(), any::<bool>(), any::<bool>()),
@@ -468,8 +472,12 @@ fn config() -> impl Strategy<Value = Config> {
         ),
     );
     (crio, lite).prop_map(|(crio, lite)| {
-        let ((root, runroot, listen, log_level, namespaces_dir, network_dir), network, metrics) =
-            crio;
+        let (
+            (root, runroot, listen, log_level, namespaces_dir, network_dir),
+            network,
+            metrics,
+            image,
+        ) = crio;
         let (
             (normalize_authority, json, journald),
             (cache_dir, cni_run_dir, millis, plain, builtin),
@@ -482,6 +490,10 @@ fn config() -> impl Strategy<Value = Config> {
                 runtime: RuntimeTable {
                     log_level,
                     namespaces_dir,
+                },
+                image: ImageTable {
+                    global_auth_file: image.0,
+                    insecure_registries: image.1,
                 },
                 network: NetworkTable {
                     network_dir,

@@ -3,9 +3,11 @@
 //! CRI adapter and the status API translate to and from it.
 
 mod error;
+mod images;
 mod manager;
 mod sandbox;
 
 pub use error::{SandboxError, SandboxResult};
+pub use images::{Images, STORAGE_DIR};
 pub(crate) use manager::Manager;
 pub use sandbox::{Attachment, DnsSettings, NamespaceModes, Sandbox, SandboxName, SandboxState};

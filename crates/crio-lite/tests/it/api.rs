@@ -185,7 +185,7 @@ async fn invalid_requests_name_the_field() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn container_and_image_rpcs_are_refused_plainly() {
+async fn container_rpcs_are_refused_plainly_and_an_empty_image_store_answers() {
     let Harness {
         dir: _dir,
         cni: _,
@@ -249,9 +249,9 @@ async fn container_and_image_rpcs_are_refused_plainly() {
         .pull_image(cri::PullImageRequest::default())
         .await
         .unwrap_err();
-    assert_eq!(err.code(), Code::Unimplemented);
+    assert_eq!(err.code(), Code::InvalidArgument);
     assert!(
-        err.message().contains("crio-lite has no images"),
+        err.message().contains("image is required"),
         "{}",
         err.message()
     );

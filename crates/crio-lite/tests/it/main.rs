@@ -10,6 +10,7 @@ mod e2e;
 mod e2e_support;
 mod faults;
 mod http;
+mod images;
 mod lifecycle;
 mod logs;
 mod notify;

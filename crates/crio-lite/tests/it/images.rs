@@ -1,0 +1,310 @@
+//! ImageService through the socket, against a local docker-registry the tests start and images
+//! they build offline: pull, list, status, image file system, removal, credentials.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use cri_api::v1 as cri;
+use cri_api::v1::image_service_client::ImageServiceClient;
+use crio_lite::{Config, Daemon};
+use test_support::image::{Compression, ImageBuilder, Layer, Tar};
+use test_support::registry::{AUTH_PASSWORD, AUTH_USER, Registry, Upload};
+use tonic::Code;
+use tonic::transport::Channel;
+
+use crate::support::{self, FakeCni, FakeNetns};
+
+/// Pushes a busybox image with two layers, running as user `user`, as `repo:tag`.
+fn push_busybox(registry: &Registry, repo: &str, tag: &str, user: &str) -> String {
+    let app = Tar::new()
+        .dir("app", 0o755)
+        .file("app/hello", 0o644, b"hello\n");
+    let image = ImageBuilder::new()
+        .layer(Layer::new(&Tar::busybox().build(), Compression::Gzip))
+        .layer(Layer::new(&app.build(), Compression::Zstd))
+        .user(user)
+        .build();
+    registry.push_image(repo, Some(tag), &image, Upload::Monolithic);
+    image.config_digest.trim_start_matches("sha256:").to_owned()
+}
+
+async fn start(
+    dir: &Path,
+    edit: impl FnOnce(&mut Config),
+) -> (Daemon, ImageServiceClient<Channel>) {
+    let mut config = support::config(dir);
+    edit(&mut config);
+    let cni: Arc<dyn ocicni::CniPlugin> = FakeCni::new();
+    let daemon = Daemon::start(config, cni, Arc::new(FakeNetns))
+        .await
+        .expect("daemon starts");
+    let client = support::image_client(daemon.socket_path()).await;
+    (daemon, client)
+}
+
+fn spec(image: &str) -> Option<cri::ImageSpec> {
+    Some(cri::ImageSpec {
+        image: image.to_owned(),
+        ..cri::ImageSpec::default()
+    })
+}
+
+async fn pull(
+    client: &mut ImageServiceClient<Channel>,
+    image: &str,
+    auth: Option<cri::AuthConfig>,
+) -> Result<String, tonic::Status> {
+    client
+        .pull_image(cri::PullImageRequest {
+            image: spec(image),
+            auth,
+            sandbox_config: None,
+        })
+        .await
+        .map(|r| r.into_inner().image_ref)
+}
+
+async fn status(
+    client: &mut ImageServiceClient<Channel>,
+    image: &str,
+    verbose: bool,
+) -> cri::ImageStatusResponse {
+    client
+        .image_status(cri::ImageStatusRequest {
+            image: spec(image),
+            verbose,
+        })
+        .await
+        .expect("ImageStatus answers")
+        .into_inner()
+}
+
+async fn list(client: &mut ImageServiceClient<Channel>, filter: Option<&str>) -> Vec<cri::Image> {
+    client
+        .list_images(cri::ListImagesRequest {
+            filter: filter.map(|f| cri::ImageFilter { image: spec(f) }),
+        })
+        .await
+        .expect("ListImages answers")
+        .into_inner()
+        .images
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pull_list_status_fsinfo_and_remove_as_crictl_does() {
+    let registry = Registry::start();
+    let host = registry.host().to_owned();
+    let id = push_busybox(&registry, "tools/busybox", "1.36", "1000");
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, mut client) = start(dir.path(), |c| {
+        c.crio.image.insecure_registries = vec![host.clone()];
+    })
+    .await;
+    let reference = format!("{host}/tools/busybox:1.36");
+
+    // Nothing yet: an empty status, not an error; an empty filtered list.
+    assert!(status(&mut client, &reference, false).await.image.is_none());
+    assert!(list(&mut client, Some(&reference)).await.is_empty());
+
+    let image_ref = pull(&mut client, &reference, None).await.expect("pull");
+    assert_eq!(image_ref, id, "PullImage answers the image id");
+    // Pulled again: the same image, nothing new.
+    assert_eq!(pull(&mut client, &reference, None).await.unwrap(), id);
+
+    let all = list(&mut client, None).await;
+    assert_eq!(all.len(), 1, "{all:?}");
+    let image = &all[0];
+    assert_eq!(image.id, id);
+    assert_eq!(image.repo_tags, [reference.clone()]);
+    assert_eq!(image.repo_digests.len(), 1, "{image:?}");
+    assert!(image.repo_digests[0].starts_with(&format!("{host}/tools/busybox@sha256:")));
+    assert!(image.size > 1_000_000, "busybox is in it: {}", image.size);
+    assert_eq!(image.uid.as_ref().map(|u| u.value), Some(1000));
+    assert_eq!(image.username, "");
+
+    // Found by tag, id, id prefix and repo digest; the filter uses the same look-up.
+    for query in [
+        reference.as_str(),
+        id.as_str(),
+        &id[..12],
+        image.repo_digests[0].as_str(),
+    ] {
+        let found = status(&mut client, query, false).await;
+        assert_eq!(
+            found.image.as_ref().map(|i| i.id.as_str()),
+            Some(id.as_str()),
+            "{query}"
+        );
+        assert!(found.info.is_empty(), "info only when verbose");
+        assert_eq!(list(&mut client, Some(query)).await.len(), 1, "{query}");
+    }
+    let verbose = status(&mut client, &reference, true).await;
+    let info: serde_json::Value =
+        serde_json::from_str(&verbose.info["info"]).expect("verbose info is JSON");
+    assert_eq!(info["id"], id.as_str());
+    assert_eq!(info["layers"].as_array().map(Vec::len), Some(2), "{info}");
+    assert_eq!(info["imageSpec"]["config"]["User"], "1000", "{info}");
+
+    let fs = client
+        .image_fs_info(cri::ImageFsInfoRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(fs.image_filesystems.len(), 1);
+    let usage = &fs.image_filesystems[0];
+    let storage = dir.path().join("state/storage");
+    assert_eq!(
+        usage.fs_id.as_ref().map(|f| f.mountpoint.as_str()),
+        Some(storage.to_str().unwrap())
+    );
+    let used = usage.used_bytes.as_ref().unwrap().value;
+    assert!(
+        used > image.size,
+        "blobs and layers: {used} > {}",
+        image.size
+    );
+    assert!(usage.inodes_used.as_ref().unwrap().value > 10);
+
+    client
+        .remove_image(cri::RemoveImageRequest {
+            image: spec(&reference),
+        })
+        .await
+        .expect("RemoveImage");
+    assert!(list(&mut client, None).await.is_empty());
+    // Removing what is gone succeeds, as CRI asks.
+    client
+        .remove_image(cri::RemoveImageRequest { image: spec(&id) })
+        .await
+        .expect("RemoveImage of a removed image");
+    let after = client
+        .image_fs_info(cri::ImageFsInfoRequest::default())
+        .await
+        .unwrap()
+        .into_inner();
+    let used_after = after.image_filesystems[0]
+        .used_bytes
+        .as_ref()
+        .unwrap()
+        .value;
+    assert!(
+        used_after < used / 10,
+        "the layers went: {used_after} of {used}"
+    );
+    daemon.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn images_survive_a_restart_and_pull_failures_name_the_image() {
+    let registry = Registry::start();
+    let host = registry.host().to_owned();
+    let id = push_busybox(&registry, "app", "v1", "nobody");
+    let dir = tempfile::tempdir().unwrap();
+    let insecure = |c: &mut Config| c.crio.image.insecure_registries = vec![host.clone()];
+    let (daemon, mut client) = start(dir.path(), insecure).await;
+    let reference = format!("{host}/app:v1");
+    pull(&mut client, &reference, None).await.expect("pull");
+    daemon.shutdown().await.unwrap();
+
+    let (daemon, mut client) = start(dir.path(), insecure).await;
+    let listed = list(&mut client, None).await;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, id);
+    assert_eq!(listed[0].uid, None);
+    assert_eq!(listed[0].username, "nobody");
+
+    // A tag the registry does not have.
+    let err = pull(&mut client, &format!("{host}/app:v2"), None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    assert!(err.message().contains("app:v2"), "{}", err.message());
+    // Not a reference.
+    let err = pull(&mut client, "library/Busybox", None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    // No image named at all.
+    let err = client
+        .pull_image(cri::PullImageRequest::default())
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument);
+    assert!(
+        err.message().contains("image is required"),
+        "{}",
+        err.message()
+    );
+    // A registry not listed as insecure is spoken to over HTTPS, which it does not speak.
+    let dir2 = tempfile::tempdir().unwrap();
+    let (other, mut other_client) = start(dir2.path(), |_| {}).await;
+    let err = pull(&mut other_client, &reference, None).await.unwrap_err();
+    assert_eq!(err.code(), Code::Unavailable, "{err:?}");
+    other.shutdown().await.unwrap();
+    daemon.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_come_from_the_request_or_the_global_auth_file() {
+    let registry = Registry::start_with_auth();
+    let host = registry.host().to_owned();
+    push_busybox(&registry, "private/app", "v1", "0");
+    let reference = format!("{host}/private/app:v1");
+    let dir = tempfile::tempdir().unwrap();
+    let auth_file = dir.path().join("auth.json");
+    let (daemon, mut client) = start(dir.path(), |c| {
+        c.crio.image.insecure_registries = vec![host.clone()];
+        c.crio.image.global_auth_file = auth_file.clone();
+    })
+    .await;
+
+    // No credentials anywhere (the auth file does not exist yet): refused by the registry.
+    let err = pull(&mut client, &reference, None).await.unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    // Wrong ones in the request.
+    let wrong = cri::AuthConfig {
+        username: AUTH_USER.into(),
+        password: "nope".into(),
+        ..cri::AuthConfig::default()
+    };
+    let err = pull(&mut client, &reference, Some(wrong))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    // The right ones in the request, as kubelet sends an image pull secret.
+    let right = cri::AuthConfig {
+        username: AUTH_USER.into(),
+        password: AUTH_PASSWORD.into(),
+        server_address: host.clone(),
+        ..cri::AuthConfig::default()
+    };
+    let id = pull(&mut client, &reference, Some(right))
+        .await
+        .expect("pull with credentials");
+    client
+        .remove_image(cri::RemoveImageRequest { image: spec(&id) })
+        .await
+        .unwrap();
+
+    // The global auth file, written after the daemon started: read at each pull.
+    use base64::Engine as _;
+    let encoded =
+        base64::engine::general_purpose::STANDARD.encode(format!("{AUTH_USER}:{AUTH_PASSWORD}"));
+    std::fs::write(
+        &auth_file,
+        format!(r#"{{"auths": {{"{host}/private": {{"auth": "{encoded}"}}}}}}"#),
+    )
+    .unwrap();
+    assert_eq!(pull(&mut client, &reference, None).await.unwrap(), id);
+
+    // A broken auth file is the node's problem, named.
+    std::fs::write(&auth_file, "{not json").unwrap();
+    client
+        .remove_image(cri::RemoveImageRequest { image: spec(&id) })
+        .await
+        .unwrap();
+    let err = pull(&mut client, &reference, None).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("auth.json"), "{}", err.message());
+    daemon.shutdown().await.unwrap();
+}
