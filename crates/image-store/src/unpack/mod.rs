@@ -20,7 +20,7 @@
 //! - the decompressed stream (headers and padding included) is capped in bytes, the archive in
 //!   entries: a decompression bomb stops at the cap.
 
-mod sys;
+pub(crate) mod sys;
 
 use std::cell::Cell;
 use std::ffi::OsStr;
