@@ -489,10 +489,12 @@ impl Inner {
                 if !mounted {
                     match self.mount_overlay(&record, &paths) {
                         Ok(()) => {
-                            tracing::info!(container = name, "root file system mounted again")
+                            tracing::info!(container = name, "root file system mounted again");
                         }
-                        Err(e) => tracing::warn!(container = name, error = %e,
-                            "cannot mount a root file system again"),
+                        Err(e) => {
+                            tracing::warn!(container = name, error = %e,
+                                "cannot mount a root file system again");
+                        }
                     }
                 }
             }
