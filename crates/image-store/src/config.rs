@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::driver::StorageDriver;
 use crate::platform::Platform;
 
 /// Caps on one layer, against decompression bombs. A layer past either cap is refused.
@@ -27,7 +28,8 @@ impl Default for Limits {
 /// How a [`Store`](crate::Store) stores and pulls.
 #[derive(Debug, Clone)]
 pub struct StoreConfig {
-    /// The directory holding `images.json`, `blobs/` and `layers/`; created if missing.
+    /// The directory holding `images.json`, `blobs/`, `layers/` and `containers/`; created if
+    /// missing.
     pub root: PathBuf,
     /// Registries (`host` or `host:port`, as in references) spoken to over plain HTTP; every
     /// other registry is HTTPS only.
@@ -42,11 +44,14 @@ pub struct StoreConfig {
     pub request_timeout: Duration,
     /// The longest a connection to a registry may take to open.
     pub connect_timeout: Duration,
+    /// How containers' root file systems are made; `None` probes: overlay when a test mount
+    /// works, vfs (logging why) when not.
+    pub storage_driver: Option<StorageDriver>,
 }
 
 impl StoreConfig {
     /// The defaults for a store at `root`: HTTPS only, this node's platform, [`Limits::default`],
-    /// three layers at a time, 30 s per request, 10 s per connection.
+    /// three layers at a time, 30 s per request, 10 s per connection, the storage driver probed.
     pub fn new(root: impl Into<PathBuf>) -> StoreConfig {
         StoreConfig {
             root: root.into(),
@@ -56,6 +61,7 @@ impl StoreConfig {
             parallel_layers: 3,
             request_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
+            storage_driver: None,
         }
     }
 }

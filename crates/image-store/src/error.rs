@@ -161,6 +161,85 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A container id is not one a root file system may be named by.
+    #[error("invalid container id {id:?}: {reason}")]
+    InvalidContainerId {
+        /// What was given.
+        id: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// A storage driver name is neither `overlay` nor `vfs`.
+    #[error("unknown storage driver {name:?}: expected \"overlay\" or \"vfs\"")]
+    UnknownStorageDriver {
+        /// What was given.
+        name: String,
+    },
+    /// The storage driver the configuration asks for cannot work on this node.
+    #[error("{}: storage driver {driver} cannot be used: {reason}", root.display())]
+    StorageDriver {
+        /// The store's root directory.
+        root: PathBuf,
+        /// The driver asked for.
+        driver: crate::driver::StorageDriver,
+        /// Why the probe mount failed.
+        reason: String,
+    },
+    /// The container already has a root file system.
+    #[error("container {container}: a root file system already exists")]
+    RootfsExists {
+        /// The container id.
+        container: String,
+    },
+    /// The container has no root file system.
+    #[error("container {container}: no root file system")]
+    RootfsNotFound {
+        /// The container id.
+        container: String,
+    },
+    /// The image cannot be removed: containers' root file systems are made of its layers.
+    #[error("image {image} is in use by container(s) {}", containers.join(", "))]
+    ImageInUse {
+        /// The image id.
+        image: String,
+        /// The containers whose root file systems use it.
+        containers: Vec<String>,
+    },
+    /// The overlay mount of a container's root file system failed.
+    #[error("container {container}: cannot mount its root file system on {}: {source}", target.display())]
+    Mount {
+        /// The container id.
+        container: String,
+        /// The mount point.
+        target: PathBuf,
+        /// What the kernel said.
+        #[source]
+        source: Arc<io::Error>,
+    },
+    /// The image has more layers than one overlay mount can name, even with short names.
+    #[error("container {container}: the image's {layers} layers do not fit in one overlay mount")]
+    TooManyLayers {
+        /// The container id.
+        container: String,
+        /// How many layers the image has.
+        layers: usize,
+    },
+    /// A container's root file system record cannot be read.
+    #[error("{}: corrupt root file system record: {reason}", path.display())]
+    CorruptRootfs {
+        /// The record file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A container's root file system cannot be removed: something is still mounted in it.
+    #[error("container {container}: {} is still mounted; not removing its root file system", mount.display())]
+    StillMounted {
+        /// The container id.
+        container: String,
+        /// The mount that would not go.
+        mount: PathBuf,
+    },
     /// The task doing a pull panicked or was cancelled with its runtime.
     #[error("image {image}: the pull was interrupted: {reason}")]
     Interrupted {

@@ -19,18 +19,26 @@
 //!   (as containerd's overlay snapshotter and containers/storage lay them out). Entries with
 //!   `..` or absolute paths, links out of the layer, writes through a symbolic link, device
 //!   nodes and layers past the [`Limits`] (decompression bombs) are refused.
+//! - Containers' root file systems: [`Store::create_rootfs`] mounts an overlay of an image's
+//!   layers with a writable upper directory per container ([`StorageDriver::Overlay`]) or,
+//!   where overlayfs cannot be mounted, copies the layers with whiteouts and opaque
+//!   directories applied ([`StorageDriver::Vfs`]); the driver is probed (or configured) at
+//!   open and reported by [`Store::storage_driver`]. [`Store::remove_rootfs`],
+//!   [`Store::rootfs`], [`Store::list_rootfs`]. An image a container uses cannot be removed
+//!   ([`Error::ImageInUse`]) and its layers are never collected.
 //! - Crash safety: blobs are written to temporary files, synced and renamed into place; layers
 //!   are unpacked into temporary directories and renamed; `images.json` is replaced atomically
 //!   after both. A pull killed at any point leaves no image; [`Store::open`] sweeps what it left.
-//! - One [`Error`], whose variants name the image, the blob or layer and the tar entry.
-//!
+//!   A root file system's record is written before it is made or removed; [`Store::open`]
+//!   takes down half-made ones and mounts again ready ones whose mount is gone.
 //! - Credentials: [`Auth`] per pull, and [`AuthFile`] to look them up in a containers-auth.json
 //!   file (CRI-O's `global_auth_file`, Podman's `auth.json`). [`Store::config`] reads an image's
 //!   configuration.
+//! - One [`Error`], whose variants name the image, the blob or layer and the tar entry.
 //!
-//! It does not know CRI, mount overlays, verify signatures or read `registries.conf` or
+//! It does not know CRI, start containers, verify signatures or read `registries.conf` or
 //! `policy.json`: callers pass [`Auth`] and the insecure registries.
-//! Whiteouts and opaque directories need root (`CAP_MKNOD`, `CAP_SYS_ADMIN`).
+//! Whiteouts, opaque directories and overlay mounts need root (`CAP_MKNOD`, `CAP_SYS_ADMIN`).
 //!
 //! # Example
 //!
@@ -51,6 +59,10 @@
 //! assert_eq!(store.get(&image.id[..12])?.id, image.id);
 //! let usage = store.disk_usage()?;
 //! println!("{} bytes, {} inodes", usage.bytes, usage.inodes);
+//! // A container's root file system; the image cannot go while it is there.
+//! let rootfs = store.create_rootfs("ctr1", "127.0.0.1:5000/busybox")?;
+//! println!("{} by {}", rootfs.path.display(), store.storage_driver());
+//! store.remove_rootfs("ctr1")?;
 //! store.remove("127.0.0.1:5000/busybox:latest").await?;
 //! # Ok(())
 //! # }
@@ -60,14 +72,18 @@ mod auth;
 mod auth_file;
 mod blobs;
 mod config;
+mod copy;
 mod digest;
+mod driver;
 mod error;
 mod index;
 mod inspect;
 mod layers;
+mod mount;
 mod platform;
 mod pull;
 mod reference;
+mod rootfs;
 mod store;
 mod unpack;
 mod usage;
@@ -76,10 +92,18 @@ pub use auth::Auth;
 pub use auth_file::AuthFile;
 pub use config::{Limits, StoreConfig};
 pub use digest::Digest;
-pub use error::{Error, LayerProblem, RegistryRefusal, Result};
+//! - Credentials: [`Auth`] per pull, and [`AuthFile`] to look them up in a containers-auth.json
+//!   file (CRI-O's `global_auth_file`, Podman's `auth.json`). [`Store::config`] reads an image's
+//!   configuration.
+//! - One [`Error`], whose variants name the image, the blob or layer and the tar entry.
+//!
+//! It does not know CRI, start containers, verify signatures or read `registries.conf` or
+//! `policy.json`: callers pass [`Auth`] and the insecure registries.
+//! Whiteouts, opaque directories and overlay mounts need root (`CAP_MKNOD`, `CAP_SYS_ADMIN`).
 pub use index::{Image, Layer};
 pub use platform::Platform;
 pub use reference::{DEFAULT_REGISTRY, DEFAULT_TAG, Reference};
+pub use rootfs::Rootfs;
 pub use store::{Store, Swept};
 pub use usage::Usage;
 

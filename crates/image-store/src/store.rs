@@ -1,6 +1,6 @@
 //! The store: its directory, its index, look-ups, removal and disk usage.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
@@ -12,10 +12,12 @@ use nix::fcntl::{Flock, FlockArg};
 use crate::blobs::{Blobs, read_dir, remove_any};
 use crate::config::StoreConfig;
 use crate::digest::{Digest, is_sha256_hex};
+use crate::driver::StorageDriver;
 use crate::error::{Error, Result};
 use crate::index::{Image, IndexFile};
 use crate::reference::Reference;
-use crate::usage::{Usage, usage};
+use crate::rootfs::Record;
+use crate::usage::{Usage, usage_except};
 
 /// A pull in progress, which later pulls of the same reference join.
 pub(crate) type Inflight = Shared<BoxFuture<'static, Result<Image>>>;
@@ -29,6 +31,7 @@ pub(crate) type Inflight = Shared<BoxFuture<'static, Result<Image>>>;
 /// <root>/images.json           the index: replaced atomically, names complete images only
 /// <root>/blobs/sha256/<hex>    manifests, indexes, configurations, layer blobs; verified
 /// <root>/layers/<chain-hex>/   one layer unpacked, in overlayfs form (a lowerdir)
+/// <root>/containers/<id>/      a container's root file system (see Store::create_rootfs)
 /// ```
 #[derive(Clone)]
 pub struct Store {
@@ -45,6 +48,16 @@ pub(crate) struct Inner {
     pub(crate) gc: tokio::sync::RwLock<()>,
     pub(crate) inflight: Mutex<HashMap<String, Inflight>>,
     pub(crate) client: oci_client::Client,
+    /// How containers' root file systems are made.
+    pub(crate) driver: StorageDriver,
+    /// `<root>/containers`, the root resolved: mountinfo shows resolved paths.
+    pub(crate) containers: PathBuf,
+    /// `<root>/layers`, the root resolved: the overlay lower directories.
+    pub(crate) canonical_layers: PathBuf,
+    /// Every container's root file system record, by container id. Taken before `index`.
+    pub(crate) rootfs: Mutex<BTreeMap<String, Record>>,
+    /// Held for the whole of a root file system's creation or removal.
+    pub(crate) rootfs_ops: Mutex<()>,
     _lock: Flock<File>,
 }
 
@@ -63,18 +76,24 @@ pub struct Swept {
     pub blobs: usize,
     /// Temporary and unindexed layer directories.
     pub layers: usize,
+    /// Containers' root file systems half made or half removed, and strangers among them.
+    pub rootfs: usize,
 }
 
 impl Store {
     /// Opens (creating it if needed) the store at `config.root`, takes its lock, reads its index
     /// and sweeps what a killed pull left: temporary files and directories, and blobs and layers
-    /// that no indexed image uses.
+    /// that no indexed image or container uses. Containers' root file systems that a killed
+    /// process left half made or half removed are removed; overlays whose mount is gone (after
+    /// a reboot) are mounted again. Then it picks the storage driver: the configured one, or
+    /// overlay if a probe mount works and vfs (logging why) if not.
     ///
     /// # Errors
     ///
     /// [`Error::Locked`] when another process has the store open, [`Error::Io`] when its
     /// directories cannot be made or read, [`Error::CorruptIndex`] when `images.json` is not an
-    /// index.
+    /// index, [`Error::StorageDriver`] when overlay is asked for and cannot be mounted,
+    /// [`Error::StillMounted`] when a half-removed root file system's mount does not go.
     pub fn open(config: StoreConfig) -> Result<Store> {
         Store::open_swept(config).map(|(store, _)| store)
     }
@@ -88,7 +107,13 @@ impl Store {
         let root = config.root.clone();
         let blobs_dir = root.join("blobs/sha256");
         let layers = root.join("layers");
-        for dir in [&root, &root.join("blobs"), &blobs_dir, &layers] {
+        for dir in [
+            &root,
+            &root.join("blobs"),
+            &blobs_dir,
+            &layers,
+            &root.join("containers"),
+        ] {
             DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
@@ -112,6 +137,9 @@ impl Store {
         })?;
         let index = IndexFile::load(&root)?;
         let client = crate::pull::client(&config);
+        let canonical = std::fs::canonicalize(&root).map_err(|e| Error::io("resolve", &root, e))?;
+        let containers = canonical.join("containers");
+        let driver = choose_driver(&config, &containers)?;
         let store = Store {
             inner: Arc::new(Inner {
                 blobs: Blobs::new(blobs_dir),
@@ -120,19 +148,28 @@ impl Store {
                 gc: tokio::sync::RwLock::new(()),
                 inflight: Mutex::new(HashMap::new()),
                 client,
+                driver,
+                containers,
+                canonical_layers: canonical.join("layers"),
+                rootfs: Mutex::new(BTreeMap::new()),
+                rootfs_ops: Mutex::new(()),
                 config,
                 _lock: lock,
             }),
         };
-        let swept = store.inner.sweep()?;
+        let rootfs = store.inner.recover_rootfs()?;
+        let mut swept = store.inner.sweep()?;
+        swept.rootfs = rootfs;
         if swept != Swept::default() {
             tracing::info!(
                 root = %root.display(),
                 blobs = swept.blobs,
                 layers = swept.layers,
+                rootfs = swept.rootfs,
                 "swept what an interrupted pull or removal left"
             );
         }
+        tracing::info!(root = %root.display(), storage_driver = %driver, "image store open");
         Ok((store, swept))
     }
 
@@ -169,17 +206,27 @@ impl Store {
     }
 
     /// Removes the image a query names (as [`Store::get`] finds it), then the blobs and layers
-    /// no other image uses. Waits for pulls in progress to finish first.
+    /// no other image or container uses. Waits for pulls in progress to finish first. Refused
+    /// while a container's root file system is made of it.
     ///
     /// # Errors
     ///
-    /// As [`Store::get`]; [`Error::Io`] when the index cannot be written (the image stays) or
+    /// As [`Store::get`]; [`Error::ImageInUse`] naming the containers that use it (CRI's
+    /// `FailedPrecondition`); [`Error::Io`] when the index cannot be written (the image stays) or
     /// an unused file cannot be removed (the image is gone; the file is swept at the next open).
     pub async fn remove(&self, query: &str) -> Result<Image> {
         let _gc = self.inner.gc.write().await;
         let removed = {
+            let table = self.inner.rootfs_table();
             let mut index = self.inner.index();
             let image = find(&index.images, query)?.clone();
+            let users = Inner::rootfs_users(&table, &image.id);
+            if !users.is_empty() {
+                return Err(Error::ImageInUse {
+                    image: image.id,
+                    containers: users,
+                });
+            }
             let mut next = IndexFile {
                 version: index.version,
                 images: index.images.clone(),
@@ -200,14 +247,16 @@ impl Store {
         Ok(removed)
     }
 
-    /// The bytes and inodes the store's blobs and layers take on disk.
+    /// The bytes and inodes the store's images take on disk: the index, blobs and layers (CRI's
+    /// `ImageFsInfo` image file system). Containers' writable layers are not counted here but
+    /// by [`Store::containers_disk_usage`].
     ///
     /// # Errors
     ///
     /// [`Error::Io`] when a directory cannot be read.
     pub fn disk_usage(&self) -> Result<Usage> {
         let root = self.root();
-        usage(root).map_err(|e| Error::io("measure", root, e))
+        usage_except(root, &["containers"]).map_err(|e| Error::io("measure", root, e))
     }
 }
 
@@ -222,6 +271,11 @@ impl Inner {
 
     pub(crate) fn layer_dir(&self, chain_id: &Digest) -> PathBuf {
         self.layers.join(chain_id.hex())
+    }
+
+    /// The image a query names, as [`Store::get`] finds it.
+    pub(crate) fn find_image(&self, query: &str) -> Result<Image> {
+        find(&self.index().images, query).cloned()
     }
 
     /// Removes temporary files and directories, then whatever no image uses.
@@ -240,6 +294,7 @@ impl Inner {
         Ok(Swept {
             blobs: blobs + collected.blobs,
             layers: layers + collected.layers,
+            rootfs: 0,
         })
     }
 
@@ -255,7 +310,8 @@ impl Inner {
 
     /// Removes the blobs and layer directories no indexed image uses.
     pub(crate) fn collect(&self) -> Result<Swept> {
-        let (blobs, layers) = self.index().referenced();
+        let (blobs, mut layers) = self.index().referenced();
+        layers.extend(self.rootfs_layers());
         let mut swept = Swept::default();
         for digest in self.blobs.list()? {
             if !blobs.contains(&digest) {
@@ -278,6 +334,33 @@ impl Inner {
             crate::blobs::sync_dirs(&[self.blobs.dir(), &self.layers]);
         }
         Ok(swept)
+    }
+}
+
+/// The configured driver, or overlay when a probe mount works and vfs when not.
+fn choose_driver(config: &StoreConfig, containers: &Path) -> Result<StorageDriver> {
+    let probe = || crate::driver::probe_overlay(containers);
+    match config.storage_driver {
+        Some(StorageDriver::Vfs) => Ok(StorageDriver::Vfs),
+        Some(StorageDriver::Overlay) => {
+            probe()
+                .map(|()| StorageDriver::Overlay)
+                .map_err(|reason| Error::StorageDriver {
+                    root: config.root.clone(),
+                    driver: StorageDriver::Overlay,
+                    reason,
+                })
+        }
+        None => Ok(probe().map_or_else(
+            |reason| {
+                tracing::warn!(
+                    reason,
+                    "overlay cannot be mounted: containers' root file systems will be copies (vfs)"
+                );
+                StorageDriver::Vfs
+            },
+            |()| StorageDriver::Overlay,
+        )),
     }
 }
 

@@ -26,15 +26,44 @@ impl std::ops::Add for Usage {
     }
 }
 
-/// The usage of the tree at `path` (itself included), never following symbolic links.
+/// The usage of the tree at `path` (itself included), never following symbolic links nor
+/// entering another file system (a mount in a container's copy, say), as `du -x` counts.
 pub(crate) fn usage(path: &Path) -> io::Result<Usage> {
     let mut seen = HashSet::new();
     let mut total = Usage::default();
-    walk(path, &mut seen, &mut total)?;
+    let dev = match fs::symlink_metadata(path) {
+        Ok(m) => m.dev(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(total),
+        Err(e) => return Err(e),
+    };
+    walk(path, dev, &mut seen, &mut total)?;
     Ok(total)
 }
 
-fn walk(path: &Path, seen: &mut HashSet<(u64, u64)>, total: &mut Usage) -> io::Result<()> {
+/// The usage of the directory `root` and its entries but those named in `except`.
+pub(crate) fn usage_except(root: &Path, except: &[&str]) -> io::Result<Usage> {
+    let mut seen = HashSet::new();
+    let mut total = Usage::default();
+    let meta = fs::symlink_metadata(root)?;
+    seen.insert((meta.dev(), meta.ino()));
+    total.bytes += meta.blocks() * 512;
+    total.inodes += 1;
+    for entry in fs::read_dir(root)? {
+        let entry = entry?;
+        if except.iter().any(|e| entry.file_name() == *e) {
+            continue;
+        }
+        walk(&entry.path(), meta.dev(), &mut seen, &mut total)?;
+    }
+    Ok(total)
+}
+
+fn walk(
+    path: &Path,
+    dev: u64,
+    seen: &mut HashSet<(u64, u64)>,
+    total: &mut Usage,
+) -> io::Result<()> {
     let meta = match fs::symlink_metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -44,9 +73,9 @@ fn walk(path: &Path, seen: &mut HashSet<(u64, u64)>, total: &mut Usage) -> io::R
         total.bytes += meta.blocks() * 512;
         total.inodes += 1;
     }
-    if meta.is_dir() {
+    if meta.is_dir() && meta.dev() == dev {
         for entry in fs::read_dir(path)? {
-            walk(&entry?.path(), seen, total)?;
+            walk(&entry?.path(), dev, seen, total)?;
         }
     }
     Ok(())

@@ -19,8 +19,16 @@
 //!   are PAX `user.*` and `security.capability` xattrs; `trusted.*` ones are dropped;
 //! - the decompressed stream (headers and padding included) is capped in bytes, the archive in
 //!   entries: a decompression bomb stops at the cap.
+//!
+//! A parent a lower layer made a symbolic link (usr-merge's `bin -> usr/bin`, then `bin/foo` in
+//! a later layer) is not in this layer's directory, so it is made here as a directory (0755,
+//! root) and the entry lands in it: in the container's view that `bin/` hides the lower
+//! link. containers/storage's overlay driver and containerd's overlay snapshotter, which also
+//! unpack each layer into a directory of its own, do the same (containerd copies the
+//! attributes of the directory the link resolves to); builders write such files through the
+//! link (`usr/bin/foo`), so only hand-made layers meet this. The vfs driver shows the same.
 
-mod sys;
+pub(crate) mod sys;
 
 use std::cell::Cell;
 use std::ffi::OsStr;

@@ -52,13 +52,12 @@ pub(crate) fn set_xattr(path: &Path, name: &str, value: &[u8]) -> io::Result<()>
 }
 
 /// Reads an extended attribute of `path` without following a symbolic link; `None` if unset.
-#[cfg(test)]
 pub(crate) fn get_xattr(path: &Path, name: &str) -> io::Result<Option<Vec<u8>>> {
-    let path = CString::new(path.as_os_str().as_bytes())
-        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path has a NUL byte"))?;
+    let path = c_path(path)?;
     let name = CString::new(name)
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "name has a NUL byte"))?;
-    let mut buf = vec![0u8; 256];
+    // Values are at most 64 KiB (XATTR_SIZE_MAX).
+    let mut buf = vec![0u8; 64 * 1024];
     // SAFETY: both strings are NUL-terminated and outlive the call; `buf` is writable for
     // `buf.len()` bytes.
     let rc = unsafe {
@@ -79,6 +78,35 @@ pub(crate) fn get_xattr(path: &Path, name: &str) -> io::Result<Option<Vec<u8>>> 
     }
     buf.truncate(rc as usize);
     Ok(Some(buf))
+}
+
+/// The names of the extended attributes of `path` (itself, never a link's target).
+pub(crate) fn list_xattrs(path: &Path) -> io::Result<Vec<String>> {
+    let path = c_path(path)?;
+    // A list is at most 64 KiB (XATTR_LIST_MAX).
+    let mut buf = vec![0u8; 64 * 1024];
+    // SAFETY: `path` is NUL-terminated and outlives the call; `buf` is writable for
+    // `buf.len()` bytes.
+    let rc = unsafe { libc::llistxattr(path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        return if e.raw_os_error() == Some(libc::ENOTSUP) {
+            Ok(Vec::new())
+        } else {
+            Err(e)
+        };
+    }
+    buf.truncate(rc as usize);
+    Ok(buf
+        .split(|&b| b == 0)
+        .filter(|n| !n.is_empty())
+        .map(|n| String::from_utf8_lossy(n).into_owned())
+        .collect())
+}
+
+fn c_path(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path has a NUL byte"))
 }
 
 /// Sets the access and modification times of `path` (itself, if it is a symbolic link).

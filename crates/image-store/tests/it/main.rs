@@ -7,6 +7,7 @@ mod crash;
 mod hostile;
 mod props;
 mod pull;
+mod rootfs;
 mod stall;
 mod store;
 mod support;
