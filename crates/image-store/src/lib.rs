@@ -92,14 +92,8 @@ pub use auth::Auth;
 pub use auth_file::AuthFile;
 pub use config::{Limits, StoreConfig};
 pub use digest::Digest;
-//! - Credentials: [`Auth`] per pull, and [`AuthFile`] to look them up in a containers-auth.json
-//!   file (CRI-O's `global_auth_file`, Podman's `auth.json`). [`Store::config`] reads an image's
-//!   configuration.
-//! - One [`Error`], whose variants name the image, the blob or layer and the tar entry.
-//!
-//! It does not know CRI, start containers, verify signatures or read `registries.conf` or
-//! `policy.json`: callers pass [`Auth`] and the insecure registries.
-//! Whiteouts, opaque directories and overlay mounts need root (`CAP_MKNOD`, `CAP_SYS_ADMIN`).
+pub use driver::StorageDriver;
+pub use error::{Error, LayerProblem, RegistryRefusal, Result};
 pub use index::{Image, Layer};
 pub use platform::Platform;
 pub use reference::{DEFAULT_REGISTRY, DEFAULT_TAG, Reference};
