@@ -7,6 +7,8 @@ mod crash;
 mod hostile;
 mod props;
 mod pull;
+mod registries;
 mod stall;
 mod store;
 mod support;
+mod trust;
