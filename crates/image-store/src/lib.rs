@@ -22,10 +22,19 @@
 //! - Crash safety: blobs are written to temporary files, synced and renamed into place; layers
 //!   are unpacked into temporary directories and renamed; `images.json` is replaced atomically
 //!   after both. A pull killed at any point leaves no image; [`Store::open`] sweeps what it left.
-//! - One [`Error`], whose variants name the image, the blob or layer and the tar entry.
+//! - Trust and registry resolution ([`Store::pull_with`] and [`PullOptions`]): a
+//!   containers-policy.json ([`Policy`]: `reject`, `insecureAcceptAnything`, `sigstoreSigned`
+//!   with ECDSA P-256 public keys, the most specific `docker` scope winning) checked once the
+//!   manifest digest is known and before any layer is fetched; a containers-registries.conf
+//!   ([`Registries`]: short names by alias or unqualified-search registries, mirrors tried
+//!   before the location, `blocked`, `insecure`, drop-in files). What cannot be verified here
+//!   (`signedBy` GPG signatures, Fulcio, Rekor) refuses the pull, naming the policy section.
+//! - One [`Error`], whose variants name the image, the blob or layer and the tar entry, the
+//!   policy section and requirement, or the registries.conf table.
 //!
-//! It does not know CRI, mount overlays, verify signatures, read `registries.conf` or
-//! `policy.json`, or read credentials files: callers pass [`Auth`] and the insecure registries.
+//! It does not know CRI, mount overlays, find `policy.json` or `registries.conf` on its own
+//! (callers pass their paths), or read credentials files: callers pass [`Auth`] and the
+//! insecure registries.
 //! Whiteouts and opaque directories need root (`CAP_MKNOD`, `CAP_SYS_ADMIN`).
 //!
 //! # Example
@@ -48,6 +57,26 @@
 //! let usage = store.disk_usage()?;
 //! println!("{} bytes, {} inodes", usage.bytes, usage.inodes);
 //! store.remove("127.0.0.1:5000/busybox:latest").await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! With a node's policy and registries configuration:
+//!
+//! ```no_run
+//! use image_store::{Auth, Policy, PullOptions, Registries, Store, StoreConfig};
+//!
+//! # async fn example() -> image_store::Result<()> {
+//! let store = Store::open(StoreConfig::new("/var/lib/crio-lite/images"))?;
+//! let options = PullOptions::new()
+//!     .with_policy(Policy::from_file("/etc/containers/policy.json")?)
+//!     .with_registries(Registries::load(
+//!         "/etc/containers/registries.conf",
+//!         Some("/etc/containers/registries.conf.d"),
+//!     )?);
+//! // Mirrors first; the image is named as asked; refused unless the policy accepts it.
+//! let image = store.pull_with("quay.io/team/app:v1", &Auth::Anonymous, &options).await?;
+//! assert_eq!(image.names, ["quay.io/team/app:v1"]);
 //! # Ok(())
 //! # }
 //! ```

@@ -290,13 +290,7 @@ impl Puller {
         let (top, top_digest) = self
             .fetch_document(&self.target, self.reference.digest())
             .await?;
-        if let Some(checks) = &self.checks
-            && checks.wants_signatures()
-        {
-            let signatures = self.signatures(&top_digest).await?;
-            checks.signatures(&self.reference, &top_digest, signatures.as_deref())?;
-            tracing::info!(image = %self.image, digest = %top_digest, "signature accepted by policy");
-        }
+        self.check_signatures(&top_digest).await?;
         let (manifest_bytes, manifest_digest, index) = match kind(&top) {
             Kind::Index => {
                 let chosen = self.choose(&top, &top_digest)?;
@@ -390,6 +384,19 @@ impl Puller {
             "pulled image"
         );
         Ok(image)
+    }
+
+    /// When the policy wants signatures, fetches those of the top-level manifest `digest`
+    /// from the source and checks them: before the configuration or any layer is fetched.
+    async fn check_signatures(&self, digest: &Digest) -> Result<()> {
+        if let Some(checks) = &self.checks
+            && checks.wants_signatures()
+        {
+            let signatures = self.signatures(digest).await?;
+            checks.signatures(&self.reference, digest, signatures.as_deref())?;
+            tracing::info!(image = %self.image, digest = %digest, "signature accepted by policy");
+        }
+        Ok(())
     }
 
     /// Each layer of `manifest` with its chain id, refusing media types that are not layers.

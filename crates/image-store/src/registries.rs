@@ -76,7 +76,8 @@ pub struct Registries {
     search_origin: Option<PathBuf>,
     mode: Option<ShortNameMode>,
     aliases: BTreeMap<String, (String, PathBuf)>,
-    registries: BTreeMap<String, Registry>,
+    /// The `[[registry]]` tables by prefix.
+    tables: BTreeMap<String, Registry>,
 }
 
 #[derive(Debug, Clone)]
@@ -258,8 +259,8 @@ impl Registries {
             }
         }
         for mut r in registries {
-            r.origin = path.to_owned();
-            self.registries.insert(r.prefix.clone(), r);
+            path.clone_into(&mut r.origin);
+            self.tables.insert(r.prefix.clone(), r);
         }
         Ok(())
     }
@@ -380,7 +381,7 @@ impl Registries {
 
     /// The table with the longest prefix matching `text`, and where the match ends.
     fn find(&self, text: &str) -> Option<(&Registry, usize)> {
-        self.registries
+        self.tables
             .values()
             .filter_map(|r| prefix_match(text, &r.prefix).map(|end| (r, end)))
             .max_by_key(|(r, _)| r.prefix.len())

@@ -322,15 +322,21 @@ mod tests {
         Reference::parse(text).unwrap()
     }
 
+    fn check(cases: &[(SignedIdentity, &str, &str, bool)]) {
+        for (rule, image, signed, want) in cases {
+            assert_eq!(
+                identity_matches(rule, &r(image), signed),
+                *want,
+                "{rule:?} image {image} signed {signed}"
+            );
+        }
+    }
+
     #[test]
     fn identities_match_as_containers_image_decides() {
         use SignedIdentity::*;
         let digest = "sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
         let by_digest = format!("quay.io/ns/app@{digest}");
-        let remap = RemapIdentity {
-            prefix: "mirror.local/vendor".into(),
-            signed_prefix: "quay.io/ns".into(),
-        };
         let cases: Vec<(SignedIdentity, &str, &str, bool)> = vec![
             (
                 MatchRepoDigestOrExact,
@@ -385,6 +391,18 @@ mod tests {
                 "quay.io/ns/app2",
                 false,
             ),
+        ];
+        check(&cases);
+    }
+
+    #[test]
+    fn named_and_remapped_identities_match_as_containers_image_decides() {
+        use SignedIdentity::*;
+        let remap = RemapIdentity {
+            prefix: "mirror.local/vendor".into(),
+            signed_prefix: "quay.io/ns".into(),
+        };
+        let cases: Vec<(SignedIdentity, &str, &str, bool)> = vec![
             (
                 ExactReference("quay.io/ns/app:v1".into()),
                 "mirror.local/x:y",
@@ -434,13 +452,7 @@ mod tests {
                 false,
             ),
         ];
-        for (rule, image, signed, want) in cases {
-            assert_eq!(
-                identity_matches(&rule, &r(image), signed),
-                want,
-                "{rule:?} image {image} signed {signed}"
-            );
-        }
+        check(&cases);
     }
 
     #[test]

@@ -61,7 +61,7 @@ insecure = true
         .expect("pulled from the mirror");
     assert_eq!(
         image.names,
-        [wanted.clone()],
+        std::slice::from_ref(&wanted),
         "named as asked, not as mirrored"
     );
     assert_eq!(image.manifest_digest.to_string(), digest);
