@@ -53,6 +53,11 @@ pub struct Info {
     pub socket: PathBuf,
     /// Where images are stored: `<crio.root>/storage` (CRI-O's `storage_root`).
     pub storage_root: PathBuf,
+    /// How containers' root file systems are made: `overlay` or `vfs` (CRI-O's
+    /// `storage_driver`).
+    pub storage_driver: Option<String>,
+    /// The signature policy pulls follow; `None` when every image is accepted.
+    pub signature_policy: Option<PathBuf>,
 }
 
 /// One network attachment in [`ContainerInfo`].
@@ -194,6 +199,8 @@ async fn info(State(state): State<ApiState>) -> Json<Info> {
         netns_dir: state.manager.netns_dir().to_owned(),
         socket: config.crio.api.listen.clone(),
         storage_root: state.images.root().to_owned(),
+        storage_driver: state.images.storage_driver().map(str::to_owned),
+        signature_policy: state.images.signature_policy(),
     })
 }
 

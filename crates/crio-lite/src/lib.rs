@@ -62,8 +62,8 @@ mod version;
 pub mod wiring;
 
 pub use config::{
-    ApiTable, Config, CrioLiteTable, CrioTable, ImageTable, LiteApiTable, LiteNetworkTable, Loader,
-    MetricsTable, NetworkTable, Overrides, RuntimeTable,
+    ApiTable, Config, CrioLiteTable, CrioTable, ImageTable, LiteApiTable, LiteImageTable,
+    LiteNetworkTable, Loader, MetricsTable, NetworkTable, Overrides, RuntimeTable,
 };
 pub use cri::{CRI_API_VERSION, RUNTIME_NAME};
 pub use error::{Error, Result};

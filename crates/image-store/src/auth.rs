@@ -31,6 +31,19 @@ impl fmt::Debug for Auth {
 }
 
 impl Auth {
+    /// A digest of the credentials (never the credentials): pulls with different credentials
+    /// never share a download. `None` for anonymous pulls.
+    pub(crate) fn fingerprint(&self) -> Option<String> {
+        use sha2::{Digest as _, Sha256};
+        let text = match self {
+            Auth::Anonymous => return None,
+            Auth::Basic { username, password } => format!("basic\0{username}\0{password}"),
+            Auth::Bearer(token) => format!("bearer\0{token}"),
+        };
+        let hash = Sha256::digest(text.as_bytes());
+        Some(hash[..8].iter().map(|b| format!("{b:02x}")).collect())
+    }
+
     pub(crate) fn to_client(&self) -> oci_client::secrets::RegistryAuth {
         use oci_client::secrets::RegistryAuth;
         match self {
@@ -57,5 +70,20 @@ mod tests {
         let bearer = Auth::Bearer("tok".into());
         assert!(!format!("{bearer:?}").contains("tok"));
         assert_eq!(format!("{:?}", Auth::default()), "Anonymous");
+    }
+
+    #[test]
+    fn fingerprints_tell_credentials_apart_without_showing_them() {
+        let basic = |u: &str, p: &str| Auth::Basic {
+            username: u.into(),
+            password: p.into(),
+        };
+        assert_eq!(Auth::Anonymous.fingerprint(), None);
+        let a = basic("me", "hunter2").fingerprint().expect("a fingerprint");
+        assert!(!a.contains("hunter2") && a.len() == 16, "{a}");
+        assert_eq!(basic("me", "hunter2").fingerprint(), Some(a.clone()));
+        assert_ne!(basic("me", "hunter3").fingerprint(), Some(a.clone()));
+        assert_ne!(basic("me\0h", "unter2").fingerprint(), Some(a.clone()));
+        assert_ne!(Auth::Bearer("me".into()).fingerprint(), Some(a));
     }
 }

@@ -240,6 +240,66 @@ pub enum Error {
         /// The mount that would not go.
         mount: PathBuf,
     },
+    /// A signature policy (containers-policy.json) cannot be read, or is not a valid policy.
+    #[error("{}: invalid signature policy: {reason}", path.display())]
+    InvalidPolicy {
+        /// The policy file (or `<inline>` for a policy given as text).
+        path: PathBuf,
+        /// What is wrong, and where in the file.
+        reason: String,
+    },
+    /// A registries configuration (containers-registries.conf) cannot be read or is not valid.
+    #[error("{}: invalid registries configuration: {reason}", path.display())]
+    InvalidRegistries {
+        /// The file at fault: the main file or a drop-in.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The signature policy refused the image, before any layer was downloaded.
+    #[error(
+        "image {image}: refused by {} {rule} requirement {requirement}: {reason}",
+        policy.display()
+    )]
+    PolicyRefused {
+        /// The image, as the user named it.
+        image: String,
+        /// The policy file.
+        policy: PathBuf,
+        /// The policy section that applies: `default`, `transports.docker."quay.io/app"`.
+        rule: String,
+        /// The requirement that refused, with its position in the section: `#1 reject`.
+        requirement: String,
+        /// Why: `no signature at tag sha256-….sig`, `signature 1: wrong key`, ….
+        reason: String,
+    },
+    /// registries.conf blocks pulls of this image.
+    #[error("image {image}: blocked by {} [[registry]] prefix {prefix:?}", path.display())]
+    Blocked {
+        /// The image, as the user named it.
+        image: String,
+        /// The registries configuration file that blocks it.
+        path: PathBuf,
+        /// The `prefix` of the `[[registry]]` table with `blocked = true`.
+        prefix: String,
+    },
+    /// A short name (`busybox`) cannot be completed to one image.
+    #[error("short name {name:?}: {reason}")]
+    ShortName {
+        /// The name as given.
+        name: String,
+        /// Why: ambiguous search registries in enforcing mode, none configured.
+        reason: String,
+    },
+    /// Every place the image could come from (mirrors, the primary location, search
+    /// registries) failed; each failure is kept, in the order they were tried.
+    #[error("image {image}: every source failed: {}", attempts_text(attempts))]
+    AllSourcesFailed {
+        /// The image, as the user named it.
+        image: String,
+        /// What each source said.
+        attempts: Vec<Attempt>,
+    },
     /// The task doing a pull panicked or was cancelled with its runtime.
     #[error("image {image}: the pull was interrupted: {reason}")]
     Interrupted {
@@ -248,6 +308,23 @@ pub enum Error {
         /// What happened.
         reason: String,
     },
+}
+
+/// One failed try at a pull source, in [`Error::AllSourcesFailed`].
+#[derive(Debug, Clone)]
+pub struct Attempt {
+    /// The reference pulled from: a mirror's, the primary location's, a search registry's.
+    pub from: String,
+    /// Why it failed.
+    pub error: Error,
+}
+
+fn attempts_text(attempts: &[Attempt]) -> String {
+    let parts: Vec<String> = attempts
+        .iter()
+        .map(|a| format!("[{}: {}]", a.from, a.error))
+        .collect();
+    parts.join(", ")
 }
 
 fn entry_text(entry: Option<&str>) -> String {
@@ -364,12 +441,18 @@ impl Error {
         }
     }
 
-    /// How the registry refused, when this is an [`Error::Registry`]: callers map a missing
-    /// image and missing credentials to codes of their own.
+    /// How the registry refused, when this is an [`Error::Registry`] (or every source failed
+    /// and the last, the image's own location, refused): callers map a missing image and
+    /// missing credentials to codes of their own.
     pub fn registry_refusal(&self) -> Option<RegistryRefusal> {
         use oci_client::errors::{OciDistributionError as O, OciErrorCode as C};
-        let Error::Registry { source, .. } = self else {
-            return None;
+        let source = match self {
+            Error::Registry { source, .. } => source,
+            // The last source tried is the image's own location.
+            Error::AllSourcesFailed { attempts, .. } => {
+                return attempts.last().and_then(|a| a.error.registry_refusal());
+            }
+            _ => return None,
         };
         let by_code = |code: &C| match code {
             C::ManifestUnknown | C::NameUnknown | C::NotFound => Some(RegistryRefusal::NotFound),
@@ -392,6 +475,19 @@ impl Error {
                 .unwrap_or(RegistryRefusal::Other),
             _ => RegistryRefusal::Other,
         })
+    }
+
+    /// Whether a pull that failed so should go on with the next source (mirror, primary
+    /// location): the source did not answer, refused, or sent what its digests deny. A refusal
+    /// by policy, a hostile layer or a local failure stops the pull.
+    pub(crate) fn tries_next_source(&self) -> bool {
+        matches!(
+            self,
+            Error::Registry { .. }
+                | Error::Timeout { .. }
+                | Error::DigestMismatch { .. }
+                | Error::SizeMismatch { .. }
+        )
     }
 
     /// The layer problem, when this is a [`Error::Layer`].

@@ -34,11 +34,20 @@
 //! - Credentials: [`Auth`] per pull, and [`AuthFile`] to look them up in a containers-auth.json
 //!   file (CRI-O's `global_auth_file`, Podman's `auth.json`). [`Store::config`] reads an image's
 //!   configuration.
-//! - One [`Error`], whose variants name the image, the blob or layer and the tar entry.
+//! - Trust and registry resolution ([`Store::pull_with`] and [`PullOptions`]): a
+//!   containers-policy.json ([`Policy`]: `reject`, `insecureAcceptAnything`, `sigstoreSigned`
+//!   with ECDSA P-256 public keys, the most specific `docker` scope winning) checked once the
+//!   manifest digest is known and before any layer is fetched; a containers-registries.conf
+//!   ([`Registries`]: short names by alias or unqualified-search registries, mirrors tried
+//!   before the location, `blocked`, `insecure`, drop-in files). What cannot be verified here
+//!   (`signedBy` GPG signatures, Fulcio, Rekor) refuses the pull, naming the policy section.
+//! - One [`Error`], whose variants name the image, the blob or layer and the tar entry, the
+//!   policy section and requirement, or the registries.conf table.
 //!
-//! It does not know CRI, start containers, verify signatures or read `registries.conf` or
-//! `policy.json`: callers pass [`Auth`] and the insecure registries.
-//! Whiteouts, opaque directories and overlay mounts need root (`CAP_MKNOD`, `CAP_SYS_ADMIN`).
+//! It does not know CRI, start containers, or find `policy.json`, `registries.conf` or
+//! credentials files on its own: callers pass their paths, [`Auth`] and the insecure
+//! registries. Whiteouts, opaque directories and overlay mounts need root (`CAP_MKNOD`,
+//! `CAP_SYS_ADMIN`).
 //!
 //! # Example
 //!
@@ -67,6 +76,26 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! With a node's policy and registries configuration:
+//!
+//! ```no_run
+//! use image_store::{Auth, Policy, PullOptions, Registries, Store, StoreConfig};
+//!
+//! # async fn example() -> image_store::Result<()> {
+//! let store = Store::open(StoreConfig::new("/var/lib/crio-lite/images"))?;
+//! let options = PullOptions::new()
+//!     .with_policy(Policy::from_file("/etc/containers/policy.json")?)
+//!     .with_registries(Registries::load(
+//!         "/etc/containers/registries.conf",
+//!         Some("/etc/containers/registries.conf.d"),
+//!     )?);
+//! // Mirrors first; the image is named as asked; refused unless the policy accepts it.
+//! let image = store.pull_with("quay.io/team/app:v1", &Auth::Anonymous, &options).await?;
+//! assert_eq!(image.names, ["quay.io/team/app:v1"]);
+//! # Ok(())
+//! # }
+//! ```
 
 mod auth;
 mod auth_file;
@@ -81,10 +110,14 @@ mod inspect;
 mod layers;
 mod mount;
 mod platform;
+mod policy;
 mod pull;
 mod reference;
+mod registries;
 mod rootfs;
+mod sigstore;
 mod store;
+mod trust;
 mod unpack;
 mod usage;
 
@@ -93,12 +126,16 @@ pub use auth_file::AuthFile;
 pub use config::{Limits, StoreConfig};
 pub use digest::Digest;
 pub use driver::StorageDriver;
-pub use error::{Error, LayerProblem, RegistryRefusal, Result};
+pub use error::{Attempt, Error, LayerProblem, RegistryRefusal, Result};
 pub use index::{Image, Layer};
 pub use platform::Platform;
+pub use policy::{Policy, Requirement, Rule, SignedIdentity, SigstoreSigned};
 pub use reference::{DEFAULT_REGISTRY, DEFAULT_TAG, Reference};
+pub use registries::{PullFromMirror, PullSource, Registries, ShortNameMode};
 pub use rootfs::Rootfs;
+pub use sigstore::{SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, signature_tag};
 pub use store::{Store, Swept};
+pub use trust::PullOptions;
 pub use usage::Usage;
 
 /// An image's configuration, as [`Store::config`] returns it (the oci-spec crate's type).

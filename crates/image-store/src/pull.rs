@@ -16,16 +16,18 @@ use serde_json::Value;
 use crate::auth::Auth;
 use crate::blobs::DOCUMENT_MAX;
 use crate::digest::Digest;
-use crate::error::{Error, LayerProblem, Result};
+use crate::error::{Attempt, Error, LayerProblem, Result};
 use crate::index::{Image, IndexFile, Layer};
 use crate::platform::Platform;
 use crate::reference::Reference;
+use crate::registries::PullSource;
 use crate::store::{Inner, Store};
+use crate::trust::{Checks, PullOptions};
 use crate::usage::usage;
 
-const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
+pub(crate) const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
-const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
+pub(crate) const DOCKER_MANIFEST: &str = "application/vnd.docker.distribution.manifest.v2+json";
 const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+json";
 const ACCEPTED: &[&str] = &[OCI_MANIFEST, OCI_INDEX, DOCKER_MANIFEST, DOCKER_LIST];
 
@@ -63,7 +65,8 @@ impl Store {
     /// Pulls `reference` (normalised as [`Reference::parse`] does) and returns the image once
     /// every blob is verified, every layer unpacked and the image indexed. A pull of a reference
     /// already being pulled in this process joins it and gets its outcome. The pull goes on in
-    /// a task of its own if the caller stops waiting.
+    /// a task of its own if the caller stops waiting. The same as [`Store::pull_with`] with
+    /// [`PullOptions::default`]: no signature policy, no registries configuration.
     ///
     /// Must be called within a Tokio runtime.
     ///
@@ -76,8 +79,86 @@ impl Store {
     /// [`Error::Layer`] naming the layer and tar entry that cannot be unpacked; [`Error::Io`].
     /// Nothing of a failed pull is visible in the store.
     pub async fn pull(&self, reference: &str, auth: &Auth) -> Result<Image> {
-        let reference = Reference::parse(reference)?;
-        let key = reference.to_string();
+        self.pull_with(reference, auth, &PullOptions::default())
+            .await
+    }
+
+    /// Pulls what the user typed, as the registries configuration and signature policy of
+    /// `options` say:
+    ///
+    /// 1. a short name completes to its alias or unqualified-search registries
+    ///    ([`Registries::candidates`](crate::Registries::candidates)); several candidates (permissive mode) are tried in order;
+    /// 2. the policy's section for the image is found; `reject` and requirements this crate
+    ///    cannot verify refuse at once;
+    /// 3. the image's sources are tried in order, mirrors first ([`Registries::sources`](crate::Registries::sources)); a
+    ///    source that fails, times out or sends what its digests deny gives way to the next;
+    ///    each is insecure when registries.conf or [`StoreConfig::insecure_registries`] says so;
+    /// 4. once the top-level manifest (an index, for a multi-platform image) is fetched and
+    ///    its digest known, its sigstore signatures are fetched from the same source and
+    ///    checked, before the configuration or any layer is downloaded.
+    ///
+    /// The image is named by the reference the user asked for (completed), never a mirror's.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::pull`]; [`Error::ShortName`] when a short name is ambiguous;
+    /// [`Error::Blocked`] when registries.conf blocks the image; [`Error::PolicyRefused`]
+    /// naming the policy section and requirement that refused; [`Error::AllSourcesFailed`]
+    /// with every source's error when there were several and all failed.
+    ///
+    /// [`StoreConfig::insecure_registries`]: crate::StoreConfig::insecure_registries
+    pub async fn pull_with(&self, text: &str, auth: &Auth, options: &PullOptions) -> Result<Image> {
+        let candidates = options.registries().candidates(text)?;
+        if candidates.len() > 1 {
+            tracing::info!(
+                name = text,
+                candidates = candidates.len(),
+                "trying unqualified-search registries"
+            );
+        }
+        let mut attempts = Vec::new();
+        let many = candidates.len() > 1;
+        for candidate in candidates {
+            let from = candidate.to_string();
+            match self.pull_one(candidate, auth, options).await {
+                Ok(image) => return Ok(image),
+                Err(e)
+                    if many
+                        && (e.tries_next_source()
+                            || matches!(e, Error::AllSourcesFailed { .. })) =>
+                {
+                    attempts.push(Attempt { from, error: e });
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::AllSourcesFailed {
+            image: text.to_owned(),
+            attempts,
+        })
+    }
+
+    /// Pulls one fully qualified reference from its sources, joining a pull in progress.
+    async fn pull_one(
+        &self,
+        reference: Reference,
+        auth: &Auth,
+        options: &PullOptions,
+    ) -> Result<Image> {
+        let checks = options.policy().map(|p| Checks::new(p, &reference));
+        if let Some(checks) = &checks {
+            checks.before_pull(&reference)?;
+        }
+        let sources = options.registries().sources(&reference)?;
+        // A pull joins only one with the same options and the same credentials: joining one
+        // made with other credentials would lend them.
+        let mut key = match options.generation() {
+            0 => reference.to_string(),
+            g => format!("{reference} (options {g})"),
+        };
+        if let Some(fingerprint) = auth.fingerprint() {
+            key = format!("{key} (credentials {fingerprint})");
+        }
         let pull = {
             let mut inflight = self
                 .inner
@@ -85,14 +166,16 @@ impl Store {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
             if let Some(pull) = inflight.get(&key) {
-                tracing::info!(image = %key, "joining the pull in progress");
+                tracing::info!(image = %reference, "joining the pull in progress");
                 pull.clone()
             } else {
                 let inner = Arc::clone(&self.inner);
                 let auth = auth.clone();
                 let task_key = key.clone();
+                let image = reference.to_string();
                 let task = tokio::spawn(async move {
-                    let result = Puller::new(&inner, reference, auth).run().await;
+                    let result =
+                        pull_from_sources(&inner, &reference, sources, &auth, checks).await;
                     if result.is_err() {
                         inner.collect_if_idle();
                     }
@@ -103,7 +186,6 @@ impl Store {
                         .remove(&task_key);
                     result
                 });
-                let image = key.clone();
                 let pull = async move {
                     task.await.unwrap_or_else(|e| {
                         Err(Error::Interrupted {
@@ -122,23 +204,96 @@ impl Store {
     }
 }
 
-struct Puller {
-    inner: Arc<Inner>,
-    reference: Reference,
-    target: oci_client::Reference,
-    auth: oci_client::secrets::RegistryAuth,
+/// Tries each source in turn; the first that works gives the image.
+async fn pull_from_sources(
+    inner: &Arc<Inner>,
+    reference: &Reference,
+    sources: Vec<PullSource>,
+    auth: &Auth,
+    checks: Option<Checks>,
+) -> Result<Image> {
+    let many = sources.len() > 1;
+    let mut attempts = Vec::new();
+    for source in sources {
+        let client = inner.client_for(&source, auth);
+        if many {
+            tracing::info!(image = %reference, from = %source.reference, mirror = source.mirror, "trying source");
+        }
+        let from = source.reference.to_string();
+        let puller = Puller::new(
+            inner,
+            reference.clone(),
+            &source.reference,
+            auth.clone(),
+            client,
+            checks.clone(),
+        );
+        match puller.run().await {
+            Ok(image) => return Ok(image),
+            Err(e) if many && e.tries_next_source() => {
+                tracing::warn!(image = %reference, from = %from, error = %e, "source failed, trying the next");
+                attempts.push(Attempt { from, error: e });
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::AllSourcesFailed {
+        image: reference.to_string(),
+        attempts,
+    })
+}
+
+impl Inner {
+    /// The client for one pull from `source`: the store's shared one for anonymous pulls, a
+    /// new one for pulls with credentials (oci-client keeps the first credentials it sees for a
+    /// registry and the tokens they bought, so a shared client would lend one pull's
+    /// credentials to the next, and keep refusing right ones after wrong ones), and one that
+    /// may also speak plain HTTP to `source`'s registry when registries.conf says it is
+    /// insecure and the store's configuration does not.
+    fn client_for(&self, source: &PullSource, auth: &Auth) -> oci_client::Client {
+        let host = source.reference.registry();
+        let extra_insecure =
+            source.insecure && !self.config.insecure_registries.iter().any(|r| r == host);
+        if !extra_insecure && *auth == Auth::Anonymous {
+            return self.client.clone();
+        }
+        let mut config = self.config.clone();
+        if extra_insecure {
+            config.insecure_registries.push(host.to_owned());
+        }
+        client(&config)
+    }
+}
+
+pub(crate) struct Puller {
+    pub(crate) inner: Arc<Inner>,
+    pub(crate) reference: Reference,
+    /// Where the image is fetched from: the reference itself, a mirror's or a location's.
+    pub(crate) target: oci_client::Reference,
+    pub(crate) client: oci_client::Client,
+    pub(crate) auth: oci_client::secrets::RegistryAuth,
     /// The reference as errors name it.
-    image: String,
+    pub(crate) image: String,
+    checks: Option<Checks>,
 }
 
 impl Puller {
-    fn new(inner: &Arc<Inner>, reference: Reference, auth: Auth) -> Puller {
+    fn new(
+        inner: &Arc<Inner>,
+        reference: Reference,
+        source: &Reference,
+        auth: Auth,
+        client: oci_client::Client,
+        checks: Option<Checks>,
+    ) -> Puller {
         Puller {
             inner: Arc::clone(inner),
-            target: reference.to_client(),
+            target: source.to_client(),
             image: reference.to_string(),
             reference,
+            client,
             auth: auth.to_client(),
+            checks,
         }
     }
 
@@ -148,6 +303,7 @@ impl Puller {
         let (top, top_digest) = self
             .fetch_document(&self.target, self.reference.digest())
             .await?;
+        self.check_signatures(&top_digest).await?;
         let (manifest_bytes, manifest_digest, index) = match kind(&top) {
             Kind::Index => {
                 let chosen = self.choose(&top, &top_digest)?;
@@ -243,6 +399,19 @@ impl Puller {
         Ok(image)
     }
 
+    /// When the policy wants signatures, fetches those of the top-level manifest `digest`
+    /// from the source and checks them: before the configuration or any layer is fetched.
+    async fn check_signatures(&self, digest: &Digest) -> Result<()> {
+        if let Some(checks) = &self.checks
+            && checks.wants_signatures()
+        {
+            let signatures = self.signatures(digest).await?;
+            checks.signatures(&self.reference, digest, signatures.as_deref())?;
+            tracing::info!(image = %self.image, digest = %digest, "signature accepted by policy");
+        }
+        Ok(())
+    }
+
     /// Each layer of `manifest` with its chain id, refusing media types that are not layers.
     fn plan_layers(
         &self,
@@ -295,10 +464,7 @@ impl Puller {
             Some(d) => format!("fetch manifest {d}"),
             None => "fetch the manifest".to_owned(),
         };
-        let fetch = self
-            .inner
-            .client
-            .pull_manifest_raw(target, &self.auth, ACCEPTED);
+        let fetch = self.client.pull_manifest_raw(target, &self.auth, ACCEPTED);
         let (bytes, _) = self
             .timed(&op, fetch)
             .await?
@@ -425,7 +591,6 @@ impl Puller {
         let op = format!("fetch blob {digest}");
         let digest_text = digest.to_string();
         let open = self
-            .inner
             .client
             .pull_blob_stream(&self.target, digest_text.as_str());
         let mut stream = self
@@ -474,7 +639,7 @@ impl Puller {
         Ok(())
     }
 
-    async fn timed<T>(&self, op: &str, fut: impl Future<Output = T>) -> Result<T> {
+    pub(crate) async fn timed<T>(&self, op: &str, fut: impl Future<Output = T>) -> Result<T> {
         let after = self.inner.config.request_timeout;
         tokio::time::timeout(after, fut)
             .await
@@ -496,7 +661,7 @@ impl Puller {
         self.layer_error(layer, None, LayerProblem::Cancelled)
     }
 
-    fn registry(&self, op: &str, e: oci_client::errors::OciDistributionError) -> Error {
+    pub(crate) fn registry(&self, op: &str, e: oci_client::errors::OciDistributionError) -> Error {
         Error::Registry {
             image: self.image.clone(),
             op: op.to_owned(),
@@ -504,7 +669,7 @@ impl Puller {
         }
     }
 
-    fn malformed(&self, what: &str, reason: impl Into<String>) -> Error {
+    pub(crate) fn malformed(&self, what: &str, reason: impl Into<String>) -> Error {
         Error::Malformed {
             image: self.image.clone(),
             what: what.to_owned(),

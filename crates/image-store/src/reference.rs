@@ -37,6 +37,19 @@ impl Reference {
     /// a bad tag or digest, a bare 64-hex-digit string (an image id, not a name), a name longer
     /// than 255 characters.
     pub fn parse(text: &str) -> Result<Reference> {
+        Reference::parse_written(text).map(|(reference, _)| reference)
+    }
+
+    /// Whether `text` names no registry: `busybox`, `user/app:v1`, as opposed to
+    /// `quay.io/app` or `localhost/app`. Short names are the ones registries.conf's aliases and
+    /// unqualified-search registries complete; [`Reference::parse`] completes them with
+    /// `docker.io`. False for text that is not a reference.
+    pub fn is_short_name(text: &str) -> bool {
+        Reference::parse_written(text).is_ok_and(|(_, written)| written.short)
+    }
+
+    /// Parses and normalises `text`, also telling how it was written.
+    pub(crate) fn parse_written(text: &str) -> Result<(Reference, Written)> {
         let invalid = |reason| Error::InvalidReference {
             reference: text.to_owned(),
             reason,
@@ -69,7 +82,10 @@ impl Reference {
         {
             return Err(invalid("invalid tag"));
         }
-        let (registry, remainder) = split_registry(name);
+        let (registry, remainder, short) = match split_registry(name) {
+            Some((registry, remainder)) => (registry, remainder, false),
+            None => (DEFAULT_REGISTRY, name, true),
+        };
         if !valid_registry(registry) {
             return Err(invalid("invalid registry host"));
         }
@@ -92,17 +108,24 @@ impl Reference {
         if registry.len() + 1 + repository.len() > NAME_MAX {
             return Err(invalid("name longer than 255 characters"));
         }
+        let written = Written {
+            short,
+            name_only: tag.is_none() && digest.is_none(),
+            path: remainder.to_owned(),
+            suffix: name_tag[name.len()..].to_owned() + &text[name_tag.len()..],
+        };
         let tag = match (tag, &digest) {
             (Some(tag), _) => Some(tag.to_owned()),
             (None, Some(_)) => None,
             (None, None) => Some(DEFAULT_TAG.to_owned()),
         };
-        Ok(Reference {
+        let reference = Reference {
             registry: registry.to_owned(),
             repository,
             tag,
             digest,
-        })
+        };
+        Ok((reference, written))
     }
 
     /// The registry host, with its port if any: `docker.io`, `127.0.0.1:5000`.
@@ -163,6 +186,19 @@ impl Reference {
     }
 }
 
+/// How a reference was written, before [`Reference::parse`] completed it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Written {
+    /// No registry was given (`busybox`, `user/app`).
+    pub(crate) short: bool,
+    /// Neither a tag nor a digest was given.
+    pub(crate) name_only: bool,
+    /// The repository as written, before `library/` was added: `busybox`.
+    pub(crate) path: String,
+    /// The tag and digest as written, with their `:` and `@`: `:1.36`, `@sha256:…`, or empty.
+    pub(crate) suffix: String,
+}
+
 impl fmt::Display for Reference {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}/{}", self.registry, self.repository)?;
@@ -184,17 +220,18 @@ impl FromStr for Reference {
     }
 }
 
-/// Splits `name` into registry and repository path as Docker's `splitDockerDomain` does.
-fn split_registry(name: &str) -> (&str, &str) {
+/// Splits `name` into registry and repository path as Docker's `splitDockerDomain` does;
+/// `None` when its first component is not a registry (a short name).
+fn split_registry(name: &str) -> Option<(&str, &str)> {
     match name.split_once('/') {
         Some((first, rest))
             if first.contains(['.', ':'])
                 || first == "localhost"
                 || first.bytes().any(|b| b.is_ascii_uppercase()) =>
         {
-            (first, rest)
+            Some((first, rest))
         }
-        _ => (DEFAULT_REGISTRY, name),
+        _ => None,
     }
 }
 
@@ -319,6 +356,46 @@ mod tests {
             let r = Reference::parse(input).unwrap_or_else(|e| panic!("{input}: {e}"));
             assert_eq!(r.to_string(), want, "{input}");
         }
+    }
+
+    #[test]
+    fn how_a_reference_was_written_is_kept() {
+        let cases = [
+            ("busybox", true, true, "busybox", ""),
+            ("busybox:1.36", true, false, "busybox", ":1.36"),
+            (
+                "user/app@sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+                true,
+                false,
+                "user/app",
+                "@sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+            ),
+            ("docker.io", true, true, "docker.io", ""),
+            ("docker.io/busybox", false, true, "busybox", ""),
+            ("localhost/app:v1", false, false, "app", ":v1"),
+            (
+                "quay.io/a/b:t@sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+                false,
+                false,
+                "a/b",
+                ":t@sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+            ),
+        ];
+        for (input, short, name_only, path, suffix) in cases {
+            let (_, written) = Reference::parse_written(input).unwrap();
+            assert_eq!(
+                written,
+                Written {
+                    short,
+                    name_only,
+                    path: path.to_owned(),
+                    suffix: suffix.to_owned()
+                },
+                "{input}"
+            );
+            assert_eq!(Reference::is_short_name(input), short, "{input}");
+        }
+        assert!(!Reference::is_short_name("Not A Reference"));
     }
 
     #[test]

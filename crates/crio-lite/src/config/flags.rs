@@ -17,6 +17,9 @@ pub struct Overrides {
     /// The run directory [crio.runroot; env CONTAINER_RUNROOT].
     #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
     pub runroot: Option<PathBuf>,
+    /// overlay, vfs, or "" to probe [crio.storage_driver; env CONTAINER_STORAGE_DRIVER].
+    #[arg(long, value_name = "DRIVER")]
+    pub storage_driver: Option<String>,
     /// The CRI socket [crio.api.listen; env CONTAINER_LISTEN].
     #[arg(long, value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
     pub listen: Option<PathBuf>,
@@ -37,6 +40,11 @@ pub struct Overrides {
     /// CONTAINER_INSECURE_REGISTRY].
     #[arg(long = "insecure-registry", value_name = "HOST", value_delimiter = ',')]
     pub insecure_registries: Vec<String>,
+    /// Which images may be pulled, a containers-policy.json file [crio.image.signature_policy;
+    /// env CONTAINER_SIGNATURE_POLICY].
+    #[arg(long, value_name = "PATH", value_parser = path_or_empty(),
+          value_hint = clap::ValueHint::FilePath)]
+    pub signature_policy: Option<PathBuf>,
     /// The CNI configuration directory [crio.network.network_dir; env CONTAINER_CNI_CONFIG_DIR].
     #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
     pub cni_config_dir: Option<PathBuf>,
@@ -95,6 +103,10 @@ pub struct Overrides {
     /// The CNI_ARGS policy [crio_lite.network.cni_args_policy; env CRIO_LITE_CNI_ARGS_POLICY].
     #[arg(long, value_name = "POLICY", value_parser = policy_parser())]
     pub cni_args_policy: Option<CniArgsPolicy>,
+    /// A containers-registries.conf file [crio_lite.image.registries_conf; env
+    /// CRIO_LITE_REGISTRIES_CONF].
+    #[arg(long, value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
+    pub registries_conf: Option<PathBuf>,
     /// Use a built-in default network when the configuration directory has none
     /// [crio_lite.network.builtin_default_network; env CRIO_LITE_BUILTIN_DEFAULT_NETWORK].
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
@@ -109,6 +121,11 @@ impl Overrides {
         let crio = &mut config.crio;
         set.one("crio.root", &mut crio.root, self.root.as_ref());
         set.one("crio.runroot", &mut crio.runroot, self.runroot.as_ref());
+        set.one(
+            "crio.storage_driver",
+            &mut crio.storage_driver,
+            self.storage_driver.as_ref(),
+        );
         set.one(
             "crio.api.listen",
             &mut crio.api.listen,
@@ -130,6 +147,11 @@ impl Overrides {
             "crio.image.global_auth_file",
             &mut image.global_auth_file,
             self.global_auth_file.as_ref(),
+        );
+        set.one(
+            "crio.image.signature_policy",
+            &mut image.signature_policy,
+            self.signature_policy.as_ref(),
         );
         if !self.insecure_registries.is_empty() {
             image
@@ -220,6 +242,11 @@ impl Overrides {
             "crio_lite.network.builtin_default_network",
             &mut network.builtin_default_network,
             self.builtin_default_network.as_ref(),
+        );
+        set.one(
+            "crio_lite.image.registries_conf",
+            &mut lite.image.registries_conf,
+            self.registries_conf.as_ref(),
         );
     }
 }

@@ -47,6 +47,14 @@ pub const KEYS: &[Key] = &[
         doc: "State that only matters while the node is up.",
     },
     Key {
+        path: "crio.storage_driver",
+        flag: "--storage-driver",
+        env: "CONTAINER_STORAGE_DRIVER",
+        crio: true,
+        doc: "How containers' root file systems are made: \"overlay\", \"vfs\" (copies), or \"\" for\n\
+              overlay where it can be mounted and vfs elsewhere. Images are in <root>/storage.",
+    },
+    Key {
         path: "crio.api.listen",
         flag: "--listen",
         env: "CONTAINER_LISTEN",
@@ -83,6 +91,16 @@ pub const KEYS: &[Key] = &[
         env: "CONTAINER_INSECURE_REGISTRY",
         crio: true,
         doc: "Registries (host or host:port) pulled from over plain HTTP; all others need HTTPS.",
+    },
+    Key {
+        path: "crio.image.signature_policy",
+        flag: "--signature-policy",
+        env: "CONTAINER_SIGNATURE_POLICY",
+        crio: true,
+        doc: "A containers-policy.json file deciding which images may be pulled (reject,\n\
+              insecureAcceptAnything, sigstoreSigned with a public key); read again when it\n\
+              changes. \"\" for /etc/crio-lite/policy.json, else /etc/containers/policy.json, else\n\
+              none: every image is accepted.",
     },
     Key {
         path: "crio.network.network_dir",
@@ -195,6 +213,15 @@ pub const KEYS: &[Key] = &[
         env: "CRIO_LITE_BUILTIN_DEFAULT_NETWORK",
         crio: false,
         doc: "Whether a built-in default network is used when network_dir has none.",
+    },
+    Key {
+        path: "crio_lite.image.registries_conf",
+        flag: "--registries-conf",
+        env: "CRIO_LITE_REGISTRIES_CONF",
+        crio: false,
+        doc: "A containers-registries.conf file (short-name aliases, unqualified-search registries,\n\
+              mirrors, blocked and insecure registries), drop-ins in <file>.d/; read again when\n\
+              it changes. A file that does not exist means none.",
     },
 ];
 

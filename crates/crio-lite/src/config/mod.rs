@@ -60,6 +60,9 @@ pub struct CrioTable {
     /// `runroot`: state that only matters while the node is up (the instance locks of the socket
     /// sit next to it).
     pub runroot: PathBuf,
+    /// `storage_driver`: how containers' root file systems are made: `overlay`, `vfs` (copies),
+    /// or empty to use overlay where it can be mounted and vfs elsewhere.
+    pub storage_driver: String,
     /// `[crio.api]`.
     pub api: ApiTable,
     /// `[crio.runtime]`.
@@ -77,6 +80,7 @@ impl Default for CrioTable {
         CrioTable {
             root: PathBuf::from("/var/lib/crio-lite"),
             runroot: PathBuf::from("/var/run/crio-lite"),
+            storage_driver: String::new(),
             api: ApiTable::default(),
             runtime: RuntimeTable::default(),
             image: ImageTable::default(),
@@ -132,6 +136,10 @@ pub struct ImageTable {
     pub global_auth_file: PathBuf,
     /// `insecure_registries`: registries (`host` or `host:port`) pulled from over plain HTTP.
     pub insecure_registries: Vec<String>,
+    /// `signature_policy`: a containers-policy.json file deciding which images may be pulled;
+    /// empty for `/etc/crio-lite/policy.json`, else `/etc/containers/policy.json`, else none
+    /// (every image accepted, said at start).
+    pub signature_policy: PathBuf,
 }
 
 /// `[crio.network]`: where CNI configurations and plugins are.
@@ -195,6 +203,27 @@ pub struct CrioLiteTable {
     pub api: LiteApiTable,
     /// `[crio_lite.network]`.
     pub network: LiteNetworkTable,
+    /// `[crio_lite.image]`.
+    pub image: LiteImageTable,
+}
+
+/// `[crio_lite.image]`: where pulls find registries.conf (CRI-O takes it from
+/// containers/image's defaults).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LiteImageTable {
+    /// `registries_conf`: a containers-registries.conf file (short-name aliases, unqualified-search
+    /// registries, mirrors, blocked and insecure registries), with drop-ins in `<file>.d/`;
+    /// a file that does not exist means none.
+    pub registries_conf: PathBuf,
+}
+
+impl Default for LiteImageTable {
+    fn default() -> Self {
+        LiteImageTable {
+            registries_conf: PathBuf::from("/etc/containers/registries.conf"),
+        }
+    }
 }
 
 /// `[crio_lite.runtime]`: how the daemon logs (CRI-O has these as flags only).
@@ -362,10 +391,30 @@ impl Config {
                 problems.push((key, format!("{} is not UTF-8", path.display())));
             }
         }
-        if crio.image.global_auth_file.to_str().is_none() {
+        for (key, path) in [
+            ("crio.image.global_auth_file", &crio.image.global_auth_file),
+            ("crio.image.signature_policy", &crio.image.signature_policy),
+            (
+                "crio_lite.image.registries_conf",
+                &lite.image.registries_conf,
+            ),
+        ] {
+            if path.to_str().is_none() {
+                problems.push((key, format!("{} is not UTF-8", path.display())));
+            }
+        }
+        if !crio.storage_driver.is_empty()
+            && crio
+                .storage_driver
+                .parse::<image_store::StorageDriver>()
+                .is_err()
+        {
             problems.push((
-                "crio.image.global_auth_file",
-                format!("{} is not UTF-8", crio.image.global_auth_file.display()),
+                "crio.storage_driver",
+                format!(
+                    "{:?} is not a storage driver: use \"overlay\", \"vfs\" or \"\"",
+                    crio.storage_driver
+                ),
             ));
         }
         for registry in &crio.image.insecure_registries {

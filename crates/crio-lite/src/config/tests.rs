@@ -459,6 +459,13 @@ fn config() -> impl Strategy<Value = Config> {
         (
             prop_oneof![Just(PathBuf::new()), path()],
             proptest::collection::vec("[a-z0-9.-]{1,10}(:[0-9]{1,5})?", 0..3),
+            prop_oneof![Just(PathBuf::new()), path()],
+            path(),
+            prop_oneof![
+                Just(String::new()),
+                Just("overlay".to_owned()),
+                Just("vfs".to_owned())
+            ],
         ),
     );
     let lite = (
@@ -486,6 +493,7 @@ fn config() -> impl Strategy<Value = Config> {
             crio: CrioTable {
                 root,
                 runroot,
+                storage_driver: image.4,
                 api: ApiTable { listen },
                 runtime: RuntimeTable {
                     log_level,
@@ -494,6 +502,7 @@ fn config() -> impl Strategy<Value = Config> {
                 image: ImageTable {
                     global_auth_file: image.0,
                     insecure_registries: image.1,
+                    signature_policy: image.2,
                 },
                 network: NetworkTable {
                     network_dir,
@@ -529,6 +538,9 @@ fn config() -> impl Strategy<Value = Config> {
                         CniArgsPolicy::Kubernetes
                     },
                     builtin_default_network: builtin,
+                },
+                image: LiteImageTable {
+                    registries_conf: image.3,
                 },
             },
         }

@@ -83,9 +83,16 @@ pub(crate) fn status_of(error: &image_store::Error) -> Status {
         E::InvalidReference { .. }
         | E::InvalidDigest { .. }
         | E::InvalidAuth { .. }
-        | E::Ambiguous { .. } => Status::invalid_argument(message),
+        | E::Ambiguous { .. }
+        | E::ShortName { .. } => Status::invalid_argument(message),
         E::NotFound { .. } => Status::not_found(message),
-        E::Registry { .. } => match error.registry_refusal() {
+        // The node's rules refuse the image, or the node's files cannot be used.
+        E::PolicyRefused { .. }
+        | E::Blocked { .. }
+        | E::ImageInUse { .. }
+        | E::InvalidPolicy { .. }
+        | E::InvalidRegistries { .. } => Status::failed_precondition(message),
+        E::Registry { .. } | E::AllSourcesFailed { .. } => match error.registry_refusal() {
             Some(RegistryRefusal::NotFound) => Status::not_found(message),
             Some(RegistryRefusal::Unauthorized) => Status::permission_denied(message),
             _ => Status::unavailable(message),
@@ -277,9 +284,23 @@ impl ImageService for ImageApi {
                 value: usage.inodes,
             }),
         };
+        let containers = self
+            .images
+            .containers_disk_usage()
+            .map_err(|e| status_of(&e))?;
+        let container_fs = cri::FilesystemUsage {
+            timestamp: image_fs.timestamp,
+            fs_id: image_fs.fs_id.clone(),
+            used_bytes: Some(cri::UInt64Value {
+                value: containers.bytes,
+            }),
+            inodes_used: Some(cri::UInt64Value {
+                value: containers.inodes,
+            }),
+        };
         Ok(Response::new(cri::ImageFsInfoResponse {
             image_filesystems: vec![image_fs],
-            container_filesystems: Vec::new(),
+            container_filesystems: vec![container_fs],
         }))
     }
 }

@@ -5,7 +5,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use image_store::{Auth, AuthFile, Image, Reference, Store, StoreConfig, Usage};
+use image_store::{
+    Auth, AuthFile, Image, Policy, PullOptions, Reference, Registries, Store, StoreConfig, Usage,
+};
 
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -13,12 +15,114 @@ use crate::error::{Error, Result};
 /// The image store's directory under `crio.root`.
 pub const STORAGE_DIR: &str = "storage";
 
+/// Where the signature policy is looked for when `crio.image.signature_policy` is empty.
+pub const DEFAULT_POLICIES: [&str; 2] =
+    ["/etc/crio-lite/policy.json", "/etc/containers/policy.json"];
+
 /// The node's images. The store is shared by clones; [`Images::close`] lets go of it.
 #[derive(Debug, Clone)]
 pub struct Images {
     store: Arc<Mutex<Option<Store>>>,
     root: PathBuf,
     auth_file: Option<PathBuf>,
+    trust: Arc<Trust>,
+}
+
+/// The policy and registries files, read again when they change.
+#[derive(Debug)]
+struct Trust {
+    /// The configured policy; `None` to look in [`DEFAULT_POLICIES`].
+    policy: Option<PathBuf>,
+    /// The registries.conf file; `None` for none.
+    registries: Option<PathBuf>,
+    loaded: Mutex<Option<(Vec<Stamp>, PullOptions)>>,
+}
+
+/// What tells a file changed: its identity, size and modification time (`None`: not there).
+type Stamp = Option<(u64, u64, u64, i64, i64)>;
+
+fn stamp(path: &Path) -> Stamp {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(path).ok()?;
+    Some((
+        meta.dev(),
+        meta.ino(),
+        meta.size(),
+        meta.mtime(),
+        meta.mtime_nsec(),
+    ))
+}
+
+impl Trust {
+    /// The policy file in force: the configured one, else the first default that exists.
+    fn policy_path(&self) -> Option<PathBuf> {
+        match &self.policy {
+            Some(path) => Some(path.clone()),
+            None => DEFAULT_POLICIES
+                .iter()
+                .map(PathBuf::from)
+                .find(|path| path.exists()),
+        }
+    }
+
+    fn drop_in_dir(&self) -> Option<PathBuf> {
+        self.registries.as_ref().map(|path| {
+            let mut dir = path.clone().into_os_string();
+            dir.push(".d");
+            PathBuf::from(dir)
+        })
+    }
+
+    /// Every file whose change means reading again.
+    fn stamps(&self, policy: Option<&Path>) -> Vec<Stamp> {
+        let mut paths: Vec<PathBuf> = policy.into_iter().map(Path::to_owned).collect();
+        paths.extend(self.registries.clone());
+        if let Some(dir) = self.drop_in_dir() {
+            if let Ok(entries) = std::fs::read_dir(&dir) {
+                let mut files: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
+                files.sort();
+                paths.extend(files);
+            }
+            paths.push(dir);
+        }
+        let mut stamps: Vec<Stamp> = paths.iter().map(|p| stamp(p)).collect();
+        // Which policy is in force matters too (a default that appeared).
+        stamps.push(Some((u64::from(policy.is_some()), 0, 0, 0, 0)));
+        stamps
+    }
+
+    /// The pull options for the files as they are now; read again only when they changed.
+    fn options(&self) -> image_store::Result<PullOptions> {
+        let policy = self.policy_path();
+        let stamps = self.stamps(policy.as_deref());
+        let mut loaded = self
+            .loaded
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some((seen, options)) = loaded.as_ref()
+            && *seen == stamps
+        {
+            return Ok(options.clone());
+        }
+        let mut options = PullOptions::new();
+        if let Some(path) = &policy {
+            options = options.with_policy(Policy::from_file(path)?);
+            tracing::info!(policy = %path.display(), "signature policy read");
+        } else {
+            tracing::warn!(
+                "no signature policy (crio.image.signature_policy is empty and neither {} nor {} \
+                 exists): every image is accepted",
+                DEFAULT_POLICIES[0],
+                DEFAULT_POLICIES[1]
+            );
+        }
+        if let Some(path) = self.registries.as_ref().filter(|p| p.exists()) {
+            options = options.with_registries(Registries::load(path, self.drop_in_dir())?);
+            tracing::info!(registries = %path.display(), "registries configuration read");
+        }
+        *loaded = Some((stamps, options.clone()));
+        Ok(options)
+    }
 }
 
 impl Images {
@@ -34,21 +138,39 @@ impl Images {
         store_config
             .insecure_registries
             .clone_from(&config.crio.image.insecure_registries);
+        if !config.crio.storage_driver.is_empty() {
+            let driver = config
+                .crio
+                .storage_driver
+                .parse()
+                .map_err(|e| Error::Images(Box::new(e)))?;
+            store_config.storage_driver = Some(driver);
+        }
         let (store, swept) =
             Store::open_swept(store_config).map_err(|e| Error::Images(Box::new(e)))?;
-        if swept.blobs + swept.layers > 0 {
+        if swept.blobs + swept.layers + swept.rootfs > 0 {
             tracing::info!(
                 blobs = swept.blobs,
                 layers = swept.layers,
+                root_file_systems = swept.rootfs,
                 "removed what interrupted pulls left in the image store"
             );
         }
-        let auth_file = Some(config.crio.image.global_auth_file.clone())
-            .filter(|path| !path.as_os_str().is_empty());
+        let non_empty = |path: &PathBuf| Some(path.clone()).filter(|p| !p.as_os_str().is_empty());
+        let trust = Trust {
+            policy: non_empty(&config.crio.image.signature_policy),
+            registries: non_empty(&config.crio_lite.image.registries_conf),
+            loaded: Mutex::new(None),
+        };
+        // Read now so a broken file is said at start; pulls read it again when it changes.
+        if let Err(e) = trust.options() {
+            tracing::error!(error = %e, "pulls fail until this is fixed");
+        }
         Ok(Images {
             store: Arc::new(Mutex::new(Some(store))),
             root,
-            auth_file,
+            auth_file: non_empty(&config.crio.image.global_auth_file),
+            trust: Arc::new(trust),
         })
     }
 
@@ -76,20 +198,42 @@ impl Images {
             .take();
     }
 
-    /// Pulls `reference` with `auth`, or when the request brings none, with the credentials the
-    /// global auth file (read at each pull, so edits apply at once) has for it.
+    /// How containers' root file systems are made: `overlay` or `vfs`.
+    pub fn storage_driver(&self) -> Option<&'static str> {
+        self.store().ok().map(|s| s.storage_driver().name())
+    }
+
+    /// The bytes and inodes containers' writable layers take.
     ///
     /// # Errors
     ///
-    /// What [`Store::pull`] fails with; [`image_store::Error::AuthFile`] when the auth file
-    /// cannot be used.
+    /// When the store is closed.
+    pub fn containers_disk_usage(&self) -> image_store::Result<Usage> {
+        Ok(self.store()?.containers_disk_usage())
+    }
+
+    /// The signature policy in force, if any.
+    pub fn signature_policy(&self) -> Option<PathBuf> {
+        self.trust.policy_path()
+    }
+
+    /// Pulls `reference` with `auth`, or when the request brings none, with the credentials the
+    /// global auth file (read at each pull, so edits apply at once) has for it; under the
+    /// signature policy and registries.conf, read again when they change.
+    ///
+    /// # Errors
+    ///
+    /// What [`Store::pull_with`] fails with; [`image_store::Error::AuthFile`],
+    /// [`image_store::Error::InvalidPolicy`] or [`image_store::Error::InvalidRegistries`] when
+    /// one of the node's files cannot be used.
     pub async fn pull(&self, reference: &str, auth: Option<Auth>) -> image_store::Result<Image> {
         let store = self.store()?;
+        let options = self.trust.options()?;
         let auth = match auth {
             Some(auth) => auth,
             None => self.file_auth(reference)?,
         };
-        store.pull(reference, &auth).await
+        store.pull_with(reference, &auth, &options).await
     }
 
     fn file_auth(&self, reference: &str) -> image_store::Result<Auth> {

@@ -8,6 +8,6 @@ mod manager;
 mod sandbox;
 
 pub use error::{SandboxError, SandboxResult};
-pub use images::{Images, STORAGE_DIR};
+pub use images::{DEFAULT_POLICIES, Images, STORAGE_DIR};
 pub(crate) use manager::Manager;
 pub use sandbox::{Attachment, DnsSettings, NamespaceModes, Sandbox, SandboxName, SandboxState};

@@ -29,6 +29,13 @@ async fn info_config_containers_and_metrics() {
     assert_eq!(info.default_network.as_deref(), Some(NET));
     assert_eq!(info.state_dir, dir.path().join("state"));
     assert_eq!(info.netns_dir, dir.path().join("run/netns"));
+    assert_eq!(info.storage_root, dir.path().join("state/storage"));
+    assert!(
+        matches!(info.storage_driver.as_deref(), Some("overlay" | "vfs")),
+        "{:?}",
+        info.storage_driver
+    );
+    assert_eq!(info.signature_policy, Some(dir.path().join("policy.json")));
 
     let (code, body) = status_cmd::get(&socket, "/config").await.unwrap();
     assert_eq!(code, StatusCode::OK);

@@ -91,6 +91,7 @@ async fn list(client: &mut ImageServiceClient<Channel>, filter: Option<&str>) ->
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + docker-registry: cargo xtask test"]
 async fn pull_list_status_fsinfo_and_remove_as_crictl_does() {
     let registry = Registry::start();
     let host = registry.host().to_owned();
@@ -195,6 +196,7 @@ async fn pull_list_status_fsinfo_and_remove_as_crictl_does() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + docker-registry: cargo xtask test"]
 async fn images_survive_a_restart_and_pull_failures_name_the_image() {
     let registry = Registry::start();
     let host = registry.host().to_owned();
@@ -245,6 +247,7 @@ async fn images_survive_a_restart_and_pull_failures_name_the_image() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + docker-registry: cargo xtask test"]
 async fn credentials_come_from_the_request_or_the_global_auth_file() {
     let registry = Registry::start_with_auth();
     let host = registry.host().to_owned();
@@ -306,5 +309,55 @@ async fn credentials_come_from_the_request_or_the_global_auth_file() {
     let err = pull(&mut client, &reference, None).await.unwrap_err();
     assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
     assert!(err.message().contains("auth.json"), "{}", err.message());
+    daemon.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + docker-registry: cargo xtask test"]
+async fn the_signature_policy_refuses_by_rule_and_is_read_again_when_it_changes() {
+    let registry = Registry::start();
+    let host = registry.host().to_owned();
+    let id = push_busybox(&registry, "team/app", "v1", "0");
+    let reference = format!("{host}/team/app:v1");
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.json");
+    let (daemon, mut client) = start(dir.path(), |c| {
+        c.crio.image.insecure_registries = vec![host.clone()];
+        c.crio.image.signature_policy = policy.clone();
+    })
+    .await;
+    std::fs::write(
+        &policy,
+        format!(
+            r#"{{"default": [{{"type": "insecureAcceptAnything"}}],
+                "transports": {{"docker": {{"{host}/team": [{{"type": "reject"}}]}}}}}}"#
+        ),
+    )
+    .unwrap();
+    let err = pull(&mut client, &reference, None).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("policy.json"), "{}", err.message());
+    assert!(err.message().contains("reject"), "{}", err.message());
+    assert!(list(&mut client, None).await.is_empty(), "nothing stored");
+
+    // Edited while the daemon runs: the next pull reads it.
+    std::fs::write(
+        &policy,
+        r#"{"default": [{"type": "insecureAcceptAnything"}]}"#,
+    )
+    .unwrap();
+    assert_eq!(pull(&mut client, &reference, None).await.unwrap(), id);
+
+    // Broken: pulls fail naming the file, until it is fixed.
+    std::fs::write(&policy, "{").unwrap();
+    let err = pull(
+        &mut client,
+        &format!("{host}/team/app@sha256:{}", "0".repeat(64)),
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    assert!(err.message().contains("policy.json"), "{}", err.message());
     daemon.shutdown().await.unwrap();
 }

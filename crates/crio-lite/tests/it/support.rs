@@ -263,6 +263,16 @@ pub(crate) fn config(dir: &Path) -> Config {
     config.crio.network.network_dir = dir.join("net.d");
     config.crio_lite.network.cache_dir = dir.join("cache");
     config.crio_lite.network.cni_run_dir = dir.join("run/cni");
+    // Not the machine's policy.json and registries.conf: every image accepted, no mirrors.
+    let policy = dir.join("policy.json");
+    std::fs::create_dir_all(dir).expect("create the test directory");
+    std::fs::write(
+        &policy,
+        r#"{"default": [{"type": "insecureAcceptAnything"}]}"#,
+    )
+    .expect("write policy.json");
+    config.crio.image.signature_policy = policy;
+    config.crio_lite.image.registries_conf = dir.join("registries.conf");
     config
 }
 

@@ -1,7 +1,8 @@
-//! Property tests of the reference parser: normalised forms parse back to themselves, valid
-//! parts come back apart, and no input panics.
+//! Property tests of the parsers: references (normalised forms parse back to themselves, valid
+//! parts come back apart), policy.json and registries.conf (no input panics; what loads
+//! resolves any reference without panicking).
 
-use image_store::Reference;
+use image_store::{Policy, Reference, Registries};
 use proptest::prelude::*;
 
 fn component() -> impl Strategy<Value = String> {
@@ -83,4 +84,66 @@ proptest! {
             prop_assert_eq!(Reference::parse(&r.to_string()).unwrap(), r);
         }
     }
+
+    #[test]
+    fn any_policy_text_loads_or_fails_without_panicking(text in "\\PC{0,200}") {
+        let _ = Policy::from_json(&text);
+    }
+
+    #[test]
+    fn policy_like_json_loads_or_fails_and_resolves_any_reference(
+        scopes in proptest::collection::vec(("[a-z0-9.*:/@-]{0,24}", policy_requirement()), 0..5),
+        default in policy_requirement(),
+        reference in "[a-z0-9._:/@-]{1,40}",
+    ) {
+        let docker: serde_json::Map<String, serde_json::Value> = scopes
+            .into_iter()
+            .map(|(scope, requirement)| (scope, serde_json::json!([requirement])))
+            .collect();
+        let text = serde_json::json!({"default": [default], "transports": {"docker": docker}}).to_string();
+        if let (Ok(policy), Ok(reference)) = (Policy::from_json(&text), Reference::parse(&reference)) {
+            let rule = policy.rule_for(&reference);
+            prop_assert!(!rule.requirements.is_empty());
+        }
+    }
+
+    #[test]
+    fn any_registries_text_loads_or_fails_without_panicking(text in "\\PC{0,200}") {
+        let _ = Registries::from_toml(&text, "/r.conf");
+    }
+
+    #[test]
+    fn registries_like_toml_resolves_any_name_without_panicking(
+        prefix in "[a-z0-9.*:/@-]{0,20}",
+        location in "[a-z0-9.:/@-]{0,20}",
+        mirror in "[a-z0-9.:/@-]{0,20}",
+        search in proptest::collection::vec("[a-z0-9.:-]{0,12}", 0..3),
+        mode in "(enforcing|permissive|disabled|)",
+        alias in "[a-z0-9./:-]{0,16}",
+        name in "[a-zA-Z0-9._:/@-]{1,40}",
+    ) {
+        let text = format!(
+            "unqualified-search-registries = {search:?}\nshort-name-mode = {mode:?}\n\
+             [aliases]\n\"app\" = {alias:?}\n\
+             [[registry]]\nprefix = {prefix:?}\nlocation = {location:?}\n\
+             [[registry.mirror]]\nlocation = {mirror:?}\n"
+        );
+        if let Ok(registries) = Registries::from_toml(&text, "/r.conf")
+            && let Ok(candidates) = registries.candidates(&name)
+        {
+            for candidate in candidates {
+                let _ = registries.sources(&candidate);
+            }
+        }
+    }
+}
+
+fn policy_requirement() -> impl Strategy<Value = serde_json::Value> {
+    prop_oneof![
+        Just(serde_json::json!({"type": "reject"})),
+        Just(serde_json::json!({"type": "insecureAcceptAnything"})),
+        Just(serde_json::json!({"type": "sigstoreSigned", "keyData": "bm90IGEga2V5"})),
+        Just(serde_json::json!({"type": "signedBy", "keyType": "GPGKeys", "keyData": "eA=="})),
+        "[a-zA-Z]{0,12}".prop_map(|t| serde_json::json!({"type": t})),
+    ]
 }
