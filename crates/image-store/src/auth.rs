@@ -34,14 +34,12 @@ impl Auth {
     /// A digest of the credentials (never the credentials): pulls with different credentials
     /// never share a download. `None` for anonymous pulls.
     pub(crate) fn fingerprint(&self) -> Option<String> {
-        use sha2::{Digest as _, Sha256};
         let text = match self {
             Auth::Anonymous => return None,
             Auth::Basic { username, password } => format!("basic\0{username}\0{password}"),
             Auth::Bearer(token) => format!("bearer\0{token}"),
         };
-        let hash = Sha256::digest(text.as_bytes());
-        Some(hash[..8].iter().map(|b| format!("{b:02x}")).collect())
+        Some(crate::digest::Digest::of(text.as_bytes()).hex()[..16].to_owned())
     }
 
     pub(crate) fn to_client(&self) -> oci_client::secrets::RegistryAuth {

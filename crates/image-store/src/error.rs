@@ -258,7 +258,7 @@ pub enum Error {
     },
     /// The signature policy refused the image, before any layer was downloaded.
     #[error(
-        "image {image}: refused by {} {rule} requirement {requirement}: {reason}",
+        "image {image}: refused by {} {rule}: {reason}",
         policy.display()
     )]
     PolicyRefused {
@@ -266,10 +266,9 @@ pub enum Error {
         image: String,
         /// The policy file.
         policy: PathBuf,
-        /// The policy section that applies: `default`, `transports.docker."quay.io/app"`.
+        /// The policy section that applies and the requirement in it that refused, with its
+        /// position: `transports.docker."quay.io/app" requirement #1 reject`.
         rule: String,
-        /// The requirement that refused, with its position in the section: `#1 reject`.
-        requirement: String,
         /// Why: `no signature at tag sha256-….sig`, `signature 1: wrong key`, ….
         reason: String,
     },

@@ -88,8 +88,12 @@ impl Checks {
         Error::PolicyRefused {
             image: image.to_string(),
             policy: self.policy.clone(),
-            rule: self.rule.clone(),
-            requirement: format!("#{} {}", index + 1, self.requirements[index].type_name()),
+            rule: format!(
+                "{} requirement #{} {}",
+                self.rule,
+                index + 1,
+                self.requirements[index].type_name()
+            ),
             reason,
         }
     }

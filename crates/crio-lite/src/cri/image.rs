@@ -86,19 +86,21 @@ pub(crate) fn status_of(error: &image_store::Error) -> Status {
         | E::Ambiguous { .. }
         | E::ShortName { .. } => Status::invalid_argument(message),
         E::NotFound { .. } => Status::not_found(message),
-        // The node's rules refuse the image, or the node's files cannot be used.
+        // The node's rules refuse the image, the node's files cannot be used, or no manifest
+        // is for this node.
         E::PolicyRefused { .. }
         | E::Blocked { .. }
         | E::ImageInUse { .. }
         | E::InvalidPolicy { .. }
-        | E::InvalidRegistries { .. } => Status::failed_precondition(message),
+        | E::InvalidRegistries { .. }
+        | E::NoMatchingPlatform { .. }
+        | E::AuthFile { .. } => Status::failed_precondition(message),
         E::Registry { .. } | E::AllSourcesFailed { .. } => match error.registry_refusal() {
             Some(RegistryRefusal::NotFound) => Status::not_found(message),
             Some(RegistryRefusal::Unauthorized) => Status::permission_denied(message),
             _ => Status::unavailable(message),
         },
         E::Timeout { .. } => Status::deadline_exceeded(message),
-        E::NoMatchingPlatform { .. } | E::AuthFile { .. } => Status::failed_precondition(message),
         E::Locked { .. } => Status::unavailable(message),
         // The image is at fault (a bad blob, a hostile layer): the message names it.
         E::Malformed { .. }

@@ -19,7 +19,7 @@ pub const STORAGE_DIR: &str = "storage";
 pub const DEFAULT_POLICIES: [&str; 2] =
     ["/etc/crio-lite/policy.json", "/etc/containers/policy.json"];
 
-/// The node's images. The store is shared by clones; [`Images::close`] lets go of it.
+/// The node's images. The store is shared by clones.
 #[derive(Debug, Clone)]
 pub struct Images {
     store: Arc<Mutex<Option<Store>>>,

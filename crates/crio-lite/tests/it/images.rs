@@ -42,11 +42,11 @@ async fn start(
     (daemon, client)
 }
 
-fn spec(image: &str) -> Option<cri::ImageSpec> {
-    Some(cri::ImageSpec {
+fn spec(image: &str) -> cri::ImageSpec {
+    cri::ImageSpec {
         image: image.to_owned(),
         ..cri::ImageSpec::default()
-    })
+    }
 }
 
 async fn pull(
@@ -56,7 +56,7 @@ async fn pull(
 ) -> Result<String, tonic::Status> {
     client
         .pull_image(cri::PullImageRequest {
-            image: spec(image),
+            image: Some(spec(image)),
             auth,
             sandbox_config: None,
         })
@@ -71,7 +71,7 @@ async fn status(
 ) -> cri::ImageStatusResponse {
     client
         .image_status(cri::ImageStatusRequest {
-            image: spec(image),
+            image: Some(spec(image)),
             verbose,
         })
         .await
@@ -82,7 +82,9 @@ async fn status(
 async fn list(client: &mut ImageServiceClient<Channel>, filter: Option<&str>) -> Vec<cri::Image> {
     client
         .list_images(cri::ListImagesRequest {
-            filter: filter.map(|f| cri::ImageFilter { image: spec(f) }),
+            filter: filter.map(|f| cri::ImageFilter {
+                image: Some(spec(f)),
+            }),
         })
         .await
         .expect("ListImages answers")
@@ -116,7 +118,7 @@ async fn pull_list_status_fsinfo_and_remove_as_crictl_does() {
     assert_eq!(all.len(), 1, "{all:?}");
     let image = &all[0];
     assert_eq!(image.id, id);
-    assert_eq!(image.repo_tags, [reference.clone()]);
+    assert_eq!(image.repo_tags, std::slice::from_ref(&reference));
     assert_eq!(image.repo_digests.len(), 1, "{image:?}");
     assert!(image.repo_digests[0].starts_with(&format!("{host}/tools/busybox@sha256:")));
     assert!(image.size > 1_000_000, "busybox is in it: {}", image.size);
@@ -168,14 +170,16 @@ async fn pull_list_status_fsinfo_and_remove_as_crictl_does() {
 
     client
         .remove_image(cri::RemoveImageRequest {
-            image: spec(&reference),
+            image: Some(spec(&reference)),
         })
         .await
         .expect("RemoveImage");
     assert!(list(&mut client, None).await.is_empty());
     // Removing what is gone succeeds, as CRI asks.
     client
-        .remove_image(cri::RemoveImageRequest { image: spec(&id) })
+        .remove_image(cri::RemoveImageRequest {
+            image: Some(spec(&id)),
+        })
         .await
         .expect("RemoveImage of a removed image");
     let after = client
@@ -285,7 +289,9 @@ async fn credentials_come_from_the_request_or_the_global_auth_file() {
         .await
         .expect("pull with credentials");
     client
-        .remove_image(cri::RemoveImageRequest { image: spec(&id) })
+        .remove_image(cri::RemoveImageRequest {
+            image: Some(spec(&id)),
+        })
         .await
         .unwrap();
 
@@ -303,7 +309,9 @@ async fn credentials_come_from_the_request_or_the_global_auth_file() {
     // A broken auth file is the node's problem, named.
     std::fs::write(&auth_file, "{not json").unwrap();
     client
-        .remove_image(cri::RemoveImageRequest { image: spec(&id) })
+        .remove_image(cri::RemoveImageRequest {
+            image: Some(spec(&id)),
+        })
         .await
         .unwrap();
     let err = pull(&mut client, &reference, None).await.unwrap_err();

@@ -115,12 +115,12 @@ fn sigstore(dir: &Path) -> serde_json::Value {
 /// The refusal, or a panic naming what came instead.
 fn refused(result: image_store::Result<image_store::Image>) -> (String, String, String) {
     match result {
-        Err(Error::PolicyRefused {
-            rule,
-            requirement,
-            reason,
-            ..
-        }) => (rule, requirement, reason),
+        Err(Error::PolicyRefused { rule, reason, .. }) => {
+            let (section, requirement) = rule
+                .split_once(" requirement ")
+                .unwrap_or_else(|| panic!("{rule:?} names section and requirement"));
+            (section.to_owned(), requirement.to_owned(), reason)
+        }
         other => panic!("expected a policy refusal, got {other:?}"),
     }
 }
