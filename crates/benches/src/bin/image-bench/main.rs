@@ -448,7 +448,7 @@ fn median_ms(xs: &[Duration]) -> f64 {
     match v.len() {
         0 => f64::NAN,
         n if n % 2 == 1 => v[n / 2],
-        n => ((v[n / 2 - 1] + v[n / 2]) / 2.0 * 1e3).round() / 1e3,
+        n => (f64::midpoint(v[n / 2 - 1], v[n / 2]) * 1e3).round() / 1e3,
     }
 }
 

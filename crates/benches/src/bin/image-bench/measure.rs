@@ -20,7 +20,7 @@ pub(crate) struct Run {
 /// Runs `cmd` to its end with its stderr (and, unless `keep_stdout`, its stdout) appended to
 /// `log`; fails with the log's tail when it exits non-zero.
 pub(crate) fn run(cmd: &mut Command, log: &Path, keep_stdout: bool) -> Result<Run, String> {
-    let what = format!("{:?}", cmd.get_program());
+    let what = cmd.get_program().display().to_string();
     let log_file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
