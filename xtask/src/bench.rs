@@ -7,6 +7,9 @@
 //! - `crio`: crio-lite's RunPodSandbox and StopPodSandbox+RemovePodSandbox over its socket beside
 //!   ocicni set-up alone, in the same node namespace (target: < 5 ms added per sandbox), and its
 //!   resident memory idle and with 100 sandboxes (targets: < 20 MiB and < 40 MiB).
+//! - `images`: image-store's pull + unpack of a ~200 MB multi-layer image from a local registry
+//!   beside skopeo + umoci and containerd 1.6, cold, warm and unpack-only, and the disk's write
+//!   rate (targets: >= 1.5x the faster peer cold and warm, RSS < 50 MiB during the pull).
 //!
 //! Results go to `target/bench/` as JSON lines, and a table is printed.
 
@@ -17,17 +20,19 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use crate::cmd::{cargo, is_root, run_step, workspace_root};
+use crate::cmd::{cargo, is_root, run_step, target_dir, workspace_root};
 use crate::packages;
 
 mod crio;
+mod images;
 
 struct Opts {
     only: Option<String>,
     quick: bool,
 }
 
-pub(crate) const USAGE: &str = "usage: cargo xtask bench [--quick] [--only watch|peer|crio]
+pub(crate) const USAGE: &str =
+    "usage: cargo xtask bench [--quick] [--only watch|peer|crio|front|images]
 
 The benchmarks, as root, each beside its peer in the same run; a table and a MET/MISSED line per
 target, JSON lines in target/bench/. Builds (release) only what the chosen benchmarks need.
@@ -36,9 +41,10 @@ target, JSON lines in target/bench/. Builds (release) only what the chosen bench
   peer    ocicni beside containerd's go-cni (shared/bench/gocni-peer), real and noop plugins
   crio    crio-lite's RunPodSandbox and teardown over CRI beside ocicni alone, its memory
   front   Version round trips through crio-lite with and without its HTTP/2 front
+  images  image-store's pull + unpack beside skopeo + umoci and containerd, cold and warm
 
 options:
-  --quick         fewer pods and repeats
+  --quick         fewer pods, repeats and rounds, a smaller image
   --only NAME     one benchmark";
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
@@ -58,14 +64,18 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         bail!("bench: needs root (it creates network namespaces)");
     }
     if let Some(only) = opts.only.as_deref()
-        && !["watch", "peer", "crio", "front"].contains(&only)
+        && !["watch", "peer", "crio", "front", "images"].contains(&only)
     {
-        bail!("bench: --only {only:?}: watch, peer, crio or front");
+        bail!("bench: --only {only:?}: watch, peer, crio, front or images");
     }
     let wants = |name: &str| opts.only.as_deref().is_none_or(|o| o == name);
     packages::ensure(packages::NETWORK_PACKAGES)?;
     if wants("peer") {
         packages::ensure(packages::PEER_PACKAGES)?;
+    }
+    if wants("images") {
+        packages::ensure(packages::IMAGE_PACKAGES)?;
+        packages::ensure(packages::IMAGE_PEER_PACKAGES)?;
     }
     // Only what the chosen benchmarks run: `--only watch` builds no gRPC stack and no daemon.
     let mut build = cargo();
@@ -82,6 +92,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if wants("front") {
         build.args(["--bin", "front-bench"]);
     }
+    if wants("images") {
+        build.args(["--bin", "image-bench", "--features", "images"]);
+    }
     if wants("crio") || wants("front") {
         build.args([
             "--features",
@@ -95,7 +108,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     run_step("build the benchmarks (release)", &mut build)?;
     let out_dir = workspace_root().join("target/bench");
     std::fs::create_dir_all(&out_dir)?;
-    let bin = workspace_root().join("target/release");
+    let bin = target_dir().join("release");
     let mut verdicts = Vec::new();
     if wants("watch") {
         verdicts.extend(watch(&bin, &out_dir, &opts)?);
@@ -108,6 +121,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     }
     if wants("front") {
         verdicts.extend(front(&bin, &out_dir, &opts)?);
+    }
+    if wants("images") {
+        verdicts.extend(images::run(&bin, &out_dir, opts.quick)?);
     }
     println!("\n== targets");
     let mut missed = 0;

@@ -58,6 +58,23 @@ pub(crate) const PEER_PACKAGES: &[(&str, &str)] = &[
     ("golang-github-appc-cni-dev", "libcni's sources"),
 ];
 
+/// The peers of the image pull benchmark (Debian 12: skopeo 1.9, umoci 0.4.7, containerd 1.6,
+/// whose package ships `ctr`). The registry and busybox come from [`IMAGE_PACKAGES`].
+pub(crate) const IMAGE_PEER_PACKAGES: &[(&str, &str)] = &[
+    (
+        "skopeo",
+        "skopeo copy docker:// -> oci:, the first half of the skopeo + umoci peer",
+    ),
+    (
+        "umoci",
+        "umoci unpack, the second half of the skopeo + umoci peer",
+    ),
+    (
+        "containerd",
+        "containerd 1.6 and its ctr client: `ctr images pull` unpacks into the overlayfs snapshotter",
+    ),
+];
+
 /// Packages `cargo xtask dist` needs to make the `.deb` files (dpkg-deb itself is in dpkg, which
 /// every Debian system has).
 pub(crate) const DEB_PACKAGES: &[(&str, &str)] = &[

@@ -2,8 +2,8 @@
 //! a given concurrency, its latency statistics as the peer bench computes them, and counting what
 //! a run left behind on the node.
 //!
-//! The binaries (`ocicni-bench`, `watch-bench`, and `crio-bench` with the `crio` feature) are
-//! built by `cargo xtask bench`, which builds only what the chosen benchmarks need: xtask itself
+//! The binaries (`ocicni-bench`, `watch-bench`, `crio-bench` and `front-bench` with the `crio`
+//! feature, `image-bench` with the `images` feature) are built by `cargo xtask bench`, which builds only what the chosen benchmarks need: xtask itself
 //! depends on no workspace crate, so it starts on a machine where nothing is installed yet.
 
 use std::path::Path;
