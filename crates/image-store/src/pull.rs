@@ -559,24 +559,43 @@ impl Puller {
             self.download(&layer.digest, layer.compressed_size, Some(cancel))
                 .await?;
         }
-        if !dir.is_dir() {
-            let inner = Arc::clone(&self.inner);
-            let image = self.image.clone();
-            let plan = layer.clone();
-            let cancel = Arc::clone(cancel);
-            tokio::task::spawn_blocking(move || {
-                crate::layers::unpack_layer(&inner, &image, &plan, &cancel)
-            })
-            .await
-            .map_err(|e| Error::Interrupted {
-                image: self.image.clone(),
-                reason: e.to_string(),
-            })??;
+        // A layer already unpacked for an indexed image keeps the size measured then: a warm
+        // pull does not walk every file again.
+        let known = dir.is_dir().then(|| self.known_size(&layer.chain_id)).flatten();
+        if let Some(size) = known {
+            layer.size = size;
+            return Ok(layer);
         }
-        layer.size = usage(&dir)
-            .map_err(|e| Error::io("measure", &dir, e))?
-            .bytes;
+        let inner = Arc::clone(&self.inner);
+        let image = self.image.clone();
+        let plan = layer.clone();
+        let cancel = Arc::clone(cancel);
+        layer.size = tokio::task::spawn_blocking(move || {
+            let dir = inner.layer_dir(&plan.chain_id);
+            if !dir.is_dir() {
+                crate::layers::unpack_layer(&inner, &image, &plan, &cancel)?;
+            }
+            usage(&dir)
+                .map(|u| u.bytes)
+                .map_err(|e| Error::io("measure", &dir, e))
+        })
+        .await
+        .map_err(|e| Error::Interrupted {
+            image: self.image.clone(),
+            reason: e.to_string(),
+        })??;
         Ok(layer)
+    }
+
+    /// The size an indexed image recorded for the layer with this chain id.
+    fn known_size(&self, chain_id: &Digest) -> Option<u64> {
+        self.inner
+            .index()
+            .images
+            .iter()
+            .flat_map(|image| &image.layers)
+            .find(|l| &l.chain_id == chain_id)
+            .map(|l| l.size)
     }
 
     /// Streams a blob into the store, verifying size and digest as it arrives; stops when
