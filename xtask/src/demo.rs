@@ -18,6 +18,9 @@ use crate::cmd::{cargo, is_root, run_step, workspace_root};
 use crate::packages;
 
 const PODS: [&str; 3] = ["demo-pod-1", "demo-pod-2", "demo-pod-3"];
+/// Where the demo's registry listens, inside the node namespace (a fresh loopback: the port is
+/// free).
+const REGISTRY: &str = "127.0.0.1:5000";
 /// The built-in default network's name (its leases live under `<cache>/networks/<name>`).
 const NETWORK: &str = "ocicni-default";
 
@@ -35,9 +38,13 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if !is_root() {
         bail!("the demo creates network namespaces and bridges: run it as root");
     }
-    let wanted = packages::NETWORK_PACKAGES;
+    let wanted: Vec<(&str, &str)> = packages::NETWORK_PACKAGES
+        .iter()
+        .chain(packages::IMAGE_PACKAGES)
+        .copied()
+        .collect();
     step("Checking the Debian packages the demo needs (installed with apt-get when missing)");
-    packages::ensure(wanted)?;
+    packages::ensure(&wanted)?;
     println!(
         "    all present: {}",
         wanted
@@ -58,12 +65,25 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             "cri-client",
         ]),
     )?;
+    run_step(
+        "Building the offline test-image builder (image-bench push: a busybox-static image)",
+        cargo().args([
+            "build",
+            "-p",
+            "benches",
+            "--features",
+            "images",
+            "--bin",
+            "image-bench",
+        ]),
+    )?;
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map_or_else(|| workspace_root().join("target"), PathBuf::from)
         .join("debug");
     let bins = Bins {
         daemon: target.join("crio-lite"),
         client: target.join("examples/cri-client"),
+        image_bench: target.join("image-bench"),
     };
 
     let started = Instant::now();
@@ -89,6 +109,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
 struct Bins {
     daemon: PathBuf,
     client: PathBuf,
+    image_bench: PathBuf,
 }
 
 /// One pod sandbox as the demo knows it.
@@ -103,6 +124,7 @@ struct Demo {
     node: String,
     dir: PathBuf,
     daemon: Option<Child>,
+    registry: Option<Child>,
 }
 
 impl Demo {
@@ -119,8 +141,9 @@ impl Demo {
             node,
             dir,
             daemon: None,
+            registry: None,
         };
-        for sub in ["state", "run", "net.d", "cache"] {
+        for sub in ["state", "run", "net.d", "cache", "registry"] {
             std::fs::create_dir_all(demo.path(sub))
                 .with_context(|| format!("cannot create {}", demo.path(sub).display()))?;
         }
@@ -149,12 +172,117 @@ impl Demo {
         capture(Command::new("ip").args(["-n", &self.node, "link", "set", "lo", "up"]))?;
         println!("    temporary directories under {}", self.dir.display());
 
+        let reference = self.start_registry(bins)?;
         self.start_daemon(bins)?;
+        let image = self.pull_image(bins, &reference)?;
         let pods = self.create_pods(bins)?;
         self.ping_between(&pods)?;
         self.show_status_api(bins)?;
+        self.remove_image(bins, &image)?;
         self.remove_everything(bins, &pods)?;
         self.check_for_leaks(&pods)
+    }
+
+    /// Debian's docker-registry inside the node namespace (its loopback, so only the node
+    /// reaches it), and a busybox-static image built offline and pushed to it.
+    fn start_registry(&mut self, bins: &Bins) -> Result<String> {
+        let config = format!(
+            "version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\n\
+             storage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\n\
+             http:\n  addr: {REGISTRY}\n",
+            self.path("registry/storage").display()
+        );
+        std::fs::write(self.path("registry/config.yml"), config)?;
+        let mut cmd = Command::new("nsenter");
+        cmd.arg(format!("--net=/run/netns/{}", self.node))
+            .args(["--", "/usr/bin/docker-registry", "serve"])
+            .arg(self.path("registry/config.yml"))
+            .stdin(Stdio::null());
+        step(&format!(
+            "Starting a local registry in the node namespace on {REGISTRY} (plain HTTP)\n    {}",
+            shown(&cmd)
+        ));
+        let log = std::fs::File::create(self.path("registry/registry.log"))?;
+        cmd.stdout(log.try_clone()?).stderr(log);
+        self.registry = Some(cmd.spawn().context("cannot start docker-registry")?);
+        let mut push = Command::new("nsenter");
+        push.arg(format!("--net=/run/netns/{}", self.node))
+            .arg("--")
+            .arg(&bins.image_bench)
+            .args([
+                "push",
+                "--registry",
+                REGISTRY,
+                "--layers",
+                "1",
+                "--layer-mib",
+                "1",
+            ]);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let pushed = loop {
+            match capture(&mut push) {
+                Ok(out) => break out,
+                Err(e) if Instant::now() > deadline => return Err(e),
+                Err(_) => std::thread::sleep(Duration::from_millis(200)),
+            }
+        };
+        let pushed: serde_json::Value =
+            serde_json::from_str(pushed.trim()).context("image-bench push printed no JSON")?;
+        let reference = pushed["reference"]
+            .as_str()
+            .context("image-bench push named no reference")?
+            .to_owned();
+        println!(
+            "    pushed {reference} ({} layers, {} bytes), built offline from /bin/busybox",
+            pushed["layers"], pushed["compressed_bytes"]
+        );
+        Ok(reference)
+    }
+
+    /// PullImage, ListImages and ImageFsInfo, as `crictl pull`, `images` and `imagefsinfo`.
+    fn pull_image(&self, bins: &Bins, image: &str) -> Result<String> {
+        step("Pulling the image over CRI (PullImage), then ListImages and ImageFsInfo");
+        println!("    $ cri-client pull {image}");
+        let pulled = self.client(bins, &["pull", image])?;
+        let id = pulled["id"]
+            .as_str()
+            .context("PullImage answered without an image id")?
+            .to_owned();
+        println!("    image id {}", short(&id));
+        let listed = self.client(bins, &["images"])?;
+        let images = listed["images"].as_array().cloned().unwrap_or_default();
+        for listed in &images {
+            println!(
+                "    $ cri-client images: {} {} {} bytes",
+                short(listed["id"].as_str().unwrap_or_default()),
+                listed["repo_tags"],
+                listed["size"]
+            );
+        }
+        if !images.iter().any(|i| i["id"] == id.as_str()) {
+            bail!("ListImages does not list the pulled image {id}: {listed}");
+        }
+        let fs = self.client(bins, &["imagefsinfo"])?;
+        println!(
+            "    $ cri-client imagefsinfo: {} bytes, {} inodes under {}",
+            fs["image_filesystems"][0]["used_bytes"]["value"],
+            fs["image_filesystems"][0]["inodes_used"]["value"],
+            fs["image_filesystems"][0]["fs_id"]["mountpoint"]
+                .as_str()
+                .unwrap_or_default()
+        );
+        Ok(id)
+    }
+
+    fn remove_image(&self, bins: &Bins, id: &str) -> Result<()> {
+        step("Removing the image (RemoveImage)");
+        self.client(bins, &["rmi", id])?;
+        let left = self.client(bins, &["images"])?;
+        if left["images"].as_array().is_some_and(|i| !i.is_empty()) {
+            bail!("images left after RemoveImage: {left}");
+        }
+        println!("    $ cri-client rmi {}: no image left", short(id));
+        Ok(())
     }
 
     fn start_daemon(&mut self, bins: &Bins) -> Result<()> {
@@ -222,15 +350,28 @@ impl Demo {
              [crio.runtime]\nlog_level = \"debug\"\nnamespaces_dir = \"{}\"\n\n\
              [crio.network]\nnetwork_dir = \"{}\"\n\n\
              [crio.metrics]\nenable_metrics = true\nmetrics_host = \"127.0.0.1\"\nmetrics_port = 9090\n\n\
-             [crio_lite.network]\ncache_dir = \"{}\"\ncni_run_dir = \"{}\"\n",
+             [crio.image]\ninsecure_registries = [\"{REGISTRY}\"]\nsignature_policy = \"{}\"\n\n\
+             [crio_lite.network]\ncache_dir = \"{}\"\ncni_run_dir = \"{}\"\n\n\
+             [crio_lite.image]\nregistries_conf = \"{}\"\n",
             path("state")?,
             path("run")?,
             path("run/crio-lite.sock")?,
             path("run")?,
             path("net.d")?,
+            path("policy.json")?,
             path("cache")?,
             path("run/cni")?,
+            path("registries.conf")?,
         );
+        // The node's own policy: accept what the demo's registry serves, reject everything
+        // else (the machine's /etc/containers files are not read).
+        std::fs::write(
+            self.path("policy.json"),
+            format!(
+                "{{\"default\": [{{\"type\": \"reject\"}}],\n \"transports\": {{\"docker\": \
+                 {{\"{REGISTRY}\": [{{\"type\": \"insecureAcceptAnything\"}}]}}}}}}\n"
+            ),
+        )?;
         std::fs::write(self.path("crio-lite.conf"), main)?;
         std::fs::create_dir_all(self.path("crio-lite.conf.d"))?;
         std::fs::write(
@@ -465,6 +606,14 @@ impl Demo {
             ("pinned namespaces", files(&self.netns_dir())),
             ("mounts under the run dir", mounts),
             ("sandbox state files", files(&self.path("state/sandboxes"))),
+            (
+                "unpacked image layers",
+                files(&self.path("state/storage/layers")),
+            ),
+            (
+                "image blobs",
+                files(&self.path("state/storage/blobs/sha256")),
+            ),
             ("iptables rules naming the sandboxes", rules),
         ];
         // The GC lock's file proves the lock check looked where the daemon keeps its locks.
@@ -487,14 +636,19 @@ impl Demo {
         if leaked > 0 {
             bail!("{leaked} kind(s) of leftovers after removing every sandbox");
         }
-        println!("\n==> VERDICT: PASS: three pods ran, talked, and left nothing behind");
+        println!(
+            "\n==> VERDICT: PASS: an image was pulled, three pods ran and talked, and nothing was left behind"
+        );
         Ok(())
     }
 }
 
 impl Drop for Demo {
     fn drop(&mut self) {
-        if let Some(mut child) = self.daemon.take() {
+        for mut child in [self.daemon.take(), self.registry.take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = child.kill();
             let _ = child.wait();
         }

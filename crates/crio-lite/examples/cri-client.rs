@@ -7,6 +7,10 @@
 //! cri-client [--socket PATH] rmp ID
 //! cri-client [--socket PATH] pods
 //! cri-client [--socket PATH] inspectp ID
+//! cri-client [--socket PATH] pull IMAGE            # crictl pull, images, rmi, imagefsinfo
+//! cri-client [--socket PATH] images
+//! cri-client [--socket PATH] rmi IMAGE
+//! cri-client [--socket PATH] imagefsinfo
 //! cri-client [--socket PATH] get /metrics        # the HTTP status API on the same socket
 //! cri-client scrape 127.0.0.1:9090                # /metrics over TCP, as Prometheus scrapes it
 //! ```
@@ -20,6 +24,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context as _, bail};
 use clap::Parser as _;
 use cri_api::v1 as cri;
+use cri_api::v1::image_service_client::ImageServiceClient;
 use cri_api::v1::runtime_service_client::RuntimeServiceClient;
 use hyper_util::rt::TokioIo;
 use serde_json::{Value, json};
@@ -67,6 +72,20 @@ enum Command {
         /// The sandbox ID or a unique prefix.
         id: String,
     },
+    /// PullImage: pulls an image and prints its ID.
+    Pull {
+        /// The image reference (`busybox`, `registry.k8s.io/pause:3.10`, `host:port/app@sha256:…`).
+        image: String,
+    },
+    /// ListImages: every image.
+    Images,
+    /// RemoveImage: removes an image by reference, ID or ID prefix.
+    Rmi {
+        /// The image.
+        image: String,
+    },
+    /// ImageFsInfo: what the image store takes on disk.
+    Imagefsinfo,
     /// An HTTP GET on the status API: /info, /config, /containers/ID or /metrics.
     Get {
         /// The request path.
@@ -175,6 +194,48 @@ async fn run(args: Args) -> anyhow::Result<String> {
                 .context("RemovePodSandbox")?;
             json!({ "id": id, "removed": true })
         }
+        Command::Pull { image } => {
+            let response = images(&socket)
+                .await?
+                .pull_image(cri::PullImageRequest {
+                    image: Some(image_spec(&image)),
+                    auth: None,
+                    sandbox_config: None,
+                })
+                .await
+                .with_context(|| format!("PullImage {image}"))?
+                .into_inner();
+            json!({ "image": image, "id": response.image_ref })
+        }
+        Command::Images => {
+            let listed = images(&socket)
+                .await?
+                .list_images(cri::ListImagesRequest { filter: None })
+                .await
+                .context("ListImages")?
+                .into_inner()
+                .images;
+            json!({ "images": serde_json::to_value(listed)? })
+        }
+        Command::Rmi { image } => {
+            images(&socket)
+                .await?
+                .remove_image(cri::RemoveImageRequest {
+                    image: Some(image_spec(&image)),
+                })
+                .await
+                .with_context(|| format!("RemoveImage {image}"))?;
+            json!({ "image": image, "removed": true })
+        }
+        Command::Imagefsinfo => {
+            let info = images(&socket)
+                .await?
+                .image_fs_info(cri::ImageFsInfoRequest {})
+                .await
+                .context("ImageFsInfo")?
+                .into_inner();
+            serde_json::to_value(info)?
+        }
         Command::Pods => {
             let items = client(&socket)
                 .await?
@@ -219,6 +280,17 @@ async fn run(args: Args) -> anyhow::Result<String> {
 /// A RuntimeService client on the unix socket.
 async fn client(socket: &Path) -> anyhow::Result<RuntimeServiceClient<Channel>> {
     Ok(RuntimeServiceClient::new(connect(socket).await?))
+}
+
+async fn images(socket: &Path) -> anyhow::Result<ImageServiceClient<Channel>> {
+    Ok(ImageServiceClient::new(connect(socket).await?))
+}
+
+fn image_spec(image: &str) -> cri::ImageSpec {
+    cri::ImageSpec {
+        image: image.to_owned(),
+        ..cri::ImageSpec::default()
+    }
 }
 
 /// A channel to the unix socket. The URI is required by tonic but never resolved.

@@ -561,7 +561,10 @@ impl Puller {
         }
         // A layer already unpacked for an indexed image keeps the size measured then: a warm
         // pull does not walk every file again.
-        let known = dir.is_dir().then(|| self.known_size(&layer.chain_id)).flatten();
+        let known = dir
+            .is_dir()
+            .then(|| self.known_size(&layer.chain_id))
+            .flatten();
         if let Some(size) = known {
             layer.size = size;
             return Ok(layer);
