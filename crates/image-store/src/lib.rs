@@ -108,6 +108,7 @@ mod error;
 mod index;
 mod inspect;
 mod layers;
+mod manifest;
 mod mount;
 mod platform;
 mod policy;

@@ -225,7 +225,7 @@ async fn pull_from_sources(
             reference.clone(),
             &source.reference,
             auth.clone(),
-            client,
+            (client, source.insecure),
             checks.clone(),
         );
         match puller.run().await {
@@ -271,6 +271,8 @@ pub(crate) struct Puller {
     /// Where the image is fetched from: the reference itself, a mirror's or a location's.
     pub(crate) target: oci_client::Reference,
     pub(crate) client: oci_client::Client,
+    /// Whether `target`'s registry is spoken to over plain HTTP.
+    pub(crate) insecure: bool,
     pub(crate) auth: oci_client::secrets::RegistryAuth,
     /// The reference as errors name it.
     pub(crate) image: String,
@@ -283,10 +285,13 @@ impl Puller {
         reference: Reference,
         source: &Reference,
         auth: Auth,
-        client: oci_client::Client,
+        (client, source_insecure): (oci_client::Client, bool),
         checks: Option<Checks>,
     ) -> Puller {
+        let host = source.registry();
+        let insecure = inner.config.insecure_registries.iter().any(|r| r == host);
         Puller {
+            insecure: insecure || source_insecure,
             inner: Arc::clone(inner),
             target: source.to_client(),
             image: reference.to_string(),
@@ -464,14 +469,11 @@ impl Puller {
             Some(d) => format!("fetch manifest {d}"),
             None => "fetch the manifest".to_owned(),
         };
-        let fetch = self.client.pull_manifest_raw(target, &self.auth, ACCEPTED);
-        let (bytes, _) = self
+        let fetch = self.get_manifest(target, ACCEPTED, DOCUMENT_MAX);
+        let bytes = self
             .timed(&op, fetch)
             .await?
             .map_err(|e| self.registry(&op, e))?;
-        if bytes.len() as u64 > DOCUMENT_MAX {
-            return Err(self.malformed("manifest", format!("{} bytes is too large", bytes.len())));
-        }
         let digest = Digest::of(&bytes);
         if let Some(pinned) = pinned
             && *pinned != digest

@@ -215,13 +215,13 @@ impl Puller {
             tag.clone(),
         );
         let op = format!("fetch the signatures ({tag})");
-        let fetch = self.client.pull_manifest_raw(
+        let fetch = self.get_manifest(
             &target,
-            &self.auth,
             &[crate::pull::OCI_MANIFEST, crate::pull::DOCKER_MANIFEST],
+            SIGNATURE_MAX,
         );
         let bytes = match self.timed(&op, fetch).await? {
-            Ok((bytes, _)) => bytes,
+            Ok(bytes) => bytes,
             Err(e) if not_found(&e) => return Ok(None),
             Err(e) => return Err(self.registry(&op, e)),
         };

@@ -48,6 +48,8 @@ pub(crate) struct Inner {
     pub(crate) gc: tokio::sync::RwLock<()>,
     pub(crate) inflight: Mutex<HashMap<String, Inflight>>,
     pub(crate) client: oci_client::Client,
+    /// What manifests are read with (capped; see `manifest.rs`).
+    pub(crate) http: reqwest::Client,
     /// How containers' root file systems are made.
     pub(crate) driver: StorageDriver,
     /// `<root>/containers`, the root resolved: mountinfo shows resolved paths.
@@ -137,6 +139,7 @@ impl Store {
         })?;
         let index = IndexFile::load(&root)?;
         let client = crate::pull::client(&config);
+        let http = crate::manifest::http_client(&config);
         let canonical = std::fs::canonicalize(&root).map_err(|e| Error::io("resolve", &root, e))?;
         let containers = canonical.join("containers");
         let driver = choose_driver(&config, &containers)?;
@@ -148,6 +151,7 @@ impl Store {
                 gc: tokio::sync::RwLock::new(()),
                 inflight: Mutex::new(HashMap::new()),
                 client,
+                http,
                 driver,
                 containers,
                 canonical_layers: canonical.join("layers"),

@@ -388,6 +388,60 @@ impl Drop for Stall {
     }
 }
 
+/// A registry that answers `/v2/` and then, for any manifest, an endless body (no length, 64
+/// KiB at a time until the client hangs up): a client that reads a whole body before looking
+/// at its size runs out of memory. Runs until the process ends.
+pub struct Endless {
+    addr: String,
+}
+
+impl Endless {
+    /// Starts listening on 127.0.0.1 with a random port.
+    ///
+    /// # Panics
+    ///
+    /// When it cannot listen.
+    pub fn start() -> Endless {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        let addr = listener.local_addr().expect("local address").to_string();
+        std::thread::spawn(move || {
+            for conn in listener.incoming().map_while(Result::ok) {
+                std::thread::spawn(move || endless_answer(conn));
+            }
+        });
+        Endless { addr }
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn host(&self) -> &str {
+        &self.addr
+    }
+}
+
+fn endless_answer(mut conn: TcpStream) {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 16 << 10 {
+        match conn.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return,
+        }
+    }
+    let request = String::from_utf8_lossy(&head);
+    let path = request.split(' ').nth(1).unwrap_or_default();
+    if path == "/v2/" {
+        let _ =
+            conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}");
+        return;
+    }
+    let _ = conn.write_all(
+        b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\n\
+          Connection: close\r\n\r\n{\"schemaVersion\": 2, \"layers\": [",
+    );
+    let chunk = vec![b' '; 64 << 10];
+    while conn.write_all(&chunk).is_ok() {}
+}
+
 /// A TCP proxy to a registry that sends the registry's answers at most `bytes_per_sec`: a slow
 /// link, so a test can catch a pull in the middle. Runs until the process ends.
 pub struct Throttle {

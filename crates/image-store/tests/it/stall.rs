@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use image_store::{Auth, Error, Store};
-use test_support::registry::Stall;
+use test_support::registry::{Endless, Stall};
 
 use crate::support;
 
@@ -33,4 +33,28 @@ async fn a_stalled_registry_hits_the_timeout() {
         "{err}"
     );
     support::assert_empty_after_reopen(store, stall.host());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endless_manifest_is_cut_at_the_cap() {
+    let endless = Endless::start();
+    let dir = test_support::temp_dir("img-endless");
+    let store = Store::open(support::config(dir.path(), endless.host())).unwrap();
+    let name = format!("{}/huge:latest", endless.host());
+    let started = Instant::now();
+    let err = store.pull(&name, &Auth::Anonymous).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::Registry { image, op, .. } if image == &name && op == "fetch the manifest"),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("is larger than 4194304 bytes"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    support::assert_empty_after_reopen(store, endless.host());
 }
