@@ -484,7 +484,7 @@ impl Puller {
                 actual: digest.to_string(),
             });
         }
-        Ok((bytes.to_vec(), digest))
+        Ok((bytes, digest))
     }
 
     /// The manifest of this node's platform in an index.
