@@ -194,48 +194,10 @@ async fn run(args: Args) -> anyhow::Result<String> {
                 .context("RemovePodSandbox")?;
             json!({ "id": id, "removed": true })
         }
-        Command::Pull { image } => {
-            let response = images(&socket)
-                .await?
-                .pull_image(cri::PullImageRequest {
-                    image: Some(image_spec(&image)),
-                    auth: None,
-                    sandbox_config: None,
-                })
-                .await
-                .with_context(|| format!("PullImage {image}"))?
-                .into_inner();
-            json!({ "image": image, "id": response.image_ref })
-        }
-        Command::Images => {
-            let listed = images(&socket)
-                .await?
-                .list_images(cri::ListImagesRequest { filter: None })
-                .await
-                .context("ListImages")?
-                .into_inner()
-                .images;
-            json!({ "images": serde_json::to_value(listed)? })
-        }
-        Command::Rmi { image } => {
-            images(&socket)
-                .await?
-                .remove_image(cri::RemoveImageRequest {
-                    image: Some(image_spec(&image)),
-                })
-                .await
-                .with_context(|| format!("RemoveImage {image}"))?;
-            json!({ "image": image, "removed": true })
-        }
-        Command::Imagefsinfo => {
-            let info = images(&socket)
-                .await?
-                .image_fs_info(cri::ImageFsInfoRequest {})
-                .await
-                .context("ImageFsInfo")?
-                .into_inner();
-            serde_json::to_value(info)?
-        }
+        command @ (Command::Pull { .. }
+        | Command::Images
+        | Command::Rmi { .. }
+        | Command::Imagefsinfo) => image_command(&socket, command).await?,
         Command::Pods => {
             let items = client(&socket)
                 .await?
@@ -280,6 +242,56 @@ async fn run(args: Args) -> anyhow::Result<String> {
 /// A RuntimeService client on the unix socket.
 async fn client(socket: &Path) -> anyhow::Result<RuntimeServiceClient<Channel>> {
     Ok(RuntimeServiceClient::new(connect(socket).await?))
+}
+
+/// The ImageService commands: pull, images, rmi, imagefsinfo.
+async fn image_command(socket: &Path, command: Command) -> anyhow::Result<Value> {
+    let socket = socket.to_owned();
+    Ok(match command {
+        Command::Pull { image } => {
+            let response = images(&socket)
+                .await?
+                .pull_image(cri::PullImageRequest {
+                    image: Some(image_spec(&image)),
+                    auth: None,
+                    sandbox_config: None,
+                })
+                .await
+                .with_context(|| format!("PullImage {image}"))?
+                .into_inner();
+            json!({ "image": image, "id": response.image_ref })
+        }
+        Command::Images => {
+            let listed = images(&socket)
+                .await?
+                .list_images(cri::ListImagesRequest { filter: None })
+                .await
+                .context("ListImages")?
+                .into_inner()
+                .images;
+            json!({ "images": serde_json::to_value(listed)? })
+        }
+        Command::Rmi { image } => {
+            images(&socket)
+                .await?
+                .remove_image(cri::RemoveImageRequest {
+                    image: Some(image_spec(&image)),
+                })
+                .await
+                .with_context(|| format!("RemoveImage {image}"))?;
+            json!({ "image": image, "removed": true })
+        }
+        Command::Imagefsinfo => {
+            let info = images(&socket)
+                .await?
+                .image_fs_info(cri::ImageFsInfoRequest {})
+                .await
+                .context("ImageFsInfo")?
+                .into_inner();
+            serde_json::to_value(info)?
+        }
+        _ => bail!("not an image command"),
+    })
 }
 
 async fn images(socket: &Path) -> anyhow::Result<ImageServiceClient<Channel>> {
