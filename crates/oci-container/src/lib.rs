@@ -1,8 +1,11 @@
 //! Container crate placeholder docs (rewritten below).
 
+mod command;
 mod config;
 mod defaults;
 mod error;
+mod record;
+mod runtime;
 mod spec;
 pub mod user;
 
@@ -14,4 +17,8 @@ pub use defaults::{
     DEFAULT_READONLY_PATHS,
 };
 pub use error::{Error, Result, validate_id};
+pub use record::{ContainerRecord, ProcessIdentity};
+pub use runtime::{
+    ContainerState, DEFAULT_CREATE_TIMEOUT, DEFAULT_TIMEOUT, Records, Runtime, Status,
+};
 pub use spec::{OCI_VERSION, generate, write_bundle};
