@@ -61,31 +61,27 @@ pub(crate) async fn run(
         );
         (out, err, status)
     };
-    match tokio::time::timeout(timeout, done).await {
-        Ok((stdout, stderr, status)) => {
-            let status = status.map_err(|source| Error::Spawn {
-                container: container.to_owned(),
-                program: program.to_owned(),
-                source,
-            })?;
-            Ok(Output {
-                status,
-                stdout,
-                stderr,
-            })
+    let Ok((stdout, stderr, status)) = tokio::time::timeout(timeout, done).await else {
+        if let Some(pid) = pid {
+            kill_group(pid);
         }
-        Err(_) => {
-            if let Some(pid) = pid {
-                kill_group(pid);
-            }
-            Err(Error::Timeout {
-                container: container.to_owned(),
-                runtime: program.to_owned(),
-                command,
-                timeout,
-            })
-        }
-    }
+        return Err(Error::Timeout {
+            container: container.to_owned(),
+            runtime: program.to_owned(),
+            command,
+            timeout,
+        });
+    };
+    let status = status.map_err(|source| Error::Spawn {
+        container: container.to_owned(),
+        program: program.to_owned(),
+        source,
+    })?;
+    Ok(Output {
+        status,
+        stdout,
+        stderr,
+    })
 }
 
 /// Like [`run`], and a failure (non-zero exit) is an [`Error::Runtime`] with its stderr.
@@ -115,7 +111,8 @@ pub(crate) async fn read_capped(reader: Option<impl AsyncRead + Unpin>, cap: usi
     let Some(mut reader) = reader else {
         return kept;
     };
-    let mut buf = [0u8; 8192];
+    // on the heap: a buffer in the future would make every caller's future large
+    let mut buf = vec![0u8; 8192];
     loop {
         match reader.read(&mut buf).await {
             Ok(0) | Err(_) => return kept,

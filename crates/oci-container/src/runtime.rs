@@ -33,9 +33,9 @@ const POLL: Duration = Duration::from_millis(20);
 /// An OCI runtime driven through conmon, with its own state directory.
 #[derive(Debug, Clone)]
 pub struct Runtime {
-    runtime_path: PathBuf,
-    runtime_root: PathBuf,
-    conmon_path: PathBuf,
+    binary: PathBuf,
+    root: PathBuf,
+    conmon: PathBuf,
     state_dir: PathBuf,
     timeout: Duration,
     create_timeout: Duration,
@@ -132,9 +132,9 @@ impl Runtime {
             .file_name()
             .map_or_else(|| "oci-runtime".into(), OsStr::to_os_string);
         Runtime {
-            runtime_root: Path::new("/run").join(name),
-            runtime_path,
-            conmon_path: conmon_path.into(),
+            root: Path::new("/run").join(name),
+            binary: runtime_path,
+            conmon: conmon_path.into(),
             state_dir: state_dir.into(),
             timeout: DEFAULT_TIMEOUT,
             create_timeout: DEFAULT_CREATE_TIMEOUT,
@@ -143,7 +143,7 @@ impl Runtime {
 
     /// Sets the runtime's state directory (`--root`).
     pub fn with_root(mut self, root: impl Into<PathBuf>) -> Runtime {
-        self.runtime_root = root.into();
+        self.root = root.into();
         self
     }
 
@@ -156,17 +156,17 @@ impl Runtime {
 
     /// The runtime binary.
     pub fn runtime_path(&self) -> &Path {
-        &self.runtime_path
+        &self.binary
     }
 
     /// The runtime's state directory (`--root`).
     pub fn runtime_root(&self) -> &Path {
-        &self.runtime_root
+        &self.root
     }
 
     /// The conmon binary.
     pub fn conmon_path(&self) -> &Path {
-        &self.conmon_path
+        &self.conmon
     }
 
     /// This crate's state directory.
@@ -214,8 +214,8 @@ impl Runtime {
         let mut rec = ContainerRecord {
             id: id.to_owned(),
             bundle: bundle.to_owned(),
-            runtime: self.runtime_path.clone(),
-            runtime_root: self.runtime_root.clone(),
+            runtime: self.binary.clone(),
+            runtime_root: self.root.clone(),
             log_path: log_path.to_owned(),
             conmon: None,
         };
@@ -250,15 +250,15 @@ impl Runtime {
         rec: &mut ContainerRecord,
     ) -> Result<i32> {
         let (sync_read, sync_write) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
-            .map_err(|e| Error::io(id, "create a pipe for", &self.conmon_path, e.into()))?;
+            .map_err(|e| Error::io(id, "create a pipe for", &self.conmon, e.into()))?;
         let conmon_pidfile = dir.join("conmon.pid");
-        let mut cmd = tokio::process::Command::new(&self.conmon_path);
-        let root_arg = format!("--root={}", self.runtime_root.display());
+        let mut cmd = tokio::process::Command::new(&self.conmon);
+        let root_arg = format!("--root={}", self.root.display());
         cmd.args(["--cid", id, "--cuuid", id, "--name", id])
             .arg("--bundle")
             .arg(bundle)
             .arg("--runtime")
-            .arg(&self.runtime_path)
+            .arg(&self.binary)
             .args(["--runtime-arg", &root_arg])
             .arg("--log-path")
             .arg(log_path)
@@ -294,7 +294,7 @@ impl Runtime {
         }
         let mut child = cmd.spawn().map_err(|source| Error::Spawn {
             container: id.to_owned(),
-            program: self.conmon_path.clone(),
+            program: self.conmon.clone(),
             source,
         })?;
         // Only conmon may hold the write end, or the read below never sees EOF.
@@ -310,16 +310,16 @@ impl Runtime {
         };
         let (stderr, status) = tokio::time::timeout_at(deadline.into(), parent)
             .await
-            .map_err(|_| self.timed_out(id, &self.conmon_path, "create"))?;
+            .map_err(|_| self.timed_out(id, &self.conmon, "create"))?;
         let status = status.map_err(|source| Error::Spawn {
             container: id.to_owned(),
-            program: self.conmon_path.clone(),
+            program: self.conmon.clone(),
             source,
         })?;
         if !status.success() {
             return Err(Error::Runtime {
                 container: id.to_owned(),
-                runtime: self.conmon_path.clone(),
+                runtime: self.conmon.clone(),
                 command: "create",
                 status: status.to_string(),
                 stderr: message(&stderr),
@@ -332,15 +332,20 @@ impl Runtime {
         }
         let report = tokio::time::timeout_at(deadline.into(), read_sync(sync_read))
             .await
-            .map_err(|_| self.timed_out(id, &self.runtime_path, "create"))?;
+            .map_err(|_| self.timed_out(id, &self.binary, "create"))?;
+        self.container_pid(id, report)
+    }
+
+    /// The container's pid from conmon's report, or the runtime's reason it has none.
+    fn container_pid(&self, id: &str, report: std::io::Result<Vec<u8>>) -> Result<i32> {
         let report = report.map_err(|e| Error::Corrupt {
             container: id.to_owned(),
-            path: self.conmon_path.clone(),
+            path: self.conmon.clone(),
             reason: format!("sync pipe: {e}"),
         })?;
         let sync: SyncMessage = serde_json::from_slice(&report).map_err(|e| Error::Runtime {
             container: id.to_owned(),
-            runtime: self.conmon_path.clone(),
+            runtime: self.conmon.clone(),
             command: "create",
             status: "no report".to_owned(),
             stderr: if report.is_empty() {
@@ -352,7 +357,7 @@ impl Runtime {
         if sync.pid <= 0 {
             return Err(Error::Runtime {
                 container: id.to_owned(),
-                runtime: self.runtime_path.clone(),
+                runtime: self.binary.clone(),
                 command: "create",
                 status: "failed".to_owned(),
                 stderr: message(sync.message.as_deref().unwrap_or_default().as_bytes()),
@@ -370,23 +375,18 @@ impl Runtime {
         }
     }
 
-    fn args<'a>(&self, root: &'a str, rest: &[&'a str]) -> Vec<&'a OsStr> {
-        let mut v: Vec<&OsStr> = vec![OsStr::new("--root"), OsStr::new(root)];
-        v.extend(rest.iter().map(|&s| OsStr::new(s)));
-        v
-    }
-
     async fn runtime_ok(
         &self,
         id: &str,
         command: &'static str,
         rest: &[&str],
     ) -> Result<command::Output> {
-        let root = self.runtime_root.to_string_lossy();
-        let args = self.args(&root, rest);
-        run_ok(id, &self.runtime_path, &args, command, self.timeout)
+        let root = self.root.to_string_lossy();
+        let mut args: Vec<&OsStr> = vec![OsStr::new("--root"), OsStr::new(root.as_ref())];
+        args.extend(rest.iter().map(|&s| OsStr::new(s)));
+        run_ok(id, &self.binary, &args, command, self.timeout)
             .await
-            .map_err(|e| not_found(e, &self.runtime_path))
+            .map_err(|e| not_found(e, &self.binary))
     }
 
     /// Starts the created container's process (`<runtime> start`).
@@ -410,7 +410,7 @@ impl Runtime {
         let out = self.runtime_ok(id, "state", &["state", id]).await?;
         let raw: RawState = serde_json::from_slice(&out.stdout).map_err(|e| Error::Corrupt {
             container: id.to_owned(),
-            path: self.runtime_path.clone(),
+            path: self.binary.clone(),
             reason: format!("state output: {e}"),
         })?;
         Ok(raw.into())
@@ -429,7 +429,7 @@ impl Runtime {
         let raw: Option<Vec<RawState>> =
             serde_json::from_slice(&out.stdout).map_err(|e| Error::Corrupt {
                 container: "-".to_owned(),
-                path: self.runtime_path.clone(),
+                path: self.binary.clone(),
                 reason: format!("list output: {e}"),
             })?;
         Ok(raw
@@ -630,7 +630,7 @@ fn remove_file(id: &str, path: &Path) -> Result<()> {
 async fn read_sync(fd: OwnedFd) -> std::io::Result<Vec<u8>> {
     let mut pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(fd)?;
     let mut out = Vec::new();
-    let mut buf = [0u8; 4096];
+    let mut buf = vec![0u8; 4096];
     loop {
         let n = pipe.read(&mut buf).await?;
         if n == 0 {

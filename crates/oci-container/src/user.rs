@@ -108,7 +108,7 @@ pub fn resolve(id: &str, rootfs: &Path, spec: &str) -> Result<ResolvedUser> {
     } else {
         groups
             .iter()
-            .filter(|g| g.gid != gid && g.members.iter().any(|m| *m == entry.name))
+            .filter(|g| g.gid != gid && g.members.contains(&entry.name))
             .map(|g| g.gid)
             .collect()
     };
@@ -208,7 +208,8 @@ mod tests {
     fn resolves_users_and_groups() {
         let root = rootfs();
         // (spec, uid, gid, additional gids, home)
-        let cases: &[(&str, u32, u32, &[u32], Option<&str>)] = &[
+        type Case<'a> = (&'a str, u32, u32, &'a [u32], Option<&'a str>);
+        let cases: &[Case<'_>] = &[
             ("0", 0, 0, &[], Some("/root")),
             ("root", 0, 0, &[], Some("/root")),
             ("app", 1000, 1000, &[29, 44], Some("/home/app")),

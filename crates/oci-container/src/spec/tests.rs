@@ -99,7 +99,9 @@ fn no_command_anywhere_is_an_error_naming_the_container() {
 #[test]
 fn environment_merges_by_name_and_fills_path_and_home() {
     let root = rootfs();
-    let cases: &[(&[(&str, &str)], Option<&str>, &[&str])] = &[
+    // (extra env, user, expected env)
+    type Case<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>, &'a [&'a str]);
+    let cases: &[Case<'_>] = &[
         // image env kept, HOME from passwd for the image's user
         (
             &[],
@@ -158,7 +160,8 @@ fn environment_merges_by_name_and_fills_path_and_home() {
 fn user_working_dir_and_groups() {
     let root = rootfs();
     // (user, supplemental, uid, gid, additional gids)
-    let cases: &[(Option<&str>, &[u32], u32, u32, Option<&[u32]>)] = &[
+    type Case<'a> = (Option<&'a str>, &'a [u32], u32, u32, Option<&'a [u32]>);
+    let cases: &[Case<'_>] = &[
         (None, &[], 1000, 1000, Some(&[29])),
         (Some("0:0"), &[], 0, 0, None),
         (Some("0"), &[7, 7], 0, 0, Some(&[7])),

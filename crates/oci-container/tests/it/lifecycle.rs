@@ -6,7 +6,7 @@ use nix::sys::signal::Signal;
 use oci_container::{Error, NamespacePaths, ProcessIdentity, Status};
 use test_support::netns::NetNs;
 
-use crate::support::{Fixture, cri_lines, runtimes};
+use crate::support::{Fixture, config, cri_lines, runtimes};
 
 const EXIT: Duration = Duration::from_secs(20);
 
@@ -16,30 +16,52 @@ async fn a_container_that_prints_and_exits_3_leaves_a_cri_log_and_its_exit_code(
     for (name, path) in runtimes() {
         let fx = Fixture::new(&path);
         let id = test_support::unique_name(&format!("exit3-{name}"));
-        let config = fx.config(
+        let cfg = config(
             &id,
-            &["/bin/busybox", "sh", "-c", "echo hello; echo oops >&2; exit 3"],
+            &[
+                "/bin/busybox",
+                "sh",
+                "-c",
+                "echo hello; echo oops >&2; exit 3",
+            ],
         );
-        let bundle = fx.bundle(&config, &fx.rootfs);
+        let bundle = fx.bundle(&cfg, &fx.rootfs);
         let log = fx.log_path(&id);
         let pid = fx.runtime.create(&id, &bundle, &log).await.unwrap();
         assert!(pid > 0, "{name}");
 
         // the record was written, and names the live conmon by pid and start time
         let rec = fx.runtime.record(&id).unwrap();
-        assert_eq!((rec.bundle.as_path(), rec.runtime.as_path()), (bundle.as_path(), path.as_path()));
+        assert_eq!(
+            (rec.bundle.as_path(), rec.runtime.as_path()),
+            (bundle.as_path(), path.as_path())
+        );
         let conmon = rec.conmon.expect("conmon identity recorded");
         assert!(conmon.is_alive(), "{name}: conmon runs");
-        assert_eq!(fx.runtime.state(&id).await.unwrap().status, Status::Created, "{name}");
+        assert_eq!(
+            fx.runtime.state(&id).await.unwrap().status,
+            Status::Created,
+            "{name}"
+        );
 
         fx.runtime.start(&id).await.unwrap();
         assert_eq!(fx.runtime.wait(&id, EXIT).await.unwrap(), 3, "{name}");
         assert_eq!(fx.runtime.exit_code(&id).unwrap(), 3);
-        assert_eq!(fx.runtime.state(&id).await.unwrap().status, Status::Stopped, "{name}");
+        assert_eq!(
+            fx.runtime.state(&id).await.unwrap().status,
+            Status::Stopped,
+            "{name}"
+        );
 
         let lines = cri_lines(&log);
-        assert!(lines.contains(&("stdout".into(), "hello".into())), "{name}: {lines:?}");
-        assert!(lines.contains(&("stderr".into(), "oops".into())), "{name}: {lines:?}");
+        assert!(
+            lines.contains(&("stdout".into(), "hello".into())),
+            "{name}: {lines:?}"
+        );
+        assert!(
+            lines.contains(&("stderr".into(), "oops".into())),
+            "{name}: {lines:?}"
+        );
 
         fx.runtime.delete(&id).await.unwrap();
         let err = fx.runtime.state(&id).await.unwrap_err();
@@ -58,27 +80,47 @@ async fn a_running_container_is_killed_and_deleted_and_its_conmon_outlives_its_c
         let fx = Fixture::new(&path);
         let id = test_support::unique_name(&format!("sleep-{name}"));
         // pid 1 ignores signals it has no handler for: the shell traps TERM
-        let config = fx.config(
+        let cfg = config(
             &id,
-            &["/bin/busybox", "sh", "-c", "trap 'exit 143' TERM; /bin/busybox sleep 300 & wait"],
+            &[
+                "/bin/busybox",
+                "sh",
+                "-c",
+                "trap 'exit 143' TERM; /bin/busybox sleep 300 & wait",
+            ],
         );
-        let bundle = fx.bundle(&config, &fx.rootfs);
-        fx.runtime.create(&id, &bundle, &fx.log_path(&id)).await.unwrap();
+        let bundle = fx.bundle(&cfg, &fx.rootfs);
+        fx.runtime
+            .create(&id, &bundle, &fx.log_path(&id))
+            .await
+            .unwrap();
         fx.runtime.start(&id).await.unwrap();
 
         let state = fx.runtime.state(&id).await.unwrap();
         assert_eq!(state.status, Status::Running, "{name}");
         let pid = state.pid.expect("a running container has a pid");
-        assert!(ProcessIdentity::of(pid).is_some(), "{name}: its pid is a live process");
+        assert!(
+            ProcessIdentity::of(pid).is_some(),
+            "{name}: its pid is a live process"
+        );
         let listed = fx.runtime.list().await.unwrap();
-        assert!(listed.iter().any(|s| s.id == id && s.status == Status::Running), "{listed:?}");
+        assert!(
+            listed
+                .iter()
+                .any(|s| s.id == id && s.status == Status::Running),
+            "{listed:?}"
+        );
 
         // conmon is a daemon: not our child, leader of its own session
         let conmon = fx.runtime.record(&id).unwrap().conmon.unwrap();
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", conmon.pid)).unwrap();
         let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
         let (ppid, sid): (i32, i32) = (fields[1].parse().unwrap(), fields[3].parse().unwrap());
-        assert_ne!(ppid, std::process::id() as i32, "{name}: conmon is not our child");
+        assert_ne!(
+            ppid,
+            std::process::id() as i32,
+            "{name}: conmon is not our child"
+        );
         assert_eq!(sid, conmon.pid, "{name}: conmon leads its own session");
 
         // a running container cannot be deleted without force
@@ -88,7 +130,10 @@ async fn a_running_container_is_killed_and_deleted_and_its_conmon_outlives_its_c
         fx.runtime.kill(&id, Signal::SIGTERM).await.unwrap();
         assert_eq!(fx.runtime.wait(&id, EXIT).await.unwrap(), 143, "{name}");
         fx.runtime.delete(&id).await.unwrap();
-        assert!(matches!(fx.runtime.state(&id).await, Err(Error::NotFound { .. })));
+        assert!(matches!(
+            fx.runtime.state(&id).await,
+            Err(Error::NotFound { .. })
+        ));
         assert!(!fx.runtime.list().await.unwrap().iter().any(|s| s.id == id));
     }
 }
@@ -97,23 +142,27 @@ async fn a_running_container_is_killed_and_deleted_and_its_conmon_outlives_its_c
 #[ignore = "needs root: cargo xtask test"]
 async fn a_container_joins_a_network_namespace() {
     let ns = NetNs::new("oci-ctr");
-    ns.must(&["ip", "link", "add", "probe0", "type", "veth", "peer", "name", "probe1"]);
+    ns.must(&[
+        "ip", "link", "add", "probe0", "type", "veth", "peer", "name", "probe1",
+    ]);
     for (name, path) in runtimes() {
         let fx = Fixture::new(&path);
         let id = test_support::unique_name(&format!("netns-{name}"));
-        let mut config = fx.config(&id, &["/bin/busybox", "cat", "/proc/net/dev"]);
-        config.namespaces = NamespacePaths {
+        let mut cfg = config(&id, &["/bin/busybox", "cat", "/proc/net/dev"]);
+        cfg.namespaces = NamespacePaths {
             network: Some(ns.path()),
             ..NamespacePaths::default()
         };
-        let bundle = fx.bundle(&config, &fx.rootfs);
+        let bundle = fx.bundle(&cfg, &fx.rootfs);
         let log = fx.log_path(&id);
         fx.runtime.create(&id, &bundle, &log).await.unwrap();
         fx.runtime.start(&id).await.unwrap();
         assert_eq!(fx.runtime.wait(&id, EXIT).await.unwrap(), 0, "{name}");
         let lines = cri_lines(&log);
         assert!(
-            lines.iter().any(|(_, l)| l.trim_start().starts_with("probe0:")),
+            lines
+                .iter()
+                .any(|(_, l)| l.trim_start().starts_with("probe0:")),
             "{name}: the namespace's veth is visible: {lines:?}"
         );
         fx.runtime.delete(&id).await.unwrap();
@@ -127,45 +176,66 @@ async fn a_missing_rootfs_or_command_is_an_error_naming_the_container_and_leaves
         let fx = Fixture::new(&path);
 
         let id = test_support::unique_name(&format!("norootfs-{name}"));
-        let config = fx.config(&id, &["/bin/busybox", "true"]);
+        let cfg = config(&id, &["/bin/busybox", "true"]);
         let gone = fx.dir.path().join("no-such-rootfs");
-        let bundle = fx.bundle(&config, &gone);
-        let err = fx.runtime.create(&id, &bundle, &fx.log_path(&id)).await.unwrap_err();
+        let bundle = fx.bundle(&cfg, &gone);
+        let err = fx
+            .runtime
+            .create(&id, &bundle, &fx.log_path(&id))
+            .await
+            .unwrap_err();
         let text = err.to_string();
         assert_eq!(err.container(), id, "{name}: {text}");
-        assert!(text.contains(&format!("container {id}: ")), "{name}: {text}");
-        assert!(text.contains("no-such-rootfs") || text.contains("No such file"), "{name}: the runtime's reason: {text}");
+        assert!(
+            text.contains(&format!("container {id}: ")),
+            "{name}: {text}"
+        );
+        assert!(
+            text.contains("no-such-rootfs") || text.contains("No such file"),
+            "{name}: the runtime's reason: {text}"
+        );
         assert_left_nothing(&fx, &id).await;
 
         let id = test_support::unique_name(&format!("nocmd-{name}"));
-        let config = fx.config(&id, &["/no/such/command"]);
-        let bundle = fx.bundle(&config, &fx.rootfs);
+        let cfg = config(&id, &["/no/such/command"]);
+        let bundle = fx.bundle(&cfg, &fx.rootfs);
         let failed = match fx.runtime.create(&id, &bundle, &fx.log_path(&id)).await {
             Err(e) => e,
             // a runtime may only find out when it execs: then start fails or the process does
-            Ok(_) => match fx.runtime.start(&id).await {
-                Err(e) => {
+            Ok(_) => {
+                if let Err(e) = fx.runtime.start(&id).await {
                     fx.runtime.remove(&id).await.unwrap();
                     e
-                }
-                Ok(()) => {
+                } else {
                     let code = fx.runtime.wait(&id, EXIT).await.unwrap();
                     assert_eq!(code, 127, "{name}: exec failure");
                     fx.runtime.remove(&id).await.unwrap();
                     assert_left_nothing(&fx, &id).await;
                     continue;
                 }
-            },
+            }
         };
         let text = failed.to_string();
-        assert!(text.contains(&format!("container {id}: ")), "{name}: {text}");
-        assert!(text.contains("/no/such/command"), "{name}: names the command: {text}");
+        assert!(
+            text.contains(&format!("container {id}: ")),
+            "{name}: {text}"
+        );
+        assert!(
+            text.contains("/no/such/command"),
+            "{name}: names the command: {text}"
+        );
         assert_left_nothing(&fx, &id).await;
     }
 }
 
 async fn assert_left_nothing(fx: &Fixture, id: &str) {
-    assert!(fx.runtime.records().unwrap().records.is_empty(), "no record left for {id}");
-    assert!(!fx.runtime.list().await.unwrap().iter().any(|s| s.id == id), "{id} still in the runtime");
+    assert!(
+        fx.runtime.records().unwrap().records.is_empty(),
+        "no record left for {id}"
+    );
+    assert!(
+        !fx.runtime.list().await.unwrap().iter().any(|s| s.id == id),
+        "{id} still in the runtime"
+    );
     assert!(!fx.runtime.exit_file(id).exists());
 }

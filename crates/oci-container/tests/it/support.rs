@@ -17,12 +17,12 @@ pub(crate) fn runtimes() -> Vec<(&'static str, PathBuf)> {
             Path::new(path).exists(),
             "{path} is missing (cargo xtask test installs crun, runc and conmon)"
         );
-        if name == "crun" {
-            if let Some(why) = crun_cannot_run_here() {
-                // Not a skip of the code under test: crun itself refuses this host.
-                eprintln!("NOT testing crun on this host: {why}");
-                continue;
-            }
+        if name == "crun"
+            && let Some(why) = crun_cannot_run_here()
+        {
+            // Not a skip of the code under test: crun itself refuses this host.
+            eprintln!("NOT testing crun on this host: {why}");
+            continue;
         }
         out.push((name, PathBuf::from(path)));
     }
@@ -65,15 +65,6 @@ impl Fixture {
             dir,
             runtime: rt,
             rootfs,
-        }
-    }
-
-    /// A config running `args` in the busybox root.
-    pub(crate) fn config(&self, id: &str, args: &[&str]) -> ContainerConfig {
-        ContainerConfig {
-            id: id.to_owned(),
-            command: args.iter().map(|&a| a.to_owned()).collect(),
-            ..ContainerConfig::default()
         }
     }
 
@@ -139,15 +130,29 @@ fn is_rfc3339_nano(ts: &str) -> bool {
     let Some((date, time)) = ts.split_once('T') else {
         return false;
     };
-    let date_ok = date.len() == 10 && date.bytes().enumerate().all(|(i, b)| {
-        if i == 4 || i == 7 { b == b'-' } else { b.is_ascii_digit() }
-    });
+    let date_ok = date.len() == 10
+        && date.bytes().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        });
     let (clock, zone) = match time.find(['Z', '+', '-']) {
         Some(i) => time.split_at(i),
         None => return false,
     };
-    let fraction_ok = clock
-        .split_once('.')
-        .is_some_and(|(hms, frac)| hms.len() == 8 && !frac.is_empty() && frac.bytes().all(|b| b.is_ascii_digit()));
+    let fraction_ok = clock.split_once('.').is_some_and(|(hms, frac)| {
+        hms.len() == 8 && !frac.is_empty() && frac.bytes().all(|b| b.is_ascii_digit())
+    });
     date_ok && fraction_ok && (zone == "Z" || zone.len() == 6)
+}
+
+/// A config running `args` in the busybox root.
+pub(crate) fn config(id: &str, args: &[&str]) -> ContainerConfig {
+    ContainerConfig {
+        id: id.to_owned(),
+        command: args.iter().map(|&a| a.to_owned()).collect(),
+        ..ContainerConfig::default()
+    }
 }
