@@ -239,3 +239,37 @@ async fn assert_left_nothing(fx: &Fixture, id: &str) {
     );
     assert!(!fx.runtime.exit_file(id).exists());
 }
+
+#[tokio::test]
+#[ignore = "needs root: cargo xtask test"]
+async fn a_restarted_caller_finds_its_containers_in_the_records_and_removes_them() {
+    for (name, path) in runtimes() {
+        let fx = Fixture::new(&path);
+        let id = test_support::unique_name(&format!("orphan-{name}"));
+        let cfg = config(&id, &["/bin/busybox", "sleep", "300"]);
+        let bundle = fx.bundle(&cfg, &fx.rootfs);
+        fx.runtime
+            .create(&id, &bundle, &fx.log_path(&id))
+            .await
+            .unwrap();
+        fx.runtime.start(&id).await.unwrap();
+
+        // a new Runtime over the same directories, as after a crash of the caller
+        let again = fx.runtime.clone();
+        let records = again.records().unwrap();
+        assert!(records.errors.is_empty(), "{:?}", records.errors);
+        let rec = records.records.iter().find(|r| r.id == id).expect("record");
+        let conmon = rec.conmon.expect("conmon identity");
+        assert!(
+            conmon.is_alive(),
+            "{name}: conmon still runs"
+        );
+        assert!(again.list().await.unwrap().iter().any(|s| s.id == id));
+
+        again.remove(&id).await.unwrap();
+        assert!(!conmon.is_alive(), "{name}: conmon gone");
+        assert_left_nothing(&fx, &id).await;
+        // removing what is gone is not an error
+        again.remove(&id).await.unwrap();
+    }
+}
