@@ -38,7 +38,10 @@ pub(crate) const IMAGE_PACKAGES: &[(&str, &str)] = &[
 /// drives them through.
 pub(crate) const CONTAINER_PACKAGES: &[(&str, &str)] = &[
     ("crun", "the default OCI runtime oci-container drives"),
-    ("runc", "the second OCI runtime the container tests run against"),
+    (
+        "runc",
+        "the second OCI runtime the container tests run against",
+    ),
     (
         "conmon",
         "the container monitor: runs <runtime> create, writes CRI logs and exit codes",
