@@ -34,6 +34,20 @@ pub(crate) const IMAGE_PACKAGES: &[(&str, &str)] = &[
     ),
 ];
 
+/// Packages the container tests need: the OCI runtimes oci-container drives and the monitor it
+/// drives them through.
+pub(crate) const CONTAINER_PACKAGES: &[(&str, &str)] = &[
+    ("crun", "the default OCI runtime oci-container drives"),
+    (
+        "runc",
+        "the second OCI runtime the container tests run against",
+    ),
+    (
+        "conmon",
+        "the container monitor: runs <runtime> create, writes CRI logs and exit codes",
+    ),
+];
+
 /// Packages the Go peers in the tests need (a crictl-era CRI client, libcni), built offline from
 /// Debian's sources.
 pub(crate) const GO_PEER_PACKAGES: &[(&str, &str)] = &[

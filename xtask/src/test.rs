@@ -39,6 +39,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         let mut wanted = packages::NETWORK_PACKAGES.to_vec();
         wanted.extend_from_slice(packages::GO_PEER_PACKAGES);
         wanted.extend_from_slice(packages::IMAGE_PACKAGES);
+        wanted.extend_from_slice(packages::CONTAINER_PACKAGES);
         packages::ensure(&wanted)?;
     }
 

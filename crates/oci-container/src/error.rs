@@ -1,0 +1,209 @@
+//! The crate's error type.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What can go wrong making a spec or running a container; variants name the container, and the
+/// file or runtime at fault.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The container id is empty, too long or has characters other than `[A-Za-z0-9_.-]`.
+    #[error("invalid container id {id:?}: {reason}")]
+    InvalidId {
+        /// The id as given.
+        id: String,
+        /// What is wrong with it.
+        reason: &'static str,
+    },
+    /// The configuration asks for something the spec cannot say.
+    #[error("container {container}: {reason}")]
+    InvalidConfig {
+        /// The container.
+        container: String,
+        /// What is wrong, naming the field.
+        reason: String,
+    },
+    /// Neither the configuration nor the image says what to run.
+    #[error(
+        "container {container}: no command: the image has no Entrypoint or Cmd and none was given"
+    )]
+    NoCommand {
+        /// The container.
+        container: String,
+    },
+    /// A user or group name is not in the root file system's `/etc/passwd` or `/etc/group`.
+    #[error("container {container}: {what} {name:?} not found in {}", file.display())]
+    UnknownUser {
+        /// The container.
+        container: String,
+        /// `user` or `group`.
+        what: &'static str,
+        /// The name looked up.
+        name: String,
+        /// The file looked in.
+        file: PathBuf,
+    },
+    /// A file of the container (its root file system, bundle or state) could not be read or
+    /// written.
+    #[error("container {container}: {source}")]
+    File {
+        /// The container.
+        container: String,
+        /// The error, naming the file.
+        #[source]
+        source: safe_file::Error,
+    },
+    /// A directory could not be created, listed or removed.
+    #[error("container {container}: {}: cannot {op}: {source}", path.display())]
+    Io {
+        /// The container, or `-` when none is concerned.
+        container: String,
+        /// What was being done.
+        op: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file of the container's (its record, the runtime's state) is not what it should be.
+    #[error("container {container}: {}: {reason}", path.display())]
+    Corrupt {
+        /// The container.
+        container: String,
+        /// The file, or the runtime for its output.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The runtime or conmon could not be started.
+    #[error("container {container}: cannot run {}: {source}", program.display())]
+    Spawn {
+        /// The container.
+        container: String,
+        /// The runtime or conmon.
+        program: PathBuf,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The runtime (or conmon) failed; `stderr` is what it said, trimmed and capped.
+    #[error("container {container}: {} {command} failed ({status}): {stderr}", runtime.display())]
+    Runtime {
+        /// The container.
+        container: String,
+        /// The runtime or conmon.
+        runtime: PathBuf,
+        /// `create`, `start`, `kill`, `delete`, `state`, `list`.
+        command: &'static str,
+        /// The exit status, as the shell says it.
+        status: String,
+        /// The runtime's stderr (or conmon's message), trimmed and capped.
+        stderr: String,
+    },
+    /// The runtime or conmon did not finish in time; it was killed.
+    #[error("container {container}: {} {command} timed out after {timeout:?}", runtime.display())]
+    Timeout {
+        /// The container.
+        container: String,
+        /// The runtime or conmon.
+        runtime: PathBuf,
+        /// What it was running.
+        command: &'static str,
+        /// The time it was given.
+        timeout: Duration,
+    },
+    /// The runtime does not know the container.
+    #[error("container {container}: not known to {}", runtime.display())]
+    NotFound {
+        /// The container.
+        container: String,
+        /// The runtime asked.
+        runtime: PathBuf,
+    },
+    /// The container has not exited, so it has no exit code yet.
+    #[error("container {container}: has not exited")]
+    NotExited {
+        /// The container.
+        container: String,
+    },
+}
+
+/// The crate's result type.
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub(crate) fn file(container: &str, source: safe_file::Error) -> Error {
+        Error::File {
+            container: container.to_owned(),
+            source,
+        }
+    }
+
+    pub(crate) fn io(
+        container: &str,
+        op: &'static str,
+        path: impl Into<PathBuf>,
+        source: std::io::Error,
+    ) -> Error {
+        Error::Io {
+            container: container.to_owned(),
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn config(container: &str, reason: impl Into<String>) -> Error {
+        Error::InvalidConfig {
+            container: container.to_owned(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The container this error is about.
+    pub fn container(&self) -> &str {
+        match self {
+            Error::InvalidId { id, .. } => id,
+            Error::InvalidConfig { container, .. }
+            | Error::NoCommand { container }
+            | Error::UnknownUser { container, .. }
+            | Error::File { container, .. }
+            | Error::Io { container, .. }
+            | Error::Corrupt { container, .. }
+            | Error::Spawn { container, .. }
+            | Error::Runtime { container, .. }
+            | Error::Timeout { container, .. }
+            | Error::NotFound { container, .. }
+            | Error::NotExited { container } => container,
+        }
+    }
+}
+
+/// Checks a container id is safe as a file name and a runtime argument.
+///
+/// # Errors
+///
+/// [`Error::InvalidId`] when it is empty, longer than 128 bytes, starts with `.` or `-`, or has a
+/// character outside `[A-Za-z0-9_.-]`.
+pub fn validate_id(id: &str) -> Result<()> {
+    let reason = if id.is_empty() {
+        "empty"
+    } else if id.len() > 128 {
+        "longer than 128 bytes"
+    } else if id.starts_with(['.', '-']) {
+        "starts with '.' or '-'"
+    } else if !id
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+    {
+        "only letters, digits, '_', '.' and '-' are allowed"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidId {
+        id: id.to_owned(),
+        reason,
+    })
+}

@@ -1,0 +1,78 @@
+//! Run containers from OCI runtime specs: generate the spec, then drive an OCI runtime (crun by
+//! default, runc too) through the conmon monitor, as CRI-O does.
+//!
+//! This crate knows the OCI runtime spec and nothing of CRI; the CRI adapter in crio-lite maps
+//! its requests onto [`ContainerConfig`] and its errors from [`Error`]. Like `cni-exec` for
+//! plugins, it is where container processes are spawned. It does not pull images or make root
+//! file systems (that is `image-store`), set up networks (`ocicni`) or keep a container store.
+//!
+//! - [`generate`]: a [`ContainerConfig`] (the image's configuration plus Kubernetes-style
+//!   command/args, env, user, mounts, namespaces to join, capabilities, resources...) and a root
+//!   file system make an [`oci_spec::runtime::Spec`] with CRI-O's defaults; pure but for reading
+//!   the root's `/etc/passwd` and `/etc/group` ([`user::resolve`]), never through a link.
+//! - [`write_bundle`]: `config.json`, written atomically.
+//! - [`Runtime`]: `create` (conmon daemonizes, runs `<runtime> create`, writes the CRI log and,
+//!   later, the exit file), `start`, `state`, `kill`, `wait`, `exit_code`, `delete`, `remove`,
+//!   `list`, and the [`records`](Runtime::records) written before conmon starts, which name
+//!   conmon by pid and start time ([`ProcessIdentity`]) so a restarted caller can reconcile.
+//!
+//! Every runtime call is time-bounded (its process group killed on timeout), its output capped,
+//! and its failures are [`Error::Runtime`] with the runtime's own words and the container's id.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use std::path::Path;
+//! use std::time::Duration;
+//!
+//! use oci_container::{ContainerConfig, NamespacePaths, Runtime};
+//!
+//! # async fn demo() -> oci_container::Result<()> {
+//! let config = ContainerConfig {
+//!     id: "web-1".into(),
+//!     command: vec!["/bin/sh".into(), "-c".into(), "echo hello; exit 3".into()],
+//!     namespaces: NamespacePaths {
+//!         network: Some("/run/netns/pod-1".into()),
+//!         ..NamespacePaths::default()
+//!     },
+//!     ..ContainerConfig::default()
+//! };
+//! let rootfs = Path::new("/var/lib/crio-lite/rootfs/web-1/merged");
+//! let spec = oci_container::generate(&config, rootfs)?;
+//! let bundle = Path::new("/run/crio-lite/bundles/web-1");
+//! oci_container::write_bundle(&config.id, bundle, &spec)?;
+//!
+//! let runtime = Runtime::new("/usr/bin/crun", "/usr/bin/conmon", "/run/crio-lite/oci");
+//! let log = Path::new("/var/log/pods/web-1/0.log");
+//! let pid = runtime.create("web-1", bundle, log).await?;
+//! runtime.start("web-1").await?;
+//! let code = runtime.wait("web-1", Duration::from_secs(10)).await?;
+//! assert_eq!(code, 3);
+//! runtime.delete("web-1").await?;
+//! # let _ = pid;
+//! # Ok(())
+//! # }
+//! ```
+
+mod command;
+mod config;
+mod defaults;
+mod error;
+mod record;
+mod runtime;
+mod spec;
+pub mod user;
+
+pub use config::{
+    BindMount, CapabilityChanges, ContainerConfig, NamespacePaths, Propagation, Resources,
+};
+pub use defaults::{
+    ALL_CAPABILITIES, DEFAULT_CAPABILITIES, DEFAULT_MASKED_PATHS, DEFAULT_PATH,
+    DEFAULT_READONLY_PATHS,
+};
+pub use error::{Error, Result, validate_id};
+pub use record::{ContainerRecord, ProcessIdentity};
+pub use runtime::{
+    ContainerState, DEFAULT_CREATE_TIMEOUT, DEFAULT_TIMEOUT, Records, Runtime, Status,
+};
+pub use spec::{OCI_VERSION, generate, write_bundle};

@@ -1,0 +1,438 @@
+//! From a [`ContainerConfig`] and a root file system to an OCI runtime [`Spec`] and a bundle.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use oci_spec::runtime::{
+    Capabilities, Capability, LinuxCapabilities, LinuxCpu, LinuxDeviceCgroup, LinuxMemory,
+    LinuxNamespace, LinuxNamespaceType, LinuxPids, LinuxResources, Mount, Process, Root, Spec,
+    User,
+};
+use safe_file::Durability;
+
+use crate::config::{BindMount, CapabilityChanges, ContainerConfig, Propagation, Resources};
+use crate::defaults::{self, ALL_CAPABILITIES, DEFAULT_CAPABILITIES, DEFAULT_PATH};
+use crate::error::{Error, Result, validate_id};
+use crate::user::{self, ResolvedUser};
+
+/// The OCI runtime spec version the generated specs declare.
+pub const OCI_VERSION: &str = "1.0.2";
+
+/// Makes the runtime spec of the container `config` describes, whose root file system is the
+/// directory `rootfs` (an absolute path, written into the spec as it is).
+///
+/// The only files read are `rootfs`'s `/etc/passwd` and `/etc/group`, and only when the user is
+/// given by name (see [`user::resolve`]).
+///
+/// # Errors
+///
+/// [`Error::InvalidId`], [`Error::InvalidConfig`] naming the field, [`Error::NoCommand`], and the
+/// errors of [`user::resolve`].
+pub fn generate(config: &ContainerConfig, rootfs: &Path) -> Result<Spec> {
+    let id = config.id.as_str();
+    validate_id(id)?;
+    if !rootfs.is_absolute() {
+        return Err(Error::config(
+            id,
+            format!("root file system {} is not absolute", rootfs.display()),
+        ));
+    }
+    let image = config.image.as_ref().and_then(|i| i.config().as_ref());
+
+    let args = process_args(config, image)?;
+    let user_spec = config
+        .user
+        .as_deref()
+        .or_else(|| image.and_then(|c| c.user().as_deref()))
+        .filter(|u| !u.is_empty())
+        .unwrap_or("0");
+    let resolved = user::resolve(id, rootfs, user_spec)?;
+    let env = environment(config, image, &resolved)?;
+    let cwd = config
+        .working_dir
+        .as_deref()
+        .or_else(|| image.and_then(|c| c.working_dir().as_deref()))
+        .filter(|d| !d.is_empty())
+        .unwrap_or("/");
+    if !cwd.starts_with('/') {
+        return Err(Error::config(
+            id,
+            format!("working directory {cwd:?} is not absolute"),
+        ));
+    }
+
+    let mut process = Process::default();
+    process
+        .set_terminal(Some(false))
+        .set_args(Some(args))
+        .set_env(Some(env))
+        .set_cwd(PathBuf::from(cwd))
+        .set_user(user_of(&resolved, &config.supplemental_groups))
+        .set_capabilities(Some(capabilities(
+            id,
+            &config.capabilities,
+            config.privileged,
+        )?))
+        .set_no_new_privileges(Some(config.no_new_privileges))
+        .set_oom_score_adj(oom_score_adj(id, config.resources.oom_score_adj)?)
+        .set_rlimits(None);
+
+    let mut root = Root::default();
+    root.set_path(rootfs.to_owned())
+        .set_readonly(Some(config.readonly_rootfs));
+
+    let mut spec = Spec::default();
+    spec.set_version(OCI_VERSION.to_owned())
+        .set_root(Some(root))
+        .set_process(Some(process))
+        .set_mounts(Some(mounts(id, config)?))
+        .set_hostname(hostname(config))
+        .set_annotations((!config.annotations.is_empty()).then(|| {
+            config
+                .annotations
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        }))
+        .set_linux(Some(linux(id, config)?));
+    Ok(spec)
+}
+
+/// Writes `spec` as `bundle/config.json`, atomically and durably, for the container `id`.
+///
+/// # Errors
+///
+/// [`Error::File`] naming `config.json` when it cannot be written.
+pub fn write_bundle(id: &str, bundle: &Path, spec: &Spec) -> Result<PathBuf> {
+    let path = bundle.join("config.json");
+    let json = serde_json::to_vec_pretty(spec).map_err(|e| Error::Corrupt {
+        container: id.to_owned(),
+        path: path.clone(),
+        reason: format!("cannot serialize the spec: {e}"),
+    })?;
+    safe_file::write_atomic(&path, &json, 0o600, Durability::Synced)
+        .map_err(|e| Error::file(id, e))?;
+    Ok(path)
+}
+
+/// Kubernetes' rule: `command` replaces the Entrypoint (and drops the Cmd), `args` replaces the Cmd.
+fn process_args(
+    config: &ContainerConfig,
+    image: Option<&oci_spec::image::Config>,
+) -> Result<Vec<String>> {
+    let entrypoint = image
+        .and_then(|c| c.entrypoint().clone())
+        .unwrap_or_default();
+    let cmd = image.and_then(|c| c.cmd().clone()).unwrap_or_default();
+    let args = match (config.command.is_empty(), config.args.is_empty()) {
+        (false, _) => [config.command.clone(), config.args.clone()].concat(),
+        (true, false) => [entrypoint, config.args.clone()].concat(),
+        (true, true) => [entrypoint, cmd].concat(),
+    };
+    if args.first().is_none_or(String::is_empty) {
+        return Err(Error::NoCommand {
+            container: config.id.clone(),
+        });
+    }
+    Ok(args)
+}
+
+/// The image's Env, then the caller's by name (replacing in place), then `PATH` and `HOME` when
+/// neither set them.
+fn environment(
+    config: &ContainerConfig,
+    image: Option<&oci_spec::image::Config>,
+    user: &ResolvedUser,
+) -> Result<Vec<String>> {
+    let mut env: Vec<(String, String)> = Vec::new();
+    let mut set = |name: &str, value: &str| match env.iter_mut().find(|(n, _)| n == name) {
+        Some(slot) => value.clone_into(&mut slot.1),
+        None => env.push((name.to_owned(), value.to_owned())),
+    };
+    for entry in image.and_then(|c| c.env().as_deref()).unwrap_or_default() {
+        let (name, value) = entry.split_once('=').unwrap_or((entry, ""));
+        if !name.is_empty() {
+            set(name, value);
+        }
+    }
+    for (name, value) in &config.env {
+        if name.is_empty() || name.contains('=') || name.contains('\0') || value.contains('\0') {
+            return Err(Error::config(
+                &config.id,
+                format!("environment variable name {name:?} is empty or has '=' or NUL"),
+            ));
+        }
+        set(name, value);
+    }
+    if !env.iter().any(|(n, _)| n == "PATH") {
+        env.push(("PATH".to_owned(), DEFAULT_PATH.to_owned()));
+    }
+    if !env.iter().any(|(n, _)| n == "HOME") {
+        env.push((
+            "HOME".to_owned(),
+            user.home.clone().unwrap_or_else(|| "/".to_owned()),
+        ));
+    }
+    Ok(env.into_iter().map(|(n, v)| format!("{n}={v}")).collect())
+}
+
+fn user_of(resolved: &ResolvedUser, extra: &[u32]) -> User {
+    let mut gids = resolved.additional_gids.clone();
+    for gid in extra {
+        if !gids.contains(gid) {
+            gids.push(*gid);
+        }
+    }
+    let mut user = User::default();
+    user.set_uid(resolved.uid)
+        .set_gid(resolved.gid)
+        .set_additional_gids((!gids.is_empty()).then_some(gids));
+    user
+}
+
+/// Parses a capability name as the spec's types do: any case, with or without `CAP_`.
+fn parse_capability(id: &str, name: &str) -> Result<Capability> {
+    serde_json::from_value(serde_json::Value::String(name.to_owned()))
+        .map_err(|_| Error::config(id, format!("unknown capability {name:?}")))
+}
+
+fn capabilities(
+    id: &str,
+    changes: &CapabilityChanges,
+    privileged: bool,
+) -> Result<LinuxCapabilities> {
+    let is_all = |n: &String| n.eq_ignore_ascii_case("ALL") || n.eq_ignore_ascii_case("CAP_ALL");
+    let mut caps: Capabilities = if privileged {
+        ALL_CAPABILITIES.iter().copied().collect()
+    } else {
+        let mut caps: Capabilities = DEFAULT_CAPABILITIES.iter().copied().collect();
+        if changes.add.iter().any(is_all) {
+            caps.extend(ALL_CAPABILITIES.iter().copied());
+        }
+        for name in changes.add.iter().filter(|n| !is_all(n)) {
+            caps.insert(parse_capability(id, name)?);
+        }
+        caps
+    };
+    // A privileged container keeps everything, whatever the drop list says (CRI-O).
+    if !privileged {
+        if changes.drop.iter().any(is_all) {
+            caps.clear();
+            // `add` wins over `drop: [ALL]`, as in CRI-O
+            for name in changes.add.iter().filter(|n| !is_all(n)) {
+                caps.insert(parse_capability(id, name)?);
+            }
+        }
+        for name in changes.drop.iter().filter(|n| !is_all(n)) {
+            caps.remove(&parse_capability(id, name)?);
+        }
+    }
+    let mut out = LinuxCapabilities::default();
+    out.set_bounding(Some(caps.clone()))
+        .set_effective(Some(caps.clone()))
+        .set_permitted(Some(caps))
+        .set_inheritable(Some(HashSet::new()))
+        .set_ambient(Some(HashSet::new()));
+    Ok(out)
+}
+
+fn oom_score_adj(id: &str, value: Option<i32>) -> Result<Option<i32>> {
+    match value {
+        Some(v) if !(-1000..=1000).contains(&v) => Err(Error::config(
+            id,
+            format!("oom_score_adj {v} is outside -1000..=1000"),
+        )),
+        v => Ok(v),
+    }
+}
+
+/// The hostname, unless the container joins a UTS namespace (runtimes refuse to set one then).
+fn hostname(config: &ContainerConfig) -> Option<String> {
+    if config.namespaces.uts.is_some() {
+        return None;
+    }
+    Some(config.hostname.clone().unwrap_or_else(|| {
+        let mut h = config.id.clone();
+        h.truncate(64);
+        h
+    }))
+}
+
+/// The defaults, without those a caller's bind mount replaces, then the caller's.
+fn mounts(id: &str, config: &ContainerConfig) -> Result<Vec<Mount>> {
+    let mut out: Vec<Mount> = defaults::mounts(config.privileged)
+        .into_iter()
+        .filter(|m| {
+            !config
+                .mounts
+                .iter()
+                .any(|b| Path::new(&b.destination) == m.destination())
+        })
+        .collect();
+    for bind in &config.mounts {
+        out.push(bind_mount(id, bind)?);
+    }
+    Ok(out)
+}
+
+fn bind_mount(id: &str, bind: &BindMount) -> Result<Mount> {
+    if !bind.source.is_absolute() {
+        return Err(Error::config(
+            id,
+            format!("mount source {} is not absolute", bind.source.display()),
+        ));
+    }
+    if !bind.destination.starts_with('/') || bind.destination == "/" {
+        return Err(Error::config(
+            id,
+            format!(
+                "mount destination {:?} is not an absolute path below /",
+                bind.destination
+            ),
+        ));
+    }
+    let propagation = match bind.propagation {
+        Propagation::Private => "rprivate",
+        Propagation::HostToContainer => "rslave",
+        Propagation::Bidirectional => "rshared",
+    };
+    let mut m = Mount::default();
+    m.set_destination(PathBuf::from(&bind.destination))
+        .set_typ(Some("bind".to_owned()))
+        .set_source(Some(bind.source.clone()))
+        .set_options(Some(vec![
+            "rbind".to_owned(),
+            if bind.readonly { "ro" } else { "rw" }.to_owned(),
+            propagation.to_owned(),
+        ]));
+    Ok(m)
+}
+
+fn linux(id: &str, config: &ContainerConfig) -> Result<oci_spec::runtime::Linux> {
+    let mut linux = oci_spec::runtime::Linux::default();
+    linux
+        .set_namespaces(Some(namespaces(config)))
+        .set_devices(Some(defaults::devices()))
+        .set_resources(Some(resources(id, &config.resources, config.privileged)?))
+        .set_cgroups_path(config.cgroups_path.clone())
+        .set_sysctl((!config.sysctls.is_empty()).then(|| {
+            config
+                .sysctls
+                .clone()
+                .into_iter()
+                .collect::<HashMap<_, _>>()
+        }))
+        .set_uid_mappings(None)
+        .set_gid_mappings(None)
+        .set_seccomp(None);
+    if config.privileged {
+        linux.set_masked_paths(None).set_readonly_paths(None);
+    } else {
+        let with = |defaults: &[&str], extra: &[String]| {
+            let mut all: Vec<String> = defaults.iter().map(|&p| p.to_owned()).collect();
+            for p in extra {
+                if !all.contains(p) {
+                    all.push(p.clone());
+                }
+            }
+            all
+        };
+        linux
+            .set_masked_paths(Some(with(
+                defaults::DEFAULT_MASKED_PATHS,
+                &config.masked_paths,
+            )))
+            .set_readonly_paths(Some(with(
+                defaults::DEFAULT_READONLY_PATHS,
+                &config.readonly_paths,
+            )));
+    }
+    // Mount events of rslave/rshared binds only reach the container through a root that
+    // propagates them (CRI-O does the same).
+    let propagation = config
+        .mounts
+        .iter()
+        .map(|m| m.propagation)
+        .max_by_key(|p| match p {
+            Propagation::Private => 0,
+            Propagation::HostToContainer => 1,
+            Propagation::Bidirectional => 2,
+        });
+    linux.set_rootfs_propagation(match propagation {
+        Some(Propagation::Bidirectional) => Some("rshared".to_owned()),
+        Some(Propagation::HostToContainer) => Some("rslave".to_owned()),
+        _ => None,
+    });
+    Ok(linux)
+}
+
+fn namespaces(config: &ContainerConfig) -> Vec<LinuxNamespace> {
+    let paths = &config.namespaces;
+    [
+        (LinuxNamespaceType::Pid, &paths.pid),
+        (LinuxNamespaceType::Network, &paths.network),
+        (LinuxNamespaceType::Ipc, &paths.ipc),
+        (LinuxNamespaceType::Uts, &paths.uts),
+        (LinuxNamespaceType::Mount, &None),
+    ]
+    .into_iter()
+    .map(|(typ, path)| {
+        let mut ns = LinuxNamespace::default();
+        ns.set_typ(typ).set_path(path.clone());
+        ns
+    })
+    .collect()
+}
+
+fn resources(id: &str, r: &Resources, privileged: bool) -> Result<LinuxResources> {
+    let mut out = LinuxResources::default();
+    // Deny every device, then allow the defaults; a privileged container may use them all.
+    let mut deny_all = LinuxDeviceCgroup::default();
+    deny_all
+        .set_allow(privileged)
+        .set_access(Some("rwm".to_owned()));
+    let mut rules = vec![deny_all];
+    if !privileged {
+        rules.extend(defaults::devices().iter().map(|d| {
+            let mut rule = LinuxDeviceCgroup::from(d);
+            rule.set_allow(true).set_access(Some("rwm".to_owned()));
+            rule
+        }));
+    }
+    out.set_devices(Some(rules));
+
+    if let Some(limit) = r.memory_limit {
+        if limit <= 0 {
+            return Err(Error::config(
+                id,
+                format!("memory limit {limit} is not positive"),
+            ));
+        }
+        let mut memory = LinuxMemory::default();
+        memory.set_limit(Some(limit));
+        out.set_memory(Some(memory));
+    }
+    if r.cpu_shares.is_some()
+        || r.cpu_quota.is_some()
+        || r.cpu_period.is_some()
+        || r.cpuset_cpus.is_some()
+        || r.cpuset_mems.is_some()
+    {
+        let mut cpu = LinuxCpu::default();
+        cpu.set_shares(r.cpu_shares)
+            .set_quota(r.cpu_quota)
+            .set_period(r.cpu_period)
+            .set_cpus(r.cpuset_cpus.clone())
+            .set_mems(r.cpuset_mems.clone());
+        out.set_cpu(Some(cpu));
+    }
+    if let Some(limit) = r.pids_limit {
+        let mut pids = LinuxPids::default();
+        pids.set_limit(limit);
+        out.set_pids(Some(pids));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,534 @@
+use std::collections::BTreeMap;
+
+use oci_spec::image::ImageConfiguration;
+use oci_spec::runtime::{Capability, LinuxNamespaceType};
+
+use super::*;
+use crate::config::NamespacePaths;
+use crate::defaults::{DEFAULT_MASKED_PATHS, DEFAULT_READONLY_PATHS};
+
+fn image(config: serde_json::Value) -> ImageConfiguration {
+    serde_json::from_value(serde_json::json!({
+        "architecture": "amd64",
+        "os": "linux",
+        "rootfs": {"type": "layers", "diff_ids": []},
+        "config": config,
+    }))
+    .unwrap()
+}
+
+fn rootfs() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("etc")).unwrap();
+    std::fs::write(
+        dir.path().join("etc/passwd"),
+        "root:x:0:0:root:/root:/bin/sh\napp:x:1000:1000::/home/app:/bin/sh\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("etc/group"),
+        "root:x:0:\napp:x:1000:\naudio:x:29:app\n",
+    )
+    .unwrap();
+    dir
+}
+
+fn config(id: &str) -> ContainerConfig {
+    ContainerConfig {
+        id: id.to_owned(),
+        image: Some(image(serde_json::json!({
+            "Entrypoint": ["/entry"],
+            "Cmd": ["--serve"],
+            "Env": ["PATH=/img/bin", "A=image", "B=image"],
+            "WorkingDir": "/srv",
+            "User": "app",
+        }))),
+        ..ContainerConfig::default()
+    }
+}
+
+fn strs(v: &[&str]) -> Vec<String> {
+    v.iter().map(|&s| s.to_owned()).collect()
+}
+
+fn process(spec: &Spec) -> &Process {
+    spec.process().as_ref().unwrap()
+}
+
+#[test]
+fn command_and_args_follow_kubernetes() {
+    let root = rootfs();
+    // (command, args, expected process args)
+    let cases: &[(&[&str], &[&str], &[&str])] = &[
+        (&[], &[], &["/entry", "--serve"]),
+        (&["/bin/sh"], &[], &["/bin/sh"]),
+        (&[], &["--once"], &["/entry", "--once"]),
+        (&["/bin/sh"], &["-c", "true"], &["/bin/sh", "-c", "true"]),
+    ];
+    for &(command, args, want) in cases {
+        let c = ContainerConfig {
+            command: strs(command),
+            args: strs(args),
+            ..config("c1")
+        };
+        let spec = generate(&c, root.path()).unwrap();
+        assert_eq!(
+            process(&spec).args().as_deref(),
+            Some(&strs(want)[..]),
+            "{command:?} {args:?}"
+        );
+    }
+}
+
+#[test]
+fn no_command_anywhere_is_an_error_naming_the_container() {
+    let root = rootfs();
+    let c = ContainerConfig {
+        id: "c1".into(),
+        ..ContainerConfig::default()
+    };
+    let err = generate(&c, root.path()).unwrap_err();
+    assert!(matches!(err, Error::NoCommand { .. }));
+    assert_eq!(err.container(), "c1");
+    assert!(
+        err.to_string().starts_with("container c1: no command"),
+        "{err}"
+    );
+}
+
+#[test]
+fn environment_merges_by_name_and_fills_path_and_home() {
+    let root = rootfs();
+    // (extra env, user, expected env)
+    type Case<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>, &'a [&'a str]);
+    let cases: &[Case<'_>] = &[
+        // image env kept, HOME from passwd for the image's user
+        (
+            &[],
+            None,
+            &["PATH=/img/bin", "A=image", "B=image", "HOME=/home/app"],
+        ),
+        // override in place, new ones appended
+        (
+            &[("B", "mine"), ("C", "x=y"), ("HOME", "/h")],
+            None,
+            &["PATH=/img/bin", "A=image", "B=mine", "C=x=y", "HOME=/h"],
+        ),
+        // root by uid: HOME from passwd
+        (
+            &[],
+            Some("0"),
+            &["PATH=/img/bin", "A=image", "B=image", "HOME=/root"],
+        ),
+        // unknown uid: HOME=/
+        (
+            &[],
+            Some("4242"),
+            &["PATH=/img/bin", "A=image", "B=image", "HOME=/"],
+        ),
+    ];
+    for &(env, user, want) in cases {
+        let c = ContainerConfig {
+            env: env
+                .iter()
+                .map(|&(k, v)| (k.to_owned(), v.to_owned()))
+                .collect(),
+            user: user.map(str::to_owned),
+            ..config("c1")
+        };
+        let spec = generate(&c, root.path()).unwrap();
+        assert_eq!(
+            process(&spec).env().as_deref(),
+            Some(&strs(want)[..]),
+            "{env:?}"
+        );
+    }
+    // without an image: the default PATH
+    let c = ContainerConfig {
+        id: "c1".into(),
+        command: strs(&["/bin/true"]),
+        ..ContainerConfig::default()
+    };
+    let spec = generate(&c, root.path()).unwrap();
+    assert_eq!(
+        process(&spec).env().as_deref(),
+        Some(&strs(&[&format!("PATH={DEFAULT_PATH}"), "HOME=/root"])[..])
+    );
+}
+
+#[test]
+fn user_working_dir_and_groups() {
+    let root = rootfs();
+    // (user, supplemental, uid, gid, additional gids)
+    type Case<'a> = (Option<&'a str>, &'a [u32], u32, u32, Option<&'a [u32]>);
+    let cases: &[Case<'_>] = &[
+        (None, &[], 1000, 1000, Some(&[29])),
+        (Some("0:0"), &[], 0, 0, None),
+        (Some("0"), &[7, 7], 0, 0, Some(&[7])),
+        (Some("app:root"), &[29, 5], 1000, 0, Some(&[29, 5])),
+    ];
+    for &(user, extra, uid, gid, gids) in cases {
+        let c = ContainerConfig {
+            user: user.map(str::to_owned),
+            supplemental_groups: extra.to_vec(),
+            ..config("c1")
+        };
+        let spec = generate(&c, root.path()).unwrap();
+        let u = process(&spec).user();
+        assert_eq!(
+            (u.uid(), u.gid(), u.additional_gids().as_deref()),
+            (uid, gid, gids),
+            "{user:?}"
+        );
+        assert_eq!(process(&spec).cwd(), Path::new("/srv"));
+    }
+    let c = ContainerConfig {
+        working_dir: Some("relative".into()),
+        ..config("c1")
+    };
+    let err = generate(&c, root.path()).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "container c1: working directory \"relative\" is not absolute"
+    );
+}
+
+#[test]
+fn capabilities_default_add_drop_privileged() {
+    let root = rootfs();
+    let set = |caps: &[Capability]| caps.iter().copied().collect::<Capabilities>();
+    let default = set(DEFAULT_CAPABILITIES);
+    let mut with_net_admin = default.clone();
+    with_net_admin.insert(Capability::NetAdmin);
+    with_net_admin.remove(&Capability::Kill);
+    // (add, drop, privileged, expected)
+    let cases: Vec<(&[&str], &[&str], bool, Capabilities)> = vec![
+        (&[], &[], false, default.clone()),
+        (&["net_admin"], &["CAP_KILL"], false, with_net_admin),
+        (&[], &["ALL"], false, Capabilities::new()),
+        (&["NET_RAW"], &["ALL"], false, set(&[Capability::NetRaw])),
+        (&["ALL"], &[], false, set(ALL_CAPABILITIES)),
+        (&[], &["ALL"], true, set(ALL_CAPABILITIES)),
+    ];
+    for (add, drop, privileged, want) in cases {
+        let c = ContainerConfig {
+            capabilities: CapabilityChanges {
+                add: strs(add),
+                drop: strs(drop),
+            },
+            privileged,
+            ..config("c1")
+        };
+        let spec = generate(&c, root.path()).unwrap();
+        let caps = process(&spec).capabilities().clone().unwrap();
+        assert_eq!(
+            caps.bounding().as_ref(),
+            Some(&want),
+            "{add:?} {drop:?} {privileged}"
+        );
+        assert_eq!(caps.effective().as_ref(), Some(&want));
+        assert_eq!(caps.permitted().as_ref(), Some(&want));
+        assert_eq!(caps.inheritable().as_ref(), Some(&Capabilities::new()));
+    }
+    let c = ContainerConfig {
+        capabilities: CapabilityChanges {
+            add: strs(&["CAP_FLY"]),
+            drop: vec![],
+        },
+        ..config("c1")
+    };
+    let err = generate(&c, root.path()).unwrap_err().to_string();
+    assert_eq!(err, "container c1: unknown capability \"CAP_FLY\"");
+}
+
+#[test]
+fn privileged_unmasks_and_makes_sys_writable() {
+    let root = rootfs();
+    for privileged in [false, true] {
+        let c = ContainerConfig {
+            privileged,
+            masked_paths: strs(&["/proc/extra", "/proc/kcore"]),
+            ..config("c1")
+        };
+        let spec = generate(&c, root.path()).unwrap();
+        let linux = spec.linux().as_ref().unwrap();
+        let sys = spec
+            .mounts()
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|m| m.destination() == Path::new("/sys"))
+            .unwrap();
+        let opts = sys.options().as_ref().unwrap();
+        let devices = linux
+            .resources()
+            .as_ref()
+            .unwrap()
+            .devices()
+            .as_ref()
+            .unwrap();
+        if privileged {
+            assert_eq!(linux.masked_paths(), &None);
+            assert_eq!(linux.readonly_paths(), &None);
+            assert!(opts.contains(&"rw".to_owned()));
+            assert_eq!(devices.len(), 1);
+            assert!(devices[0].allow());
+        } else {
+            let masked = linux.masked_paths().as_ref().unwrap();
+            assert_eq!(masked.len(), DEFAULT_MASKED_PATHS.len() + 1, "{masked:?}");
+            assert!(masked.contains(&"/proc/extra".to_owned()));
+            assert_eq!(
+                linux.readonly_paths().as_ref().unwrap().len(),
+                DEFAULT_READONLY_PATHS.len()
+            );
+            assert!(opts.contains(&"ro".to_owned()));
+            assert!(!devices[0].allow(), "deny all first");
+            assert_eq!(devices.len(), 1 + defaults::DEFAULT_DEVICES.len());
+        }
+    }
+}
+
+#[test]
+fn mounts_defaults_binds_and_propagation() {
+    let root = rootfs();
+    let bind = |dest: &str, ro: bool, propagation: Propagation| BindMount {
+        source: PathBuf::from("/var/lib/data"),
+        destination: dest.to_owned(),
+        readonly: ro,
+        propagation,
+    };
+    let c = ContainerConfig {
+        mounts: vec![
+            bind("/data", true, Propagation::Private),
+            bind("/dev/shm", false, Propagation::HostToContainer),
+        ],
+        ..config("c1")
+    };
+    let spec = generate(&c, root.path()).unwrap();
+    let mounts = spec.mounts().as_ref().unwrap();
+    let dests: Vec<&Path> = mounts.iter().map(|m| m.destination().as_path()).collect();
+    assert_eq!(
+        dests,
+        [
+            "/proc",
+            "/dev",
+            "/dev/pts",
+            "/dev/mqueue",
+            "/sys",
+            "/sys/fs/cgroup",
+            "/data",
+            "/dev/shm"
+        ]
+        .map(Path::new)
+    );
+    assert_eq!(
+        mounts[6].options().as_deref(),
+        Some(&strs(&["rbind", "ro", "rprivate"])[..])
+    );
+    assert_eq!(
+        mounts[7].options().as_deref(),
+        Some(&strs(&["rbind", "rw", "rslave"])[..])
+    );
+    let linux = spec.linux().as_ref().unwrap();
+    assert_eq!(linux.rootfs_propagation().as_deref(), Some("rslave"));
+
+    // (source, destination, error)
+    let bad: &[(&str, &str, &str)] = &[
+        (
+            "data",
+            "/data",
+            "container c1: mount source data is not absolute",
+        ),
+        (
+            "/data",
+            "data",
+            "container c1: mount destination \"data\" is not an absolute path below /",
+        ),
+        (
+            "/data",
+            "/",
+            "container c1: mount destination \"/\" is not an absolute path below /",
+        ),
+    ];
+    for &(source, destination, want) in bad {
+        let c = ContainerConfig {
+            mounts: vec![BindMount {
+                source: source.into(),
+                destination: destination.into(),
+                readonly: false,
+                propagation: Propagation::Private,
+            }],
+            ..config("c1")
+        };
+        assert_eq!(generate(&c, root.path()).unwrap_err().to_string(), want);
+    }
+}
+
+#[test]
+fn namespaces_joined_or_new_and_hostname() {
+    let root = rootfs();
+    let c = ContainerConfig {
+        namespaces: NamespacePaths {
+            network: Some("/run/netns/pod".into()),
+            ipc: Some("/proc/42/ns/ipc".into()),
+            ..NamespacePaths::default()
+        },
+        ..config("c1")
+    };
+    let spec = generate(&c, root.path()).unwrap();
+    let ns: Vec<(LinuxNamespaceType, Option<PathBuf>)> = spec
+        .linux()
+        .as_ref()
+        .unwrap()
+        .namespaces()
+        .as_ref()
+        .unwrap()
+        .iter()
+        .map(|n| (n.typ(), n.path().clone()))
+        .collect();
+    assert_eq!(
+        ns,
+        vec![
+            (LinuxNamespaceType::Pid, None),
+            (LinuxNamespaceType::Network, Some("/run/netns/pod".into())),
+            (LinuxNamespaceType::Ipc, Some("/proc/42/ns/ipc".into())),
+            (LinuxNamespaceType::Uts, None),
+            (LinuxNamespaceType::Mount, None),
+        ]
+    );
+    assert_eq!(spec.hostname().as_deref(), Some("c1"));
+    // a joined UTS namespace keeps its hostname
+    let c = ContainerConfig {
+        namespaces: NamespacePaths {
+            uts: Some("/proc/42/ns/uts".into()),
+            ..NamespacePaths::default()
+        },
+        hostname: Some("pod".into()),
+        ..config("c1")
+    };
+    assert_eq!(generate(&c, root.path()).unwrap().hostname(), &None);
+}
+
+#[test]
+fn resources_sysctls_annotations_rootfs() {
+    let root = rootfs();
+    let c = ContainerConfig {
+        resources: Resources {
+            cpu_shares: Some(512),
+            cpu_quota: Some(50_000),
+            cpu_period: Some(100_000),
+            cpuset_cpus: Some("0-1".into()),
+            memory_limit: Some(64 << 20),
+            oom_score_adj: Some(500),
+            pids_limit: Some(100),
+            ..Resources::default()
+        },
+        sysctls: BTreeMap::from([("net.ipv4.ip_forward".to_owned(), "1".to_owned())]),
+        annotations: BTreeMap::from([("io.kubernetes.pod.name".to_owned(), "web".to_owned())]),
+        readonly_rootfs: true,
+        no_new_privileges: true,
+        cgroups_path: Some("/kubepods/pod1/c1".into()),
+        ..config("c1")
+    };
+    let spec = generate(&c, root.path()).unwrap();
+    let linux = spec.linux().as_ref().unwrap();
+    let res = linux.resources().as_ref().unwrap();
+    let cpu = res.cpu().as_ref().unwrap();
+    assert_eq!(
+        (
+            cpu.shares(),
+            cpu.quota(),
+            cpu.period(),
+            cpu.cpus().as_deref()
+        ),
+        (Some(512), Some(50_000), Some(100_000), Some("0-1"))
+    );
+    assert_eq!(res.memory().as_ref().unwrap().limit(), Some(64 << 20));
+    assert_eq!(res.pids().as_ref().unwrap().limit(), 100);
+    assert_eq!(process(&spec).oom_score_adj(), Some(500));
+    assert_eq!(process(&spec).no_new_privileges(), Some(true));
+    assert_eq!(
+        linux
+            .sysctl()
+            .as_ref()
+            .unwrap()
+            .get("net.ipv4.ip_forward")
+            .map(String::as_str),
+        Some("1")
+    );
+    assert_eq!(
+        linux.cgroups_path().as_deref(),
+        Some(Path::new("/kubepods/pod1/c1"))
+    );
+    assert_eq!(
+        spec.annotations()
+            .as_ref()
+            .unwrap()
+            .get("io.kubernetes.pod.name")
+            .map(String::as_str),
+        Some("web")
+    );
+    let r = spec.root().as_ref().unwrap();
+    assert_eq!(
+        (r.path().as_path(), r.readonly()),
+        (root.path(), Some(true))
+    );
+
+    // (resources, error)
+    let bad = [
+        (
+            Resources {
+                memory_limit: Some(0),
+                ..Resources::default()
+            },
+            "container c1: memory limit 0 is not positive",
+        ),
+        (
+            Resources {
+                oom_score_adj: Some(1001),
+                ..Resources::default()
+            },
+            "container c1: oom_score_adj 1001 is outside -1000..=1000",
+        ),
+    ];
+    for (resources, want) in bad {
+        let c = ContainerConfig {
+            resources,
+            ..config("c1")
+        };
+        assert_eq!(generate(&c, root.path()).unwrap_err().to_string(), want);
+    }
+}
+
+#[test]
+fn bad_ids_and_relative_rootfs_are_refused() {
+    let root = rootfs();
+    for id in ["", "../x", "-x", "a/b", "a b"] {
+        let err = generate(&config(id), root.path()).unwrap_err();
+        assert!(matches!(err, Error::InvalidId { .. }), "{id:?}: {err}");
+    }
+    let err = generate(&config("c1"), Path::new("rootfs"))
+        .unwrap_err()
+        .to_string();
+    assert_eq!(err, "container c1: root file system rootfs is not absolute");
+}
+
+#[test]
+fn bundle_round_trips_through_config_json() {
+    let root = rootfs();
+    let bundle = tempfile::tempdir().unwrap();
+    let spec = generate(&config("c1"), root.path()).unwrap();
+    let path = write_bundle("c1", bundle.path(), &spec).unwrap();
+    assert_eq!(path, bundle.path().join("config.json"));
+    let back: Spec = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(back, spec);
+    assert_eq!(back.version(), OCI_VERSION);
+    // a missing bundle directory: the error names the container and the file
+    let err = write_bundle("c1", &bundle.path().join("gone"), &spec)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("container c1: ") && err.contains("gone/config.json"),
+        "{err}"
+    );
+}

@@ -1,0 +1,6 @@
+//! Containers run by real runtimes (crun, runc) under a real conmon, in a busybox root file
+//! system. They need root: `CNI_PRIVILEGED_TESTS=1 cargo test -p oci-container -- --ignored`
+//! (`cargo xtask test` does).
+
+mod lifecycle;
+mod support;

@@ -1,0 +1,158 @@
+//! A busybox root file system, the runtimes to test, and a guard that removes every container,
+//! conmon and directory a test made, also when it fails.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use oci_container::{ContainerConfig, ProcessIdentity, Runtime};
+use tempfile::TempDir;
+
+pub(crate) const CONMON: &str = "/usr/bin/conmon";
+
+/// `(name, binary)` of every runtime the tests run against.
+pub(crate) fn runtimes() -> Vec<(&'static str, PathBuf)> {
+    let mut out = Vec::new();
+    for (name, path) in [("crun", "/usr/bin/crun"), ("runc", "/usr/sbin/runc")] {
+        assert!(
+            Path::new(path).exists(),
+            "{path} is missing (cargo xtask test installs crun, runc and conmon)"
+        );
+        if name == "crun"
+            && let Some(why) = crun_cannot_run_here()
+        {
+            // Not a skip of the code under test: crun itself refuses this host.
+            eprintln!("NOT testing crun on this host: {why}");
+            continue;
+        }
+        out.push((name, PathBuf::from(path)));
+    }
+    out
+}
+
+/// crun 1.8 refuses hybrid cgroup hierarchies whose v2 half has controllers
+/// ("cgroups in hybrid mode not supported"), which some container hosts have.
+fn crun_cannot_run_here() -> Option<String> {
+    let controllers = std::fs::read_to_string("/sys/fs/cgroup/unified/cgroup.controllers").ok()?;
+    let controllers = controllers.trim();
+    (!controllers.is_empty()).then(|| {
+        format!(
+            "hybrid cgroups with controllers in the v2 hierarchy ({controllers}), which crun refuses"
+        )
+    })
+}
+
+/// A state directory, a runtime root and a busybox root file system of a test's own; every
+/// container left in it is force-deleted and its conmon killed on drop.
+pub(crate) struct Fixture {
+    pub(crate) dir: TempDir,
+    pub(crate) runtime: Runtime,
+    pub(crate) rootfs: PathBuf,
+}
+
+impl Fixture {
+    pub(crate) fn new(runtime: &Path) -> Fixture {
+        let dir = test_support::temp_dir("oci-container");
+        let rootfs = dir.path().join("rootfs");
+        std::fs::create_dir(&rootfs).unwrap();
+        let tar = test_support::image::Tar::busybox().build();
+        let mut archive = tar::Archive::new(&tar[..]);
+        archive.set_preserve_permissions(true);
+        archive.unpack(&rootfs).unwrap();
+        let rt = Runtime::new(runtime, CONMON, dir.path().join("state"))
+            .with_root(dir.path().join("runtime-root"))
+            .with_timeouts(Duration::from_secs(20), Duration::from_secs(60));
+        Fixture {
+            dir,
+            runtime: rt,
+            rootfs,
+        }
+    }
+
+    /// Writes the bundle for `config` with `rootfs` and returns its directory.
+    pub(crate) fn bundle(&self, config: &ContainerConfig, rootfs: &Path) -> PathBuf {
+        let spec = oci_container::generate(config, rootfs).unwrap();
+        let bundle = self.dir.path().join("bundles").join(&config.id);
+        std::fs::create_dir_all(&bundle).unwrap();
+        oci_container::write_bundle(&config.id, &bundle, &spec).unwrap();
+        bundle
+    }
+
+    pub(crate) fn log_path(&self, id: &str) -> PathBuf {
+        self.dir.path().join(format!("{id}.log"))
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        let Ok(records) = self.runtime.records() else {
+            return;
+        };
+        for rec in records.records {
+            let _ = std::process::Command::new(&rec.runtime)
+                .arg("--root")
+                .arg(&rec.runtime_root)
+                .args(["delete", "--force", &rec.id])
+                .output();
+            if let Some(conmon) = rec.conmon.filter(ProcessIdentity::is_alive) {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(conmon.pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+        }
+    }
+}
+
+/// Asserts every line of a CRI log is `<RFC3339Nano> <stdout|stderr> <F|P> <text>` and returns
+/// `(stream, text)` of the full lines.
+pub(crate) fn cri_lines(log: &Path) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(log)
+        .unwrap_or_else(|e| panic!("cannot read the log {}: {e}", log.display()));
+    text.lines()
+        .map(|line| {
+            let mut parts = line.splitn(4, ' ');
+            let (ts, stream, tag, rest) = (
+                parts.next().unwrap_or_default(),
+                parts.next().unwrap_or_default(),
+                parts.next().unwrap_or_default(),
+                parts.next().unwrap_or_default(),
+            );
+            assert!(is_rfc3339_nano(ts), "timestamp {ts:?} in {line:?}");
+            assert!(matches!(stream, "stdout" | "stderr"), "stream in {line:?}");
+            assert_eq!(tag, "F", "a short line is a full line: {line:?}");
+            (stream.to_owned(), rest.to_owned())
+        })
+        .collect()
+}
+
+/// `2024-01-02T03:04:05.123456789+00:00` or `...Z`: date, `T`, time with fraction, zone.
+fn is_rfc3339_nano(ts: &str) -> bool {
+    let Some((date, time)) = ts.split_once('T') else {
+        return false;
+    };
+    let date_ok = date.len() == 10
+        && date.bytes().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        });
+    let (clock, zone) = match time.find(['Z', '+', '-']) {
+        Some(i) => time.split_at(i),
+        None => return false,
+    };
+    let fraction_ok = clock.split_once('.').is_some_and(|(hms, frac)| {
+        hms.len() == 8 && !frac.is_empty() && frac.bytes().all(|b| b.is_ascii_digit())
+    });
+    date_ok && fraction_ok && (zone == "Z" || zone.len() == 6)
+}
+
+/// A config running `args` in the busybox root.
+pub(crate) fn config(id: &str, args: &[&str]) -> ContainerConfig {
+    ContainerConfig {
+        id: id.to_owned(),
+        command: args.iter().map(|&a| a.to_owned()).collect(),
+        ..ContainerConfig::default()
+    }
+}
