@@ -6,7 +6,7 @@ use nix::sys::signal::Signal;
 use oci_container::{Error, NamespacePaths, ProcessIdentity, Status};
 use test_support::netns::NetNs;
 
-use crate::support::{Fixture, config, cri_lines, runtimes};
+use crate::support::{Fixture, config, cri_lines, crun_cannot_run_here, runtimes};
 
 const EXIT: Duration = Duration::from_secs(20);
 
@@ -260,10 +260,7 @@ async fn a_restarted_caller_finds_its_containers_in_the_records_and_removes_them
         assert!(records.errors.is_empty(), "{:?}", records.errors);
         let rec = records.records.iter().find(|r| r.id == id).expect("record");
         let conmon = rec.conmon.expect("conmon identity");
-        assert!(
-            conmon.is_alive(),
-            "{name}: conmon still runs"
-        );
+        assert!(conmon.is_alive(), "{name}: conmon still runs");
         assert!(again.list().await.unwrap().iter().any(|s| s.id == id));
 
         again.remove(&id).await.unwrap();
@@ -272,4 +269,35 @@ async fn a_restarted_caller_finds_its_containers_in_the_records_and_removes_them
         // removing what is gone is not an error
         again.remove(&id).await.unwrap();
     }
+}
+
+/// On a host crun 1.8 refuses (hybrid cgroups with v2 controllers), the driver reports the
+/// refusal naming the container and quoting crun, and leaves nothing; on any other host crun is
+/// in `runtimes()` and every test above runs on it. Either way crun is tested, never skipped.
+#[tokio::test]
+#[ignore = "needs root: cargo xtask test"]
+async fn crun_refuses_hybrid_cgroups_naming_the_reason() {
+    let Some(why) = crun_cannot_run_here() else {
+        assert!(
+            runtimes().iter().any(|(name, _)| *name == "crun"),
+            "crun accepts this host, so the tests above run on it"
+        );
+        return;
+    };
+    let fx = Fixture::new(std::path::Path::new("/usr/bin/crun"));
+    let id = test_support::unique_name("crun-hybrid");
+    let cfg = config(&id, &["/bin/busybox", "true"]);
+    let bundle = fx.bundle(&cfg, &fx.rootfs);
+    let err = fx
+        .runtime
+        .create(&id, &bundle, &fx.log_path(&id))
+        .await
+        .expect_err(&format!("crun refuses this host: {why}"));
+    let text = err.to_string();
+    assert!(text.contains(&id), "{text}");
+    assert!(text.contains("hybrid"), "crun says why: {text}");
+    assert!(
+        fx.runtime.records().unwrap().records.is_empty(),
+        "nothing left"
+    );
 }
