@@ -154,9 +154,16 @@ impl Containerd {
             if leaves.is_empty() {
                 return Err(format!("snapshots form a cycle: {all:?}"));
             }
-            let mut args = vec!["snapshots", "rm"];
-            args.extend(leaves);
-            self.query(&args)?;
+            // One at a time: containerd's garbage collector may take a snapshot between the
+            // listing and its removal, and "not found" is then what was wanted.
+            for leaf in leaves {
+                match self.query(&["snapshots", "rm", leaf]) {
+                    Err(e) if e.contains("not found") => {}
+                    other => {
+                        other?;
+                    }
+                }
+            }
         }
     }
 
