@@ -142,23 +142,35 @@ impl BlobWriter {
 
     /// Checks size and digest, then syncs and renames the blob into place (blocking: run it
     /// off the async threads).
+    #[cfg(test)]
     pub(crate) fn finish(self) -> Result<()> {
+        self.verify()?;
+        self.commit()
+    }
+
+    /// Checks that what was written is the whole blob: its size and digest.
+    pub(crate) fn verify(&self) -> Result<()> {
         if self.written != self.size {
             return Err(Error::SizeMismatch {
-                image: self.image,
+                image: self.image.clone(),
                 digest: self.digest.to_string(),
                 expected: self.size,
                 actual: self.written.to_string(),
             });
         }
-        let actual = self.hasher.finish();
+        let actual = self.digest_so_far();
         if actual != self.digest {
             return Err(Error::DigestMismatch {
-                image: self.image,
+                image: self.image.clone(),
                 expected: self.digest.to_string(),
                 actual: actual.to_string(),
             });
         }
+        Ok(())
+    }
+
+    /// Syncs and renames a blob [`BlobWriter::verify`] accepted into place (blocking).
+    pub(crate) fn commit(self) -> Result<()> {
         self.file
             .commit(&[], Durability::Synced)
             .map_err(|e| Error::file("store a blob", e))

@@ -105,6 +105,7 @@ mod copy;
 mod digest;
 mod driver;
 mod error;
+mod feed;
 mod index;
 mod inspect;
 mod layers;

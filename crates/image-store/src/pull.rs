@@ -14,7 +14,7 @@ use oci_spec::image::{ImageConfiguration, ImageIndex, ImageManifest};
 use serde_json::Value;
 
 use crate::auth::Auth;
-use crate::blobs::DOCUMENT_MAX;
+use crate::blobs::{BlobWriter, DOCUMENT_MAX};
 use crate::digest::Digest;
 use crate::error::{Attempt, Error, LayerProblem, Result};
 use crate::index::{Image, IndexFile, Layer};
@@ -326,7 +326,10 @@ impl Puller {
             return Err(self.malformed(&what, format!("config of {config_size} bytes")));
         }
         if !self.inner.blobs.has(&config_digest) {
-            self.download(&config_digest, config_size, None).await?;
+            let writer = self
+                .download(&config_digest, config_size, None, None)
+                .await?;
+            self.blocking(move || writer.commit()).await?;
         }
         let config_bytes = self.inner.blobs.read(&config_digest)?;
         let config_what = format!("config {config_digest}");
@@ -351,6 +354,15 @@ impl Puller {
         let plans = self.plan_layers(&manifest, &diff_ids, &what)?;
 
         let layers = self.layers(plans).await?;
+        // Once for the whole pull (not per layer): what it unpacked reaches the disk before the
+        // index names it. Layers an indexed image already names were synced before that index.
+        if layers
+            .iter()
+            .any(|l| self.known_size(&l.chain_id).is_none())
+        {
+            let inner = Arc::clone(&self.inner);
+            self.blocking(move || crate::layers::sync(&inner)).await?;
+        }
 
         self.inner.blobs.put(&manifest_digest, &manifest_bytes)?;
         let index_digest = match index {
@@ -549,45 +561,101 @@ impl Puller {
         }
     }
 
-    /// Makes sure one layer's blob is stored and its directory unpacked.
+    /// Makes sure one layer's blob is stored and its directory unpacked: a layer that is
+    /// neither is unpacked while it downloads.
     async fn layer(&self, mut layer: Layer, cancel: &Arc<AtomicBool>) -> Result<Layer> {
-        let dir = self.inner.layer_dir(&layer.chain_id);
         if cancel.load(Ordering::Relaxed) {
             return Err(self.cancelled(&layer.digest));
         }
-        if !self.inner.blobs.has(&layer.digest) {
-            self.download(&layer.digest, layer.compressed_size, Some(cancel))
-                .await?;
-        }
-        // A layer already unpacked for an indexed image keeps the size measured then: a warm
-        // pull does not walk every file again.
-        let known = dir
-            .is_dir()
-            .then(|| self.known_size(&layer.chain_id))
-            .flatten();
-        if let Some(size) = known {
-            layer.size = size;
+        let dir = self.inner.layer_dir(&layer.chain_id);
+        let stored = self.inner.blobs.has(&layer.digest);
+        if dir.is_dir() {
+            // Unpacked already, for an indexed image or by another pull.
+            if !stored {
+                let writer = self
+                    .download(&layer.digest, layer.compressed_size, Some(cancel), None)
+                    .await?;
+                self.blocking(move || writer.commit()).await?;
+            }
+            // A layer unpacked for an indexed image keeps the size measured then: a warm pull
+            // does not walk every file again.
+            layer.size = match self.known_size(&layer.chain_id) {
+                Some(size) => size,
+                None => {
+                    self.blocking(move || {
+                        usage(&dir)
+                            .map(|u| u.bytes)
+                            .map_err(|e| Error::io("measure", &dir, e))
+                    })
+                    .await?
+                }
+            };
             return Ok(layer);
         }
-        let inner = Arc::clone(&self.inner);
-        let image = self.image.clone();
-        let plan = layer.clone();
-        let cancel = Arc::clone(cancel);
-        layer.size = tokio::task::spawn_blocking(move || {
-            let dir = inner.layer_dir(&plan.chain_id);
-            if !dir.is_dir() {
-                crate::layers::unpack_layer(&inner, &image, &plan, &cancel)?;
-            }
-            usage(&dir)
-                .map(|u| u.bytes)
-                .map_err(|e| Error::io("measure", &dir, e))
-        })
-        .await
-        .map_err(|e| Error::Interrupted {
-            image: self.image.clone(),
-            reason: e.to_string(),
-        })??;
+        let unpacked = if stored {
+            let (inner, image, plan) = (Arc::clone(&self.inner), self.image.clone(), layer.clone());
+            let cancel = Arc::clone(cancel);
+            self.blocking(move || crate::layers::unpack_stored(&inner, &image, &plan, &cancel))
+                .await?
+        } else {
+            self.fetch_and_unpack(&layer, cancel).await?
+        };
+        layer.size = unpacked.size;
+        self.blocking(move || unpacked.place()).await?;
         Ok(layer)
+    }
+
+    /// Downloads a layer's blob and unpacks it as its bytes arrive. The directory is handed
+    /// back (to be put in place) only once the blob is verified and stored and the diff id
+    /// matched; on any failure neither the blob nor the directory is left. Returns once the
+    /// unpack has stopped.
+    async fn fetch_and_unpack(
+        &self,
+        layer: &Layer,
+        cancel: &Arc<AtomicBool>,
+    ) -> Result<crate::layers::Unpacked> {
+        let (mut feed, reader) = crate::feed::channel();
+        let unpack = {
+            let (inner, image, plan) = (Arc::clone(&self.inner), self.image.clone(), layer.clone());
+            let cancel = Arc::clone(cancel);
+            tokio::task::spawn_blocking(move || {
+                crate::layers::unpack(&inner, &image, &plan, reader, &cancel)
+            })
+        };
+        let downloaded = self
+            .download(
+                &layer.digest,
+                layer.compressed_size,
+                Some(cancel),
+                Some(&mut feed),
+            )
+            .await;
+        if downloaded.is_ok() {
+            feed.end().await;
+        }
+        let unpack_stopped = feed.closed();
+        // Without its end, the reader fails: the unpack stops.
+        drop(feed);
+        let unpacked = unpack.await.map_err(|e| self.interrupted(e))?;
+        match (downloaded, unpacked) {
+            (Ok(writer), Ok(unpacked)) => {
+                self.blocking(move || writer.commit()).await?;
+                Ok(unpacked)
+            }
+            // The download stopped because the unpack did: the unpack says why.
+            (Err(_), Err(e)) if unpack_stopped => Err(e),
+            (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+        }
+    }
+
+    /// Runs blocking work off the async threads.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|e| self.interrupted(e))?
     }
 
     /// The size an indexed image recorded for the layer with this chain id.
@@ -601,14 +669,16 @@ impl Puller {
             .map(|l| l.size)
     }
 
-    /// Streams a blob into the store, verifying size and digest as it arrives; stops when
-    /// `cancel` is set.
+    /// Streams a blob into a temporary file, and to `feed` when given, counting and hashing it
+    /// as it arrives; stops when `cancel` is set or the feed's reader is gone. Returns the
+    /// writer once size and digest are verified, for the caller to commit.
     async fn download(
         &self,
         digest: &Digest,
         size: u64,
         cancel: Option<&AtomicBool>,
-    ) -> Result<()> {
+        mut feed: Option<&mut crate::feed::Feed>,
+    ) -> Result<BlobWriter> {
         let started = Instant::now();
         let op = format!("fetch blob {digest}");
         let digest_text = digest.to_string();
@@ -626,7 +696,14 @@ impl Puller {
             }
             match self.timed(&op, stream.next()).await? {
                 None => break,
-                Some(Ok(chunk)) => writer.write(&chunk)?,
+                Some(Ok(chunk)) => {
+                    writer.write(&chunk)?;
+                    if let Some(feed) = feed.as_deref_mut()
+                        && !feed.send(chunk).await
+                    {
+                        return Err(self.cancelled(digest));
+                    }
+                }
                 Some(Err(e)) => {
                     // oci-client checks the digest at the end of the stream too; say which
                     // blob lied rather than relay its stream error.
@@ -645,20 +722,15 @@ impl Puller {
                 }
             }
         }
-        tokio::task::spawn_blocking(move || writer.finish())
-            .await
-            .map_err(|e| Error::Interrupted {
-                image: self.image.clone(),
-                reason: e.to_string(),
-            })??;
+        writer.verify()?;
         tracing::debug!(
             image = %self.image,
             blob = %digest,
             bytes = size,
             seconds = started.elapsed().as_secs_f64(),
-            "blob stored"
+            "blob downloaded"
         );
-        Ok(())
+        Ok(writer)
     }
 
     pub(crate) async fn timed<T>(&self, op: &str, fut: impl Future<Output = T>) -> Result<T> {

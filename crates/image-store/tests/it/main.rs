@@ -11,5 +11,6 @@ mod registries;
 mod rootfs;
 mod stall;
 mod store;
+mod stream;
 mod support;
 mod trust;

@@ -1,6 +1,7 @@
 //! What the tests share: a store speaking plain HTTP to the local registry, and the check that
 //! nothing of a failed pull is left.
 
+use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 use std::time::Duration;
 
@@ -48,4 +49,25 @@ pub(crate) fn assert_empty_after_reopen(store: Store, registry: &str) {
 /// `<registry>/<repo>:<tag>`.
 pub(crate) fn reference(registry: &str, repo: &str, tag: &str) -> String {
     format!("{registry}/{repo}:{tag}")
+}
+
+/// Bytes that do not compress: a layer that takes a while through a slow link.
+pub(crate) fn noise(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// Whether `blobs` holds a blob being written: a temporary file with something in it.
+pub(crate) fn has_partial_blob(blobs: &Path) -> bool {
+    file_names(blobs)
+        .iter()
+        .any(|n| n.starts_with('.') && std::fs::metadata(blobs.join(n)).is_ok_and(|m| m.size() > 0))
 }
