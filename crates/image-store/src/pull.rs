@@ -5,7 +5,7 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::{FutureExt as _, StreamExt as _};
@@ -19,6 +19,7 @@ use crate::digest::Digest;
 use crate::error::{Attempt, Error, LayerProblem, Result};
 use crate::index::{Image, IndexFile, Layer};
 use crate::platform::Platform;
+use crate::progress::Tracker;
 use crate::reference::Reference;
 use crate::registries::PullSource;
 use crate::store::{Inner, Store};
@@ -108,6 +109,33 @@ impl Store {
     ///
     /// [`StoreConfig::insecure_registries`]: crate::StoreConfig::insecure_registries
     pub async fn pull_with(&self, text: &str, auth: &Auth, options: &PullOptions) -> Result<Image> {
+        let started = Instant::now();
+        let downloaded = Arc::new(AtomicU64::new(0));
+        let mut named = text.to_owned();
+        let result = self
+            .pull_candidates(text, auth, options, &downloaded, &mut named)
+            .await;
+        if let Some(progress) = options.progress() {
+            progress.pull_done(
+                &named,
+                result.is_ok(),
+                downloaded.load(Ordering::Relaxed),
+                started.elapsed(),
+            );
+        }
+        result
+    }
+
+    /// The candidates `text` completes to, tried in order; `named` is set to each as it is
+    /// tried.
+    async fn pull_candidates(
+        &self,
+        text: &str,
+        auth: &Auth,
+        options: &PullOptions,
+        downloaded: &Arc<AtomicU64>,
+        named: &mut String,
+    ) -> Result<Image> {
         let candidates = options.registries().candidates(text)?;
         if candidates.len() > 1 {
             tracing::info!(
@@ -120,7 +148,8 @@ impl Store {
         let many = candidates.len() > 1;
         for candidate in candidates {
             let from = candidate.to_string();
-            match self.pull_one(candidate, auth, options).await {
+            named.clone_from(&from);
+            match self.pull_one(candidate, auth, options, downloaded).await {
                 Ok(image) => return Ok(image),
                 Err(e)
                     if many
@@ -144,6 +173,7 @@ impl Store {
         reference: Reference,
         auth: &Auth,
         options: &PullOptions,
+        downloaded: &Arc<AtomicU64>,
     ) -> Result<Image> {
         let checks = options.policy().map(|p| Checks::new(p, &reference));
         if let Some(checks) = &checks {
@@ -173,9 +203,16 @@ impl Store {
                 let auth = auth.clone();
                 let task_key = key.clone();
                 let image = reference.to_string();
+                let tracker = Arc::new(Tracker::new(
+                    &image,
+                    options.progress().cloned(),
+                    Arc::clone(downloaded),
+                ));
                 let task = tokio::spawn(async move {
                     let result =
-                        pull_from_sources(&inner, &reference, sources, &auth, checks).await;
+                        pull_from_sources(&inner, &reference, sources, &auth, checks, &tracker)
+                            .await;
+                    log_summary(&reference, &tracker, &result);
                     if result.is_err() {
                         inner.collect_if_idle();
                     }
@@ -211,6 +248,7 @@ async fn pull_from_sources(
     sources: Vec<PullSource>,
     auth: &Auth,
     checks: Option<Checks>,
+    tracker: &Arc<Tracker>,
 ) -> Result<Image> {
     let many = sources.len() > 1;
     let mut attempts = Vec::new();
@@ -227,6 +265,7 @@ async fn pull_from_sources(
             auth.clone(),
             client,
             checks.clone(),
+            Arc::clone(tracker),
         );
         match puller.run().await {
             Ok(image) => return Ok(image),
@@ -241,6 +280,31 @@ async fn pull_from_sources(
         image: reference.to_string(),
         attempts,
     })
+}
+
+/// The pull's summary line: what it downloaded, how fast, what it reused.
+fn log_summary(reference: &Reference, tracker: &Tracker, result: &Result<Image>) {
+    let summary = tracker.summary();
+    match result {
+        Ok(image) => tracing::info!(
+            image = %reference,
+            id = %image.id,
+            layers = image.layers.len(),
+            reused = summary.reused,
+            bytes = summary.downloaded,
+            mb_per_s = summary.mb_per_s,
+            seconds = summary.seconds,
+            "pulled image"
+        ),
+        Err(e) => tracing::info!(
+            image = %reference,
+            bytes = summary.downloaded,
+            mb_per_s = summary.mb_per_s,
+            seconds = summary.seconds,
+            error = %e,
+            "pull failed"
+        ),
+    }
 }
 
 impl Inner {
@@ -275,6 +339,7 @@ pub(crate) struct Puller {
     /// The reference as errors name it.
     pub(crate) image: String,
     checks: Option<Checks>,
+    tracker: Arc<Tracker>,
 }
 
 impl Puller {
@@ -285,6 +350,7 @@ impl Puller {
         auth: Auth,
         client: oci_client::Client,
         checks: Option<Checks>,
+        tracker: Arc<Tracker>,
     ) -> Puller {
         Puller {
             inner: Arc::clone(inner),
@@ -294,11 +360,11 @@ impl Puller {
             client,
             auth: auth.to_client(),
             checks,
+            tracker,
         }
     }
 
     async fn run(self) -> Result<Image> {
-        let started = Instant::now();
         let _gc = self.inner.gc.read().await;
         let (top, top_digest) = self
             .fetch_document(&self.target, self.reference.digest())
@@ -399,16 +465,7 @@ impl Puller {
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
         };
-        let image = self.commit(image)?;
-        tracing::info!(
-            image = %self.image,
-            id = %image.id,
-            layers = image.layers.len(),
-            bytes = image.size,
-            seconds = started.elapsed().as_secs_f64(),
-            "pulled image"
-        );
-        Ok(image)
+        self.commit(image)
     }
 
     /// When the policy wants signatures, fetches those of the top-level manifest `digest`
@@ -527,6 +584,12 @@ impl Puller {
     /// stop early, and all have stopped (no unpack still writing) when this returns: what they
     /// left can then be collected.
     async fn layers(&self, plans: Vec<Layer>) -> Result<Vec<Layer>> {
+        let to_fetch = plans
+            .iter()
+            .filter(|l| !self.inner.blobs.has(&l.digest))
+            .map(|l| l.compressed_size)
+            .sum();
+        self.tracker.plan(plans.len(), to_fetch);
         let permits = tokio::sync::Semaphore::new(self.inner.config.parallel_layers.max(1));
         let cancel = Arc::new(AtomicBool::new(false));
         let results = futures_util::future::join_all(plans.into_iter().map(|plan| {
@@ -569,6 +632,10 @@ impl Puller {
         }
         let dir = self.inner.layer_dir(&layer.chain_id);
         let stored = self.inner.blobs.has(&layer.digest);
+        if !stored {
+            self.tracker
+                .layer_started(&layer.digest, layer.compressed_size);
+        }
         if dir.is_dir() {
             // Unpacked already, for an indexed image or by another pull.
             if !stored {
@@ -590,6 +657,7 @@ impl Puller {
                     .await?
                 }
             };
+            self.tracker.layer_done(&layer.digest, stored);
             return Ok(layer);
         }
         let unpacked = if stored {
@@ -602,6 +670,7 @@ impl Puller {
         };
         layer.size = unpacked.size;
         self.blocking(move || unpacked.place()).await?;
+        self.tracker.layer_done(&layer.digest, stored);
         Ok(layer)
     }
 
@@ -670,8 +739,9 @@ impl Puller {
     }
 
     /// Streams a blob into a temporary file, and to `feed` when given, counting and hashing it
-    /// as it arrives; stops when `cancel` is set or the feed's reader is gone. Returns the
-    /// writer once size and digest are verified, for the caller to commit.
+    /// as it arrives. `cancel` is given for a layer's blob: its bytes are reported as progress,
+    /// and it stops when `cancel` is set (or the feed's reader is gone). Returns the writer once
+    /// size and digest are verified, for the caller to commit.
     async fn download(
         &self,
         digest: &Digest,
@@ -698,6 +768,9 @@ impl Puller {
                 None => break,
                 Some(Ok(chunk)) => {
                     writer.write(&chunk)?;
+                    if cancel.is_some() {
+                        self.tracker.bytes(digest, chunk.len() as u64);
+                    }
                     if let Some(feed) = feed.as_deref_mut()
                         && !feed.send(chunk).await
                     {

@@ -5,6 +5,7 @@
 
 mod crash;
 mod hostile;
+mod progress;
 mod props;
 mod pull;
 mod registries;
