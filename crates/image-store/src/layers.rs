@@ -73,7 +73,12 @@ pub(crate) fn unpack(
     std::fs::DirBuilder::new()
         .mode(0o755)
         .create(&temp)
-        .map_err(|e| Error::io("create", &temp, e))?;
+        .map_err(|e| Error::Layer {
+            image: image.to_owned(),
+            layer: layer.digest.to_string(),
+            entry: None,
+            problem: LayerProblem::Io(e.to_string()),
+        })?;
     let mut unpacked = Unpacked {
         dest: inner.layer_dir(&layer.chain_id),
         temp,

@@ -77,7 +77,9 @@ impl Store {
     /// refuses, fails or stalls; [`Error::Malformed`] or [`Error::NoMatchingPlatform`] for a
     /// manifest, index or configuration this crate cannot use; [`Error::DigestMismatch`] and
     /// [`Error::SizeMismatch`] for blobs that are not what their descriptors say;
-    /// [`Error::Layer`] naming the layer and tar entry that cannot be unpacked; [`Error::Io`].
+    /// [`Error::Layer`] naming the layer and tar entry that cannot be unpacked (or written: a
+    /// full disk); [`Error::Blob`] naming the blob that cannot be downloaded or stored;
+    /// [`Error::Io`].
     /// Nothing of a failed pull is visible in the store.
     pub async fn pull(&self, reference: &str, auth: &Auth) -> Result<Image> {
         self.pull_with(reference, auth, &PullOptions::default())
@@ -430,10 +432,12 @@ impl Puller {
             self.blocking(move || crate::layers::sync(&inner)).await?;
         }
 
-        self.inner.blobs.put(&manifest_digest, &manifest_bytes)?;
+        self.inner
+            .blobs
+            .put(&self.image, &manifest_digest, &manifest_bytes)?;
         let index_digest = match index {
             Some((bytes, digest)) => {
-                self.inner.blobs.put(&digest, &bytes)?;
+                self.inner.blobs.put(&self.image, &digest, &bytes)?;
                 Some(digest)
             }
             None => None,
@@ -787,9 +791,10 @@ impl Puller {
                             actual: writer.digest_so_far().to_string(),
                         });
                     }
-                    return Err(Error::Io {
+                    return Err(Error::Blob {
+                        image: self.image.clone(),
+                        blob: digest.to_string(),
                         op: "download",
-                        path: self.inner.blobs.path(digest),
                         source: Arc::new(e),
                     });
                 }

@@ -4,6 +4,7 @@
 //! `CNI_PRIVILEGED_TESTS=1 cargo test -p image-store -- --ignored` (`cargo xtask test` does).
 
 mod crash;
+mod full_disk;
 mod hostile;
 mod progress;
 mod props;

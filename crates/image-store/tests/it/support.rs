@@ -2,7 +2,8 @@
 //! nothing of a failed pull is left.
 
 use std::os::unix::fs::MetadataExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 use image_store::{Store, StoreConfig};
@@ -70,4 +71,44 @@ pub(crate) fn has_partial_blob(blobs: &Path) -> bool {
     file_names(blobs)
         .iter()
         .any(|n| n.starts_with('.') && std::fs::metadata(blobs.join(n)).is_ok_and(|m| m.size() > 0))
+}
+
+const NS_VAR: &str = "IMAGE_STORE_PRIVATE_MOUNT_NS";
+
+/// In the parent: runs the test `name` again in a private mount namespace, asserts it passed and
+/// returns false. In that child: returns true, and the test goes on.
+pub(crate) fn in_private_mount_ns(name: &str) -> bool {
+    if std::env::var_os(NS_VAR).is_some() {
+        return true;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let status = Command::new("unshare")
+        .args(["--mount", "--propagation", "private"])
+        .arg(exe)
+        .args([
+            name,
+            "--exact",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(NS_VAR, "1")
+        .status()
+        .expect("run unshare");
+    assert!(
+        status.success(),
+        "{name} in a private mount namespace: {status}"
+    );
+    false
+}
+
+/// Unmounts (lazily) every mount at or below a directory when dropped, on failure too.
+pub(crate) struct Unmount(pub(crate) PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        for m in test_support::fs::mounts_at_or_below(&self.0).iter().rev() {
+            let _ = Command::new("umount").arg("-l").arg(&m.point).status();
+        }
+    }
 }
