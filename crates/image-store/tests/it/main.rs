@@ -9,6 +9,7 @@ mod hostile;
 mod progress;
 mod props;
 mod pull;
+mod redirect;
 mod registries;
 mod rootfs;
 mod stall;
