@@ -5,6 +5,7 @@
 //! every request to itself, and one that forwards to a registry but redirects one blob's
 //! download elsewhere.
 
+use std::fmt::Write as _;
 use std::io::{BufReader, Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -636,11 +637,11 @@ fn forward(upstream: &str, request: &http::Request, out: &mut TcpStream) -> bool
             || name == "connection"
             || (name == "content-length" && !head_only);
         if !dropped {
-            head.push_str(&format!("{name}: {value}\r\n"));
+            let _ = write!(head, "{name}: {value}\r\n");
         }
     }
     if !head_only {
-        head.push_str(&format!("content-length: {}\r\n", answer.body.len()));
+        let _ = write!(head, "content-length: {}\r\n", answer.body.len());
     }
     head.push_str("\r\n");
     out.write_all(head.as_bytes()).is_ok() && (head_only || out.write_all(&answer.body).is_ok())
