@@ -93,7 +93,7 @@ impl Daemon {
                 .map_err(|e| Error::io("cannot create directory", dir, e))?;
         }
         let store = Store::open(&config.crio.root)?;
-        let images = Images::open(&config)?;
+        let images = Images::open(&config)?.with_progress(metrics.image_progress());
         let manager = Arc::new(Manager::new(
             Arc::clone(&cni),
             netns,

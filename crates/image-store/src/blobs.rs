@@ -43,19 +43,19 @@ impl Blobs {
             .map_err(|e| Error::file("read a blob", e))
     }
 
-    /// Stores bytes already in memory and already checked against `digest`.
-    pub(crate) fn put(&self, digest: &Digest, bytes: &[u8]) -> Result<()> {
+    /// Stores bytes already in memory and already checked against `digest`, for `image`.
+    pub(crate) fn put(&self, image: &str, digest: &Digest, bytes: &[u8]) -> Result<()> {
         if self.has(digest) {
             return Ok(());
         }
         safe_file::write_atomic(&self.path(digest), bytes, 0o644, Durability::Synced)
-            .map_err(|e| Error::file("write a blob", e))
+            .map_err(|e| blob_error(image, digest, "store", e.into_io()))
     }
 
-    /// Starts writing blob `digest`, which its descriptor says is `size` bytes long.
+    /// Starts writing blob `digest` of `image`, which its descriptor says is `size` bytes long.
     pub(crate) fn writer(&self, image: &str, digest: &Digest, size: u64) -> Result<BlobWriter> {
         let file = AtomicFile::create(self.path(digest), 0o644)
-            .map_err(|e| Error::file("create a blob", e))?;
+            .map_err(|e| blob_error(image, digest, "create", e.into_io()))?;
         Ok(BlobWriter {
             file,
             hasher: Hasher::new(),
@@ -127,7 +127,7 @@ impl BlobWriter {
         self.hasher.update(chunk);
         self.file
             .write_all(chunk)
-            .map_err(|e| Error::io("write a blob", self.file.target(), e))
+            .map_err(|e| blob_error(&self.image, &self.digest, "write", e))
     }
 
     /// How many bytes were written so far.
@@ -142,26 +142,47 @@ impl BlobWriter {
 
     /// Checks size and digest, then syncs and renames the blob into place (blocking: run it
     /// off the async threads).
+    #[cfg(test)]
     pub(crate) fn finish(self) -> Result<()> {
+        self.verify()?;
+        self.commit()
+    }
+
+    /// Checks that what was written is the whole blob: its size and digest.
+    pub(crate) fn verify(&self) -> Result<()> {
         if self.written != self.size {
             return Err(Error::SizeMismatch {
-                image: self.image,
+                image: self.image.clone(),
                 digest: self.digest.to_string(),
                 expected: self.size,
                 actual: self.written.to_string(),
             });
         }
-        let actual = self.hasher.finish();
+        let actual = self.digest_so_far();
         if actual != self.digest {
             return Err(Error::DigestMismatch {
-                image: self.image,
+                image: self.image.clone(),
                 expected: self.digest.to_string(),
                 actual: actual.to_string(),
             });
         }
+        Ok(())
+    }
+
+    /// Syncs and renames a blob [`BlobWriter::verify`] accepted into place (blocking).
+    pub(crate) fn commit(self) -> Result<()> {
         self.file
             .commit(&[], Durability::Synced)
-            .map_err(|e| Error::file("store a blob", e))
+            .map_err(|e| blob_error(&self.image, &self.digest, "store", e.into_io()))
+    }
+}
+
+fn blob_error(image: &str, digest: &Digest, op: &'static str, source: std::io::Error) -> Error {
+    Error::Blob {
+        image: image.to_owned(),
+        blob: digest.to_string(),
+        op,
+        source: std::sync::Arc::new(source),
     }
 }
 
@@ -237,7 +258,7 @@ mod tests {
     fn sweep_removes_temporaries_and_strangers() {
         let (_dir, blobs) = blobs();
         let d = Digest::of(b"x");
-        blobs.put(&d, b"x").unwrap();
+        blobs.put("img", &d, b"x").unwrap();
         fs::write(
             blobs.dir().join(format!(".{}.tmp-1-2", d.hex())),
             b"partial",

@@ -136,6 +136,20 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
+    /// A blob cannot be stored: the disk is full, say. The image and the blob (a layer's, the
+    /// configuration's or a manifest's digest) are named, and the operating system's error.
+    #[error("image {image}: blob {blob}: cannot {op}: {source}")]
+    Blob {
+        /// The image being pulled.
+        image: String,
+        /// The blob's digest.
+        blob: String,
+        /// What was being done: `create`, `write`, `store`.
+        op: &'static str,
+        /// What the operating system said.
+        #[source]
+        source: Arc<io::Error>,
+    },
     /// A file operation in the store failed.
     #[error("{}: cannot {op}: {source}", path.display())]
     Io {

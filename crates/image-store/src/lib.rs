@@ -10,7 +10,8 @@
 //! - [`Store`]: the store on disk. [`Store::pull`] resolves a tag to a manifest (this node's
 //!   [`Platform`] from an index), streams the configuration and layers (in parallel, bounded)
 //!   into content-addressed blobs, each verified against its digest and size while it
-//!   arrives, unpacks each layer into `<root>/layers/<chain id>/` and only then lists the image.
+//!   arrives, unpacks each layer into `<root>/layers/<chain id>/` as its bytes arrive (put in
+//!   place once its blob is verified and its diff id matched) and only then lists the image.
 //!   A pull of a reference already being pulled joins it. [`Store::list`], [`Store::get`] (by
 //!   reference, digest or id prefix), [`Store::remove`] (blobs and layers go when no image uses
 //!   them) and [`Store::disk_usage`] (bytes and inodes).
@@ -41,6 +42,9 @@
 //!   ([`Registries`]: short names by alias or unqualified-search registries, mirrors tried
 //!   before the location, `blocked`, `insecure`, drop-in files). What cannot be verified here
 //!   (`signedBy` GPG signatures, Fulcio, Rekor) refuses the pull, naming the policy section.
+//! - Progress: a [`Progress`] observer given with [`PullOptions::with_progress`] hears each
+//!   layer start, its bytes as they arrive, its end (or that it was reused) and the end of the
+//!   pull; the pull itself logs its progress at most every 5 s and a summary at the end.
 //! - One [`Error`], whose variants name the image, the blob or layer and the tar entry, the
 //!   policy section and requirement, or the registries.conf table.
 //!
@@ -105,6 +109,7 @@ mod copy;
 mod digest;
 mod driver;
 mod error;
+mod feed;
 mod index;
 mod inspect;
 mod layers;
@@ -112,6 +117,7 @@ mod manifest;
 mod mount;
 mod platform;
 mod policy;
+mod progress;
 mod pull;
 mod reference;
 mod registries;
@@ -131,6 +137,7 @@ pub use error::{Attempt, Error, LayerProblem, RegistryRefusal, Result};
 pub use index::{Image, Layer};
 pub use platform::Platform;
 pub use policy::{Policy, Requirement, Rule, SignedIdentity, SigstoreSigned};
+pub use progress::Progress;
 pub use reference::{DEFAULT_REGISTRY, DEFAULT_TAG, Reference};
 pub use registries::{PullFromMirror, PullSource, Registries, ShortNameMode};
 pub use rootfs::Rootfs;

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::{FutureExt as _, StreamExt as _};
@@ -14,11 +14,12 @@ use oci_spec::image::{ImageConfiguration, ImageIndex, ImageManifest};
 use serde_json::Value;
 
 use crate::auth::Auth;
-use crate::blobs::DOCUMENT_MAX;
+use crate::blobs::{BlobWriter, DOCUMENT_MAX};
 use crate::digest::Digest;
 use crate::error::{Attempt, Error, LayerProblem, Result};
 use crate::index::{Image, IndexFile, Layer};
 use crate::platform::Platform;
+use crate::progress::Tracker;
 use crate::reference::Reference;
 use crate::registries::PullSource;
 use crate::store::{Inner, Store};
@@ -76,7 +77,9 @@ impl Store {
     /// refuses, fails or stalls; [`Error::Malformed`] or [`Error::NoMatchingPlatform`] for a
     /// manifest, index or configuration this crate cannot use; [`Error::DigestMismatch`] and
     /// [`Error::SizeMismatch`] for blobs that are not what their descriptors say;
-    /// [`Error::Layer`] naming the layer and tar entry that cannot be unpacked; [`Error::Io`].
+    /// [`Error::Layer`] naming the layer and tar entry that cannot be unpacked (or written: a
+    /// full disk); [`Error::Blob`] naming the blob that cannot be downloaded or stored;
+    /// [`Error::Io`].
     /// Nothing of a failed pull is visible in the store.
     pub async fn pull(&self, reference: &str, auth: &Auth) -> Result<Image> {
         self.pull_with(reference, auth, &PullOptions::default())
@@ -108,6 +111,33 @@ impl Store {
     ///
     /// [`StoreConfig::insecure_registries`]: crate::StoreConfig::insecure_registries
     pub async fn pull_with(&self, text: &str, auth: &Auth, options: &PullOptions) -> Result<Image> {
+        let started = Instant::now();
+        let downloaded = Arc::new(AtomicU64::new(0));
+        let mut named = text.to_owned();
+        let result = self
+            .pull_candidates(text, auth, options, &downloaded, &mut named)
+            .await;
+        if let Some(progress) = options.progress() {
+            progress.pull_done(
+                &named,
+                result.is_ok(),
+                downloaded.load(Ordering::Relaxed),
+                started.elapsed(),
+            );
+        }
+        result
+    }
+
+    /// The candidates `text` completes to, tried in order; `named` is set to each as it is
+    /// tried.
+    async fn pull_candidates(
+        &self,
+        text: &str,
+        auth: &Auth,
+        options: &PullOptions,
+        downloaded: &Arc<AtomicU64>,
+        named: &mut String,
+    ) -> Result<Image> {
         let candidates = options.registries().candidates(text)?;
         if candidates.len() > 1 {
             tracing::info!(
@@ -120,7 +150,8 @@ impl Store {
         let many = candidates.len() > 1;
         for candidate in candidates {
             let from = candidate.to_string();
-            match self.pull_one(candidate, auth, options).await {
+            named.clone_from(&from);
+            match self.pull_one(candidate, auth, options, downloaded).await {
                 Ok(image) => return Ok(image),
                 Err(e)
                     if many
@@ -144,6 +175,7 @@ impl Store {
         reference: Reference,
         auth: &Auth,
         options: &PullOptions,
+        downloaded: &Arc<AtomicU64>,
     ) -> Result<Image> {
         let checks = options.policy().map(|p| Checks::new(p, &reference));
         if let Some(checks) = &checks {
@@ -173,9 +205,16 @@ impl Store {
                 let auth = auth.clone();
                 let task_key = key.clone();
                 let image = reference.to_string();
+                let tracker = Arc::new(Tracker::new(
+                    &image,
+                    options.progress().cloned(),
+                    Arc::clone(downloaded),
+                ));
                 let task = tokio::spawn(async move {
                     let result =
-                        pull_from_sources(&inner, &reference, sources, &auth, checks).await;
+                        pull_from_sources(&inner, &reference, sources, &auth, checks, &tracker)
+                            .await;
+                    log_summary(&reference, &tracker, &result);
                     if result.is_err() {
                         inner.collect_if_idle();
                     }
@@ -211,6 +250,7 @@ async fn pull_from_sources(
     sources: Vec<PullSource>,
     auth: &Auth,
     checks: Option<Checks>,
+    tracker: &Arc<Tracker>,
 ) -> Result<Image> {
     let many = sources.len() > 1;
     let mut attempts = Vec::new();
@@ -227,6 +267,7 @@ async fn pull_from_sources(
             auth.clone(),
             (client, source.insecure),
             checks.clone(),
+            Arc::clone(tracker),
         );
         match puller.run().await {
             Ok(image) => return Ok(image),
@@ -241,6 +282,31 @@ async fn pull_from_sources(
         image: reference.to_string(),
         attempts,
     })
+}
+
+/// The pull's summary line: what it downloaded, how fast, what it reused.
+fn log_summary(reference: &Reference, tracker: &Tracker, result: &Result<Image>) {
+    let summary = tracker.summary();
+    match result {
+        Ok(image) => tracing::info!(
+            image = %reference,
+            id = %image.id,
+            layers = image.layers.len(),
+            reused = summary.reused,
+            bytes = summary.downloaded,
+            mb_per_s = summary.mb_per_s,
+            seconds = summary.seconds,
+            "pulled image"
+        ),
+        Err(e) => tracing::info!(
+            image = %reference,
+            bytes = summary.downloaded,
+            mb_per_s = summary.mb_per_s,
+            seconds = summary.seconds,
+            error = %e,
+            "pull failed"
+        ),
+    }
 }
 
 impl Inner {
@@ -277,6 +343,7 @@ pub(crate) struct Puller {
     /// The reference as errors name it.
     pub(crate) image: String,
     checks: Option<Checks>,
+    tracker: Arc<Tracker>,
 }
 
 impl Puller {
@@ -287,6 +354,7 @@ impl Puller {
         auth: Auth,
         (client, source_insecure): (oci_client::Client, bool),
         checks: Option<Checks>,
+        tracker: Arc<Tracker>,
     ) -> Puller {
         let host = source.registry();
         let insecure = inner.config.insecure_registries.iter().any(|r| r == host);
@@ -299,11 +367,11 @@ impl Puller {
             client,
             auth: auth.to_client(),
             checks,
+            tracker,
         }
     }
 
     async fn run(self) -> Result<Image> {
-        let started = Instant::now();
         let _gc = self.inner.gc.read().await;
         let (top, top_digest) = self
             .fetch_document(&self.target, self.reference.digest())
@@ -331,7 +399,10 @@ impl Puller {
             return Err(self.malformed(&what, format!("config of {config_size} bytes")));
         }
         if !self.inner.blobs.has(&config_digest) {
-            self.download(&config_digest, config_size, None).await?;
+            let writer = self
+                .download(&config_digest, config_size, None, None)
+                .await?;
+            self.blocking(move || writer.commit()).await?;
         }
         let config_bytes = self.inner.blobs.read(&config_digest)?;
         let config_what = format!("config {config_digest}");
@@ -356,11 +427,22 @@ impl Puller {
         let plans = self.plan_layers(&manifest, &diff_ids, &what)?;
 
         let layers = self.layers(plans).await?;
+        // Once for the whole pull (not per layer): what it unpacked reaches the disk before the
+        // index names it. Layers an indexed image already names were synced before that index.
+        if layers
+            .iter()
+            .any(|l| self.known_size(&l.chain_id).is_none())
+        {
+            let inner = Arc::clone(&self.inner);
+            self.blocking(move || crate::layers::sync(&inner)).await?;
+        }
 
-        self.inner.blobs.put(&manifest_digest, &manifest_bytes)?;
+        self.inner
+            .blobs
+            .put(&self.image, &manifest_digest, &manifest_bytes)?;
         let index_digest = match index {
             Some((bytes, digest)) => {
-                self.inner.blobs.put(&digest, &bytes)?;
+                self.inner.blobs.put(&self.image, &digest, &bytes)?;
                 Some(digest)
             }
             None => None,
@@ -392,16 +474,7 @@ impl Puller {
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
         };
-        let image = self.commit(image)?;
-        tracing::info!(
-            image = %self.image,
-            id = %image.id,
-            layers = image.layers.len(),
-            bytes = image.size,
-            seconds = started.elapsed().as_secs_f64(),
-            "pulled image"
-        );
-        Ok(image)
+        self.commit(image)
     }
 
     /// When the policy wants signatures, fetches those of the top-level manifest `digest`
@@ -517,6 +590,12 @@ impl Puller {
     /// stop early, and all have stopped (no unpack still writing) when this returns: what they
     /// left can then be collected.
     async fn layers(&self, plans: Vec<Layer>) -> Result<Vec<Layer>> {
+        let to_fetch = plans
+            .iter()
+            .filter(|l| !self.inner.blobs.has(&l.digest))
+            .map(|l| l.compressed_size)
+            .sum();
+        self.tracker.plan(plans.len(), to_fetch);
         let permits = tokio::sync::Semaphore::new(self.inner.config.parallel_layers.max(1));
         let cancel = Arc::new(AtomicBool::new(false));
         let results = futures_util::future::join_all(plans.into_iter().map(|plan| {
@@ -551,45 +630,107 @@ impl Puller {
         }
     }
 
-    /// Makes sure one layer's blob is stored and its directory unpacked.
+    /// Makes sure one layer's blob is stored and its directory unpacked: a layer that is
+    /// neither is unpacked while it downloads.
     async fn layer(&self, mut layer: Layer, cancel: &Arc<AtomicBool>) -> Result<Layer> {
-        let dir = self.inner.layer_dir(&layer.chain_id);
         if cancel.load(Ordering::Relaxed) {
             return Err(self.cancelled(&layer.digest));
         }
-        if !self.inner.blobs.has(&layer.digest) {
-            self.download(&layer.digest, layer.compressed_size, Some(cancel))
-                .await?;
+        let dir = self.inner.layer_dir(&layer.chain_id);
+        let stored = self.inner.blobs.has(&layer.digest);
+        if !stored {
+            self.tracker
+                .layer_started(&layer.digest, layer.compressed_size);
         }
-        // A layer already unpacked for an indexed image keeps the size measured then: a warm
-        // pull does not walk every file again.
-        let known = dir
-            .is_dir()
-            .then(|| self.known_size(&layer.chain_id))
-            .flatten();
-        if let Some(size) = known {
-            layer.size = size;
+        if dir.is_dir() {
+            // Unpacked already, for an indexed image or by another pull.
+            if !stored {
+                let writer = self
+                    .download(&layer.digest, layer.compressed_size, Some(cancel), None)
+                    .await?;
+                self.blocking(move || writer.commit()).await?;
+            }
+            // A layer unpacked for an indexed image keeps the size measured then: a warm pull
+            // does not walk every file again.
+            layer.size = match self.known_size(&layer.chain_id) {
+                Some(size) => size,
+                None => {
+                    self.blocking(move || {
+                        usage(&dir)
+                            .map(|u| u.bytes)
+                            .map_err(|e| Error::io("measure", &dir, e))
+                    })
+                    .await?
+                }
+            };
+            self.tracker.layer_done(&layer.digest, stored);
             return Ok(layer);
         }
-        let inner = Arc::clone(&self.inner);
-        let image = self.image.clone();
-        let plan = layer.clone();
-        let cancel = Arc::clone(cancel);
-        layer.size = tokio::task::spawn_blocking(move || {
-            let dir = inner.layer_dir(&plan.chain_id);
-            if !dir.is_dir() {
-                crate::layers::unpack_layer(&inner, &image, &plan, &cancel)?;
-            }
-            usage(&dir)
-                .map(|u| u.bytes)
-                .map_err(|e| Error::io("measure", &dir, e))
-        })
-        .await
-        .map_err(|e| Error::Interrupted {
-            image: self.image.clone(),
-            reason: e.to_string(),
-        })??;
+        let unpacked = if stored {
+            let (inner, image, plan) = (Arc::clone(&self.inner), self.image.clone(), layer.clone());
+            let cancel = Arc::clone(cancel);
+            self.blocking(move || crate::layers::unpack_stored(&inner, &image, &plan, &cancel))
+                .await?
+        } else {
+            self.fetch_and_unpack(&layer, cancel).await?
+        };
+        layer.size = unpacked.size;
+        self.blocking(move || unpacked.place()).await?;
+        self.tracker.layer_done(&layer.digest, stored);
         Ok(layer)
+    }
+
+    /// Downloads a layer's blob and unpacks it as its bytes arrive. The directory is handed
+    /// back (to be put in place) only once the blob is verified and stored and the diff id
+    /// matched; on any failure neither the blob nor the directory is left. Returns once the
+    /// unpack has stopped.
+    async fn fetch_and_unpack(
+        &self,
+        layer: &Layer,
+        cancel: &Arc<AtomicBool>,
+    ) -> Result<crate::layers::Unpacked> {
+        let (mut feed, reader) = crate::feed::channel();
+        let unpack = {
+            let (inner, image, plan) = (Arc::clone(&self.inner), self.image.clone(), layer.clone());
+            let cancel = Arc::clone(cancel);
+            tokio::task::spawn_blocking(move || {
+                crate::layers::unpack(&inner, &image, &plan, reader, &cancel)
+            })
+        };
+        let downloaded = self
+            .download(
+                &layer.digest,
+                layer.compressed_size,
+                Some(cancel),
+                Some(&mut feed),
+            )
+            .await;
+        if downloaded.is_ok() {
+            feed.end().await;
+        }
+        let unpack_stopped = feed.closed();
+        // Without its end, the reader fails: the unpack stops.
+        drop(feed);
+        let unpacked = unpack.await.map_err(|e| self.interrupted(e))?;
+        match (downloaded, unpacked) {
+            (Ok(writer), Ok(unpacked)) => {
+                self.blocking(move || writer.commit()).await?;
+                Ok(unpacked)
+            }
+            // The download stopped because the unpack did: the unpack says why.
+            (Err(_), Err(e)) if unpack_stopped => Err(e),
+            (Err(e), _) | (Ok(_), Err(e)) => Err(e),
+        }
+    }
+
+    /// Runs blocking work off the async threads.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> Result<T> + Send + 'static,
+    ) -> Result<T> {
+        tokio::task::spawn_blocking(work)
+            .await
+            .map_err(|e| self.interrupted(e))?
     }
 
     /// The size an indexed image recorded for the layer with this chain id.
@@ -603,14 +744,17 @@ impl Puller {
             .map(|l| l.size)
     }
 
-    /// Streams a blob into the store, verifying size and digest as it arrives; stops when
-    /// `cancel` is set.
+    /// Streams a blob into a temporary file, and to `feed` when given, counting and hashing it
+    /// as it arrives. `cancel` is given for a layer's blob: its bytes are reported as progress,
+    /// and it stops when `cancel` is set (or the feed's reader is gone). Returns the writer once
+    /// size and digest are verified, for the caller to commit.
     async fn download(
         &self,
         digest: &Digest,
         size: u64,
         cancel: Option<&AtomicBool>,
-    ) -> Result<()> {
+        mut feed: Option<&mut crate::feed::Feed>,
+    ) -> Result<BlobWriter> {
         let started = Instant::now();
         let op = format!("fetch blob {digest}");
         let digest_text = digest.to_string();
@@ -628,7 +772,17 @@ impl Puller {
             }
             match self.timed(&op, stream.next()).await? {
                 None => break,
-                Some(Ok(chunk)) => writer.write(&chunk)?,
+                Some(Ok(chunk)) => {
+                    writer.write(&chunk)?;
+                    if cancel.is_some() {
+                        self.tracker.bytes(digest, chunk.len() as u64);
+                    }
+                    if let Some(feed) = feed.as_deref_mut()
+                        && !feed.send(chunk).await
+                    {
+                        return Err(self.cancelled(digest));
+                    }
+                }
                 Some(Err(e)) => {
                     // oci-client checks the digest at the end of the stream too; say which
                     // blob lied rather than relay its stream error.
@@ -639,28 +793,24 @@ impl Puller {
                             actual: writer.digest_so_far().to_string(),
                         });
                     }
-                    return Err(Error::Io {
+                    return Err(Error::Blob {
+                        image: self.image.clone(),
+                        blob: digest.to_string(),
                         op: "download",
-                        path: self.inner.blobs.path(digest),
                         source: Arc::new(e),
                     });
                 }
             }
         }
-        tokio::task::spawn_blocking(move || writer.finish())
-            .await
-            .map_err(|e| Error::Interrupted {
-                image: self.image.clone(),
-                reason: e.to_string(),
-            })??;
+        writer.verify()?;
         tracing::debug!(
             image = %self.image,
             blob = %digest,
             bytes = size,
             seconds = started.elapsed().as_secs_f64(),
-            "blob stored"
+            "blob downloaded"
         );
-        Ok(())
+        Ok(writer)
     }
 
     pub(crate) async fn timed<T>(&self, op: &str, fut: impl Future<Output = T>) -> Result<T> {

@@ -8,18 +8,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::digest::Digest;
 use crate::error::{Error, Result};
 use crate::policy::{Policy, Requirement};
+use crate::progress::{Observer, Progress};
 use crate::reference::Reference;
 use crate::registries::Registries;
 use crate::sigstore::{self, Untrusted};
 
-/// Options of [`Store::pull_with`](crate::Store::pull_with): an optional signature policy and
-/// the registries configuration. The default has neither: [`Store::pull`](crate::Store::pull)'s
-/// behaviour. Cheap to clone; a pull joins one in progress for the same reference only when
-/// both were given the same options (the same value or clones of it).
+/// Options of [`Store::pull_with`](crate::Store::pull_with): an optional signature policy, the
+/// registries configuration and an optional [`Progress`] observer. The default has none of them:
+/// [`Store::pull`](crate::Store::pull)'s behaviour. Cheap to clone; a pull joins one in progress
+/// for the same reference only when both were given the same policy and registries (the same
+/// value or clones of it); the observer does not count.
 #[derive(Debug, Clone, Default)]
 pub struct PullOptions {
     policy: Option<Arc<Policy>>,
     registries: Arc<Registries>,
+    progress: Option<Observer>,
     /// Tells option sets apart for joining pulls; 0 is the default set.
     generation: u64,
 }
@@ -48,6 +51,18 @@ impl PullOptions {
         self.registries = Arc::new(registries);
         self.generation = next_generation();
         self
+    }
+
+    /// Tells `progress` how each pull goes: layers started, bytes, layers done (or reused) and
+    /// the end of the pull. Does not change which pulls join (see [`Progress`]).
+    pub fn with_progress(mut self, progress: Arc<dyn Progress>) -> PullOptions {
+        self.progress = Some(Observer(progress));
+        self
+    }
+
+    /// The progress observer, if any.
+    pub fn progress(&self) -> Option<&Arc<dyn Progress>> {
+        self.progress.as_ref().map(|o| &o.0)
     }
 
     /// The signature policy, if any.

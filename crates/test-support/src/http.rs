@@ -1,8 +1,9 @@
 //! A minimal HTTP/1.1 client over a plain TCP connection, one request per connection: enough to
-//! speak the distribution API to a local registry without an HTTP stack.
+//! speak the distribution API to a local registry without an HTTP stack; and the server side's
+//! reading of a request, for the misbehaving registries.
 
 use std::fmt::Write as _;
-use std::io::{self, Read as _, Write as _};
+use std::io::{self, BufRead, Read as _, Write as _};
 use std::net::TcpStream;
 use std::time::Duration;
 
@@ -56,6 +57,63 @@ pub fn request(
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw)?;
     parse(&raw, method == "HEAD")
+}
+
+/// A request a server read.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// `GET`, `HEAD`, ...
+    pub method: String,
+    /// The path and query.
+    pub path: String,
+    /// The headers, names lower-cased, in order.
+    pub headers: Vec<(String, String)>,
+    /// The body (`Content-Length` bytes; chunked request bodies are not supported).
+    pub body: Vec<u8>,
+}
+
+/// Reads the next request on a connection; `None` when the client closed it.
+///
+/// # Errors
+///
+/// When reading fails or the request is not HTTP.
+pub fn read_request(from: &mut impl BufRead) -> io::Result<Option<Request>> {
+    let mut line = String::new();
+    if from.read_line(&mut line)? == 0 {
+        return Ok(None);
+    }
+    let mut parts = line.split_whitespace();
+    let (Some(method), Some(path)) = (parts.next(), parts.next()) else {
+        return Err(bad("no request line"));
+    };
+    let (method, path) = (method.to_owned(), path.to_owned());
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        if from.read_line(&mut line)? == 0 {
+            return Err(bad("no end of headers"));
+        }
+        let text = line.trim_end();
+        if text.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = text.split_once(':') {
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_owned()));
+        }
+    }
+    let length = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = vec![0u8; length];
+    from.read_exact(&mut body)?;
+    Ok(Some(Request {
+        method,
+        path,
+        headers,
+        body,
+    }))
 }
 
 fn bad(what: &str) -> io::Error {

@@ -1,14 +1,17 @@
 //! A local OCI distribution registry for tests: Debian's docker-registry on 127.0.0.1 with a
 //! random free port, plain HTTP and a temporary storage directory, killed on drop; pushing test
-//! images to it over the distribution API; and two misbehaving servers: one that accepts
-//! connections and never answers, one that forwards to a registry slowly.
+//! images to it over the distribution API; and misbehaving servers: one that accepts
+//! connections and never answers, one that forwards to a registry slowly, one that redirects
+//! every request to itself, and one that forwards to a registry but redirects one blob's
+//! download elsewhere.
 
-use std::io::{Read as _, Write as _};
+use std::fmt::Write as _;
+use std::io::{BufReader, Read as _, Write as _};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -496,4 +499,204 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, bytes_per_sec: usize) {
         }
     }
     let _ = to.shutdown(std::net::Shutdown::Write);
+}
+
+/// A server that answers every request with `307 Temporary Redirect` to the same path on
+/// itself: a redirect loop. Counts the requests it answered. Stops on drop.
+pub struct RedirectLoop {
+    addr: String,
+    answered: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl RedirectLoop {
+    /// Starts listening on 127.0.0.1 with a random port.
+    ///
+    /// # Panics
+    ///
+    /// When it cannot listen.
+    pub fn start() -> RedirectLoop {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        listener
+            .set_nonblocking(true)
+            .expect("non-blocking listener");
+        let addr = listener.local_addr().expect("local address").to_string();
+        let answered = Arc::new(AtomicUsize::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = {
+            let (addr, answered, stop) = (addr.clone(), Arc::clone(&answered), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                serve(&listener, &stop, move |conn| {
+                    answer_each(conn, |request, to| {
+                        answered.fetch_add(1, Ordering::Relaxed);
+                        redirect(to, &format!("http://{addr}{}", request.path))
+                    });
+                });
+            })
+        };
+        RedirectLoop {
+            addr,
+            answered,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn host(&self) -> &str {
+        &self.addr
+    }
+
+    /// How many requests it answered so far.
+    pub fn answered(&self) -> usize {
+        self.answered.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for RedirectLoop {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A proxy to a registry that forwards every request (one upstream connection each) except the
+/// `GET` of one blob, which it redirects (`307`) to the same path on another host: a registry
+/// whose blob storage (a CDN, say) is somewhere else, and there it stalls. Stops on drop.
+pub struct RedirectBlob {
+    addr: String,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl RedirectBlob {
+    /// Starts forwarding from a new port on 127.0.0.1 to `upstream`; `GET`s of blob `digest`
+    /// (`sha256:<hex>`) go to `to` (`host:port`).
+    ///
+    /// # Panics
+    ///
+    /// When it cannot listen.
+    pub fn start(upstream: &str, digest: &str, to: &str) -> RedirectBlob {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+        listener
+            .set_nonblocking(true)
+            .expect("non-blocking listener");
+        let addr = listener.local_addr().expect("local address").to_string();
+        let stop = Arc::new(AtomicBool::new(false));
+        let (upstream, to, blob) = (
+            upstream.to_owned(),
+            to.to_owned(),
+            format!("/blobs/{digest}"),
+        );
+        let thread = {
+            let stop = Arc::clone(&stop);
+            std::thread::spawn(move || {
+                serve(&listener, &stop, move |conn| {
+                    answer_each(conn, |request, out| {
+                        if request.method == "GET" && request.path.ends_with(&blob) {
+                            return redirect(out, &format!("http://{to}{}", request.path));
+                        }
+                        forward(&upstream, &request, out)
+                    });
+                });
+            })
+        };
+        RedirectBlob {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// `127.0.0.1:<port>`.
+    pub fn host(&self) -> &str {
+        &self.addr
+    }
+}
+
+impl Drop for RedirectBlob {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Accepts connections until `stop` is set, each handled by `handle` on a thread of its own.
+fn serve<F>(listener: &TcpListener, stop: &AtomicBool, handle: F)
+where
+    F: Fn(TcpStream) + Clone + Send + 'static,
+{
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((conn, _)) => {
+                let handle = handle.clone();
+                // A client that goes quiet does not keep the thread forever.
+                let _ = conn.set_nonblocking(false);
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+                std::thread::spawn(move || handle(conn));
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}
+
+/// Answers each request of a kept-alive connection with `answer`, until the client closes it
+/// or an answer cannot be written.
+fn answer_each(conn: TcpStream, answer: impl Fn(http::Request, &mut TcpStream) -> bool) {
+    let Ok(mut out) = conn.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(conn);
+    while let Ok(Some(request)) = http::read_request(&mut reader) {
+        if !answer(request, &mut out) {
+            break;
+        }
+    }
+}
+
+fn redirect(out: &mut TcpStream, location: &str) -> bool {
+    let head = format!(
+        "HTTP/1.1 307 Temporary Redirect\r\nLocation: {location}\r\nContent-Length: 0\r\n\r\n"
+    );
+    out.write_all(head.as_bytes()).is_ok()
+}
+
+/// Sends `request` to `upstream` and its answer back; false when either side failed.
+fn forward(upstream: &str, request: &http::Request, out: &mut TcpStream) -> bool {
+    let skip = ["host", "connection", "content-length"];
+    let headers: Vec<(&str, &str)> = request
+        .headers
+        .iter()
+        .filter(|(n, _)| !skip.contains(&n.as_str()))
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect();
+    let Ok(answer) = http::request(
+        upstream,
+        &request.method,
+        &request.path,
+        &headers,
+        &request.body,
+    ) else {
+        return false;
+    };
+    let head_only = request.method == "HEAD";
+    let mut head = format!("HTTP/1.1 {} Forwarded\r\n", answer.status);
+    for (name, value) in &answer.headers {
+        let dropped = name == "transfer-encoding"
+            || name == "connection"
+            || (name == "content-length" && !head_only);
+        if !dropped {
+            let _ = write!(head, "{name}: {value}\r\n");
+        }
+    }
+    if !head_only {
+        let _ = write!(head, "content-length: {}\r\n", answer.body.len());
+    }
+    head.push_str("\r\n");
+    out.write_all(head.as_bytes()).is_ok() && (head_only || out.write_all(&answer.body).is_ok())
 }

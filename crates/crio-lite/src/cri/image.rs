@@ -101,7 +101,12 @@ pub(crate) fn status_of(error: &image_store::Error) -> Status {
             _ => Status::unavailable(message),
         },
         E::Timeout { .. } => Status::deadline_exceeded(message),
-        E::Locked { .. } => Status::unavailable(message),
+        // The node's disk is full: kubelet's image garbage collection is what helps.
+        E::Blob { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => {
+            Status::resource_exhausted(message)
+        }
+        // The connection broke in the middle of a blob; the store is closed.
+        E::Blob { op: "download", .. } | E::Locked { .. } => Status::unavailable(message),
         // The image is at fault (a bad blob, a hostile layer): the message names it.
         E::Malformed { .. }
         | E::DigestMismatch { .. }
@@ -441,6 +446,24 @@ mod tests {
                     actual: "sha256:b".into(),
                 },
                 Code::Unknown,
+            ),
+            (
+                image_store::Error::Blob {
+                    image: "i".into(),
+                    blob: "sha256:a".into(),
+                    op: "write",
+                    source: std::sync::Arc::new(std::io::Error::from_raw_os_error(28)),
+                },
+                Code::ResourceExhausted,
+            ),
+            (
+                image_store::Error::Blob {
+                    image: "i".into(),
+                    blob: "sha256:a".into(),
+                    op: "download",
+                    source: std::sync::Arc::new(std::io::ErrorKind::ConnectionReset.into()),
+                },
+                Code::Unavailable,
             ),
         ];
         for (error, code) in cases {

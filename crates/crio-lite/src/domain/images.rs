@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use image_store::{
-    Auth, AuthFile, Image, Policy, PullOptions, Reference, Registries, Store, StoreConfig, Usage,
+    Auth, AuthFile, Image, Policy, Progress, PullOptions, Reference, Registries, Store,
+    StoreConfig, Usage,
 };
 
 use crate::config::Config;
@@ -26,6 +27,17 @@ pub struct Images {
     root: PathBuf,
     auth_file: Option<PathBuf>,
     trust: Arc<Trust>,
+    progress: Option<PullProgress>,
+}
+
+/// The observer every pull is given (the daemon's metrics).
+#[derive(Clone)]
+struct PullProgress(Arc<dyn Progress>);
+
+impl std::fmt::Debug for PullProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Progress")
+    }
 }
 
 /// The policy and registries files, read again when they change.
@@ -171,7 +183,16 @@ impl Images {
             root,
             auth_file: non_empty(&config.crio.image.global_auth_file),
             trust: Arc::new(trust),
+            progress: None,
         })
+    }
+
+    /// Every pull from now on tells `progress` how it goes (the daemon gives its metrics'
+    /// [`Metrics::image_progress`](crate::Metrics::image_progress)).
+    #[must_use]
+    pub fn with_progress(mut self, progress: Arc<dyn Progress>) -> Images {
+        self.progress = Some(PullProgress(progress));
+        self
     }
 
     /// The store's directory.
@@ -228,7 +249,10 @@ impl Images {
     /// one of the node's files cannot be used.
     pub async fn pull(&self, reference: &str, auth: Option<Auth>) -> image_store::Result<Image> {
         let store = self.store()?;
-        let options = self.trust.options()?;
+        let options = match &self.progress {
+            Some(progress) => self.trust.options()?.with_progress(Arc::clone(&progress.0)),
+            None => self.trust.options()?,
+        };
         let auth = match auth {
             Some(auth) => auth,
             None => self.file_auth(reference)?,

@@ -369,3 +369,58 @@ async fn the_signature_policy_refuses_by_rule_and_is_read_again_when_it_changes(
     assert!(err.message().contains("policy.json"), "{}", err.message());
     daemon.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + docker-registry: cargo xtask test"]
+async fn pulls_show_in_metrics() {
+    let registry = Registry::start();
+    let host = registry.host().to_owned();
+    let base = Layer::new(&Tar::busybox().build(), Compression::Gzip);
+    let top = Layer::new(
+        &Tar::new().file("top", 0o644, b"on top").build(),
+        Compression::None,
+    );
+    let first = ImageBuilder::new().layer(base.clone()).build();
+    let second = ImageBuilder::new()
+        .layer(base.clone())
+        .layer(top.clone())
+        .build();
+    registry.push_image("first", Some("latest"), &first, Upload::Monolithic);
+    registry.push_image("second", Some("latest"), &second, Upload::Monolithic);
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, mut client) = start(dir.path(), |c| {
+        c.crio.image.insecure_registries = vec![host.clone()];
+    })
+    .await;
+
+    pull(&mut client, &format!("{host}/first:latest"), None)
+        .await
+        .expect("pull the first image");
+    // Shares the base layer with the first: reused, not downloaded again.
+    pull(&mut client, &format!("{host}/second:latest"), None)
+        .await
+        .expect("pull the second image");
+    pull(&mut client, &format!("{host}/missing:latest"), None)
+        .await
+        .unwrap_err();
+
+    let (code, metrics) = crio_lite::status_cmd::get(daemon.socket_path(), "/metrics")
+        .await
+        .unwrap();
+    assert_eq!(code, hyper::StatusCode::OK);
+    let bytes = base.blob.len() + top.blob.len();
+    for line in [
+        "# TYPE crio_image_pulls_bytes_total counter".to_owned(),
+        format!("crio_image_pulls_bytes_total {bytes}"),
+        "crio_image_pulls_success_total 2".to_owned(),
+        "crio_image_pulls_failure_total 1".to_owned(),
+        "crio_image_layer_reuse_total 1".to_owned(),
+        "crio_lite_image_pull_duration_seconds_count 3".to_owned(),
+    ] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "{line:?} missing in\n{metrics}"
+        );
+    }
+    daemon.shutdown().await.unwrap();
+}

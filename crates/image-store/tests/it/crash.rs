@@ -2,7 +2,6 @@
 //! killed once one layer is in place and another blob is half downloaded. Reopening the store
 //! shows no image and sweeps every temporary and unindexed file.
 
-use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -12,32 +11,12 @@ use test_support::fs::file_names;
 use test_support::image::{Compression, ImageBuilder, Layer, Tar};
 use test_support::registry::{Registry, Throttle, Upload};
 
-use crate::support;
+use crate::support::{self, has_partial_blob, noise};
 
 const ROOT_VAR: &str = "IMAGE_STORE_CRASH_ROOT";
 const REF_VAR: &str = "IMAGE_STORE_CRASH_REF";
 const HOST_VAR: &str = "IMAGE_STORE_CRASH_HOST";
 const TEST: &str = "crash::a_pull_killed_mid_way_leaves_no_image_and_is_swept";
-
-/// Bytes that do not compress: a layer that takes a while through a slow link.
-fn noise(len: usize) -> Vec<u8> {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut out = Vec::with_capacity(len + 8);
-    while out.len() < len {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        out.extend_from_slice(&x.to_le_bytes());
-    }
-    out.truncate(len);
-    out
-}
-
-fn has_partial_blob(blobs: &Path) -> bool {
-    file_names(blobs)
-        .iter()
-        .any(|n| n.starts_with('.') && std::fs::metadata(blobs.join(n)).is_ok_and(|m| m.size() > 0))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root: cargo xtask test"]

@@ -4,12 +4,16 @@
 //! `CNI_PRIVILEGED_TESTS=1 cargo test -p image-store -- --ignored` (`cargo xtask test` does).
 
 mod crash;
+mod full_disk;
 mod hostile;
+mod progress;
 mod props;
 mod pull;
+mod redirect;
 mod registries;
 mod rootfs;
 mod stall;
 mod store;
+mod stream;
 mod support;
 mod trust;

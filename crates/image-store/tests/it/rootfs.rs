@@ -8,55 +8,15 @@
 use std::collections::BTreeMap;
 use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use image_store::{Auth, Error, StorageDriver, Store};
 use test_support::fs::file_names;
 use test_support::image::{Compression, ImageBuilder, Layer, Tar};
 use test_support::registry::{Registry, Upload};
 
-use crate::support;
+use crate::support::{self, Unmount, in_private_mount_ns};
 
-const NS_VAR: &str = "IMAGE_STORE_PRIVATE_MOUNT_NS";
 const ID: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-
-/// In the parent: runs the test `name` again in a private mount namespace, asserts it passed and
-/// returns false. In that child: returns true, and the test goes on.
-fn in_private_mount_ns(name: &str) -> bool {
-    if std::env::var_os(NS_VAR).is_some() {
-        return true;
-    }
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let status = Command::new("unshare")
-        .args(["--mount", "--propagation", "private"])
-        .arg(exe)
-        .args([
-            name,
-            "--exact",
-            "--include-ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(NS_VAR, "1")
-        .status()
-        .expect("run unshare");
-    assert!(
-        status.success(),
-        "{name} in a private mount namespace: {status}"
-    );
-    false
-}
-
-/// Unmounts (lazily) every mount at or below a directory when dropped, on failure too.
-struct Unmount(PathBuf);
-
-impl Drop for Unmount {
-    fn drop(&mut self) {
-        for m in test_support::fs::mounts_at_or_below(&self.0).iter().rev() {
-            let _ = Command::new("umount").arg("-l").arg(&m.point).status();
-        }
-    }
-}
 
 fn mounted_overlay(merged: &Path, upper: &Path) -> bool {
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap();

@@ -1,7 +1,9 @@
 //! What the tests share: a store speaking plain HTTP to the local registry, and the check that
 //! nothing of a failed pull is left.
 
-use std::path::Path;
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::time::Duration;
 
 use image_store::{Store, StoreConfig};
@@ -48,4 +50,65 @@ pub(crate) fn assert_empty_after_reopen(store: Store, registry: &str) {
 /// `<registry>/<repo>:<tag>`.
 pub(crate) fn reference(registry: &str, repo: &str, tag: &str) -> String {
     format!("{registry}/{repo}:{tag}")
+}
+
+/// Bytes that do not compress: a layer that takes a while through a slow link.
+pub(crate) fn noise(len: usize) -> Vec<u8> {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out.truncate(len);
+    out
+}
+
+/// Whether `blobs` holds a blob being written: a temporary file with something in it.
+pub(crate) fn has_partial_blob(blobs: &Path) -> bool {
+    file_names(blobs)
+        .iter()
+        .any(|n| n.starts_with('.') && std::fs::metadata(blobs.join(n)).is_ok_and(|m| m.size() > 0))
+}
+
+const NS_VAR: &str = "IMAGE_STORE_PRIVATE_MOUNT_NS";
+
+/// In the parent: runs the test `name` again in a private mount namespace, asserts it passed and
+/// returns false. In that child: returns true, and the test goes on.
+pub(crate) fn in_private_mount_ns(name: &str) -> bool {
+    if std::env::var_os(NS_VAR).is_some() {
+        return true;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let status = Command::new("unshare")
+        .args(["--mount", "--propagation", "private"])
+        .arg(exe)
+        .args([
+            name,
+            "--exact",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(NS_VAR, "1")
+        .status()
+        .expect("run unshare");
+    assert!(
+        status.success(),
+        "{name} in a private mount namespace: {status}"
+    );
+    false
+}
+
+/// Unmounts (lazily) every mount at or below a directory when dropped, on failure too.
+pub(crate) struct Unmount(pub(crate) PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        for m in test_support::fs::mounts_at_or_below(&self.0).iter().rev() {
+            let _ = Command::new("umount").arg("-l").arg(&m.point).status();
+        }
+    }
 }
