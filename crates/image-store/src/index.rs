@@ -39,7 +39,8 @@ pub struct Image {
     pub layers: Vec<Layer>,
     /// The bytes the unpacked layers take on disk (shared layers counted in full).
     pub size: u64,
-    /// When it was pulled, in seconds since the Unix epoch.
+    /// When it was pulled, in seconds since the Unix epoch (a later pull that changes nothing
+    /// in the index leaves it).
     pub pulled_at: u64,
 }
 

@@ -520,6 +520,8 @@ impl Puller {
     }
 
     /// Adds the image to the index and saves it; the in-memory index changes only once saved.
+    /// A pull that changes nothing but the time (a warm pull) writes nothing and keeps the
+    /// first pull's time.
     fn commit(&self, image: Image) -> Result<Image> {
         let mut index = self.inner.index();
         let mut next = IndexFile {
@@ -527,6 +529,16 @@ impl Puller {
             images: index.images.clone(),
         };
         let image = next.add(image);
+        let unchanged = next.images.len() == index.images.len()
+            && next.images.iter().zip(&index.images).all(|(new, old)| {
+                Image {
+                    pulled_at: old.pulled_at,
+                    ..new.clone()
+                } == *old
+            });
+        if unchanged && let Some(old) = index.images.iter().find(|i| i.id == image.id) {
+            return Ok(old.clone());
+        }
         next.save(&self.inner.config.root)?;
         *index = next;
         Ok(image)

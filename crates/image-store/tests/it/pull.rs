@@ -319,6 +319,18 @@ async fn pulls_of_one_reference_join_and_by_digest_need_no_tag() {
     assert_eq!(again.id, a.id);
     assert_eq!(store.list().len(), 1, "the same image, one entry");
     assert_eq!(store.get(&pinned).unwrap().id, a.id);
+
+    // A warm pull that changes nothing writes nothing: images.json is the same file.
+    let index = dir.path().join("images.json");
+    let before = fs::metadata(&index).unwrap();
+    let warm = store.pull(&name, &Auth::Anonymous).await.unwrap();
+    assert_eq!(warm, store.get(&name).unwrap());
+    let after = fs::metadata(&index).unwrap();
+    assert_eq!(
+        (before.ino(), before.mtime(), before.mtime_nsec()),
+        (after.ino(), after.mtime(), after.mtime_nsec()),
+        "images.json was not rewritten"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
