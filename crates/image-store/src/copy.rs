@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use nix::sys::stat::{Mode, SFlag};
 use nix::sys::time::TimeVal;
 
-use crate::unpack::sys;
+use crate::unpack::{remove_existing, sys};
 
 /// Copies `layers` (bottom first) onto the existing directory `dest`.
 pub(crate) fn copy_layers(layers: &[PathBuf], dest: &Path) -> io::Result<()> {
@@ -170,16 +170,6 @@ fn clear_dir(dir: &Path) -> io::Result<()> {
         remove_existing(&entry?.path())?;
     }
     Ok(())
-}
-
-/// Removes whatever is at `path` (a whole tree for a directory); nothing there is fine.
-fn remove_existing(path: &Path) -> io::Result<()> {
-    match fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => fs::remove_dir_all(path),
-        Ok(_) => fs::remove_file(path),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-    }
 }
 
 #[cfg(test)]

@@ -450,7 +450,7 @@ fn joined(parts: &[&OsStr]) -> String {
 }
 
 /// Removes whatever is at `path` (a whole tree for a directory); nothing there is fine.
-fn remove_existing(path: &Path) -> io::Result<()> {
+pub(crate) fn remove_existing(path: &Path) -> io::Result<()> {
     match fs::symlink_metadata(path) {
         Ok(m) if m.is_dir() => fs::remove_dir_all(path),
         Ok(_) => fs::remove_file(path),
