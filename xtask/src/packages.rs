@@ -49,7 +49,8 @@ pub(crate) const CONTAINER_PACKAGES: &[(&str, &str)] = &[
 ];
 
 /// Packages the Go peers in the tests need (a crictl-era CRI client, libcni), built offline from
-/// Debian's sources.
+/// Debian's sources. libcni was only in [`PEER_PACKAGES`] once: a machine that had never run the
+/// benchmarks failed the interop tests.
 pub(crate) const GO_PEER_PACKAGES: &[(&str, &str)] = &[
     ("golang-go", "the Go compiler, for the Go CRI client test"),
     (
@@ -59,6 +60,10 @@ pub(crate) const GO_PEER_PACKAGES: &[(&str, &str)] = &[
     (
         "golang-google-protobuf-dev",
         "protowire, for the Go CRI client",
+    ),
+    (
+        "golang-github-appc-cni-dev",
+        "libcni's sources, for the tests that share a cache with Go libcni",
     ),
 ];
 
