@@ -128,6 +128,15 @@ pub enum Error {
         /// The container.
         container: String,
     },
+    /// The container is not running, so it cannot do what was asked of a running one (exec,
+    /// stats, reopening its log).
+    #[error("container {container}: not running ({state})")]
+    NotRunning {
+        /// The container.
+        container: String,
+        /// What it is instead: the runtime's status, or why the runtime or conmon refused.
+        state: String,
+    },
 }
 
 /// The crate's result type.
@@ -176,7 +185,8 @@ impl Error {
             | Error::Runtime { container, .. }
             | Error::Timeout { container, .. }
             | Error::NotFound { container, .. }
-            | Error::NotExited { container } => container,
+            | Error::NotExited { container }
+            | Error::NotRunning { container, .. } => container,
         }
     }
 }

@@ -58,6 +58,7 @@ mod command;
 mod config;
 mod defaults;
 mod error;
+mod exec;
 mod record;
 mod runtime;
 mod spec;
@@ -71,6 +72,7 @@ pub use defaults::{
     DEFAULT_READONLY_PATHS,
 };
 pub use error::{Error, Result, validate_id};
+pub use exec::{EXEC_TIMEOUT_EXIT_CODE, ExecOutput};
 pub use record::{ContainerRecord, ProcessIdentity};
 pub use runtime::{
     ContainerState, DEFAULT_CREATE_TIMEOUT, DEFAULT_TIMEOUT, Records, Runtime, Status,

@@ -174,7 +174,8 @@ impl Runtime {
         &self.state_dir
     }
 
-    fn container_dir(&self, id: &str) -> PathBuf {
+    /// `<state>/containers/<id>`: the record, pid files, and conmon's persist directory.
+    pub(crate) fn container_dir(&self, id: &str) -> PathBuf {
         self.state_dir.join("containers").join(id)
     }
 
@@ -375,7 +376,7 @@ impl Runtime {
         }
     }
 
-    async fn runtime_ok(
+    pub(crate) async fn runtime_ok(
         &self,
         id: &str,
         command: &'static str,

@@ -2,5 +2,6 @@
 //! system. They need root: `CNI_PRIVILEGED_TESTS=1 cargo test -p oci-container -- --ignored`
 //! (`cargo xtask test` does).
 
+mod exec;
 mod lifecycle;
 mod support;

@@ -157,3 +157,13 @@ pub(crate) fn config(id: &str, args: &[&str]) -> ContainerConfig {
         ..ContainerConfig::default()
     }
 }
+
+/// Creates and starts the container `config` describes in the fixture's busybox root.
+pub(crate) async fn started(fx: &Fixture, config: &ContainerConfig) {
+    let bundle = fx.bundle(config, &fx.rootfs);
+    fx.runtime
+        .create(&config.id, &bundle, &fx.log_path(&config.id))
+        .await
+        .unwrap();
+    fx.runtime.start(&config.id).await.unwrap();
+}
