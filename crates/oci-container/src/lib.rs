@@ -15,6 +15,7 @@
 //!   later, the exit file), `start`, `state`, `kill`, `wait`, `exit_code`, `delete`, `remove`,
 //!   `list`, and the [`records`](Runtime::records) written before conmon starts, which name
 //!   conmon by pid and start time ([`ProcessIdentity`]) so a restarted caller can reconcile.
+//! - [`stats`](Runtime::stats): [`ContainerStats`] from the cgroup its process is in, v1 or v2.
 //!
 //! Every runtime call is time-bounded (its process group killed on timeout), its output capped,
 //! and its failures are [`Error::Runtime`] with the runtime's own words and the container's id.
@@ -54,6 +55,7 @@
 //! # }
 //! ```
 
+mod cgroup;
 mod command;
 mod config;
 mod defaults;
@@ -64,6 +66,7 @@ mod runtime;
 mod spec;
 pub mod user;
 
+pub use cgroup::ContainerStats;
 pub use config::{
     BindMount, CapabilityChanges, ContainerConfig, NamespacePaths, Propagation, Resources,
 };

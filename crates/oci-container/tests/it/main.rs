@@ -4,4 +4,5 @@
 
 mod exec;
 mod lifecycle;
+mod stats;
 mod support;

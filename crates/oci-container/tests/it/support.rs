@@ -2,7 +2,7 @@
 //! conmon and directory a test made, also when it fails.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use oci_container::{ContainerConfig, ProcessIdentity, Runtime};
 use tempfile::TempDir;
@@ -109,6 +109,11 @@ impl Drop for Fixture {
 pub(crate) fn cri_lines(log: &Path) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(log)
         .unwrap_or_else(|e| panic!("cannot read the log {}: {e}", log.display()));
+    parse_cri(&text)
+}
+
+/// [`cri_lines`] of a log's text.
+fn parse_cri(text: &str) -> Vec<(String, String)> {
     text.lines()
         .map(|line| {
             let mut parts = line.splitn(4, ' ');
@@ -166,4 +171,24 @@ pub(crate) async fn started(fx: &Fixture, config: &ContainerConfig) {
         .await
         .unwrap();
     fx.runtime.start(&config.id).await.unwrap();
+}
+
+/// Waits for a full CRI log line at `log` whose text satisfies `want`, and returns it.
+pub(crate) async fn line_in(log: &Path, want: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        // a line may be half written: only read complete ones
+        if let Ok(text) = std::fs::read_to_string(log)
+            && let Some(end) = text.rfind('\n')
+            && let Some((_, line)) = parse_cri(&text[..=end]).into_iter().find(|(_, l)| want(l))
+        {
+            return line;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no such line in {}",
+            log.display()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
