@@ -95,7 +95,7 @@ pub enum Error {
         container: String,
         /// The runtime or conmon.
         runtime: PathBuf,
-        /// `create`, `start`, `kill`, `delete`, `state`, `list`.
+        /// `create`, `start`, `kill`, `delete`, `state`, `list`, `pause`, `resume`, `update`.
         command: &'static str,
         /// The exit status, as the shell says it.
         status: String,

@@ -15,7 +15,9 @@
 //!   later, the exit file), `start`, `state`, `kill`, `wait`, `exit_code`, `delete`, `remove`,
 //!   `list`, and the [`records`](Runtime::records) written before conmon starts, which name
 //!   conmon by pid and start time ([`ProcessIdentity`]) so a restarted caller can reconcile.
-//! - [`stats`](Runtime::stats): [`ContainerStats`] from the cgroup its process is in, v1 or v2.
+//! - In a running container: [`pause`](Runtime::pause), [`resume`](Runtime::resume),
+//!   [`update`](Runtime::update) (its [`Resources`]) and [`stats`](Runtime::stats)
+//!   ([`ContainerStats`] from the cgroup its process is in, v1 or v2).
 //!
 //! Every runtime call is time-bounded (its process group killed on timeout), its output capped,
 //! and its failures are [`Error::Runtime`] with the runtime's own words and the container's id.
@@ -58,6 +60,7 @@
 mod cgroup;
 mod command;
 mod config;
+mod control;
 mod defaults;
 mod error;
 mod exec;

@@ -2,6 +2,7 @@
 //! system. They need root: `CNI_PRIVILEGED_TESTS=1 cargo test -p oci-container -- --ignored`
 //! (`cargo xtask test` does).
 
+mod control;
 mod exec;
 mod lifecycle;
 mod stats;

@@ -173,6 +173,36 @@ pub(crate) async fn started(fx: &Fixture, config: &ContainerConfig) {
     fx.runtime.start(&config.id).await.unwrap();
 }
 
+/// The file `name` of the cgroup the process `pid` is in, in the v1 hierarchy of `controller`,
+/// or in the unified one when `controller` is empty; `None` when there is no such file. A test's
+/// own reading, independent of the crate's: `/sys/fs/cgroup/<controller>` for v1 (or the
+/// unified mount on a hybrid host), the path from `/proc/<pid>/cgroup`.
+pub(crate) fn cgroup_file(pid: i32, controller: &str, name: &str) -> Option<String> {
+    let membership = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let path = membership.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let wanted = if controller.is_empty() {
+            controllers.is_empty()
+        } else {
+            controllers.split(',').any(|c| c == controller)
+        };
+        wanted.then(|| path.trim_start_matches('/').to_owned())
+    })?;
+    let base = if controller.is_empty() {
+        let unified = Path::new("/sys/fs/cgroup/unified");
+        if unified.is_dir() {
+            unified.to_owned()
+        } else {
+            PathBuf::from("/sys/fs/cgroup")
+        }
+    } else {
+        // cpu and cpuacct may share a hierarchy mounted as `cpu,cpuacct` with links to it
+        Path::new("/sys/fs/cgroup").join(controller)
+    };
+    std::fs::read_to_string(base.join(path).join(name)).ok()
+}
+
 /// Waits for a full CRI log line at `log` whose text satisfies `want`, and returns it.
 pub(crate) async fn line_in(log: &Path, want: impl Fn(&str) -> bool) -> String {
     let deadline = Instant::now() + Duration::from_secs(30);
