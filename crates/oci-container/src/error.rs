@@ -102,7 +102,8 @@ pub enum Error {
         /// The runtime's stderr (or conmon's message), trimmed and capped.
         stderr: String,
     },
-    /// The runtime or conmon did not finish in time; it was killed.
+    /// The runtime or conmon did not finish in time: a runtime command was killed; conmon,
+    /// which outlives its caller, was not when it only failed to act on a request (`reopen log`).
     #[error("container {container}: {} {command} timed out after {timeout:?}", runtime.display())]
     Timeout {
         /// The container.

@@ -175,6 +175,11 @@ impl Runtime {
         &self.state_dir
     }
 
+    /// How long each runtime command may take.
+    pub(crate) fn command_timeout(&self) -> Duration {
+        self.timeout
+    }
+
     /// `<state>/containers/<id>`: the record, pid files, and conmon's persist directory.
     pub(crate) fn container_dir(&self, id: &str) -> PathBuf {
         self.state_dir.join("containers").join(id)

@@ -5,5 +5,6 @@
 mod control;
 mod exec;
 mod lifecycle;
+mod monitor;
 mod stats;
 mod support;
