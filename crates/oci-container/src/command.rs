@@ -25,14 +25,14 @@ pub(crate) struct Output {
     pub(crate) stderr: Vec<u8>,
 }
 
-/// Runs `program args` for `container`, killing its process group after `timeout`.
-pub(crate) async fn run(
+/// Starts `program args` for `container` with nothing of the caller's environment but `PATH`,
+/// stdin from `/dev/null`, stdout and stderr piped, in a process group of its own (so a timeout
+/// can kill whatever it started) and killed if the handle is dropped.
+pub(crate) fn spawn(
     container: &str,
     program: &Path,
     args: &[&std::ffi::OsStr],
-    command: &'static str,
-    timeout: Duration,
-) -> Result<Output> {
+) -> Result<tokio::process::Child> {
     let mut cmd = Command::new(program);
     cmd.args(args)
         .env_clear()
@@ -45,11 +45,22 @@ pub(crate) async fn run(
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .process_group(0);
-    let mut child = cmd.spawn().map_err(|source| Error::Spawn {
+    cmd.spawn().map_err(|source| Error::Spawn {
         container: container.to_owned(),
         program: program.to_owned(),
         source,
-    })?;
+    })
+}
+
+/// Runs `program args` for `container`, killing its process group after `timeout`.
+pub(crate) async fn run(
+    container: &str,
+    program: &Path,
+    args: &[&std::ffi::OsStr],
+    command: &'static str,
+    timeout: Duration,
+) -> Result<Output> {
+    let mut child = spawn(container, program, args)?;
     let pid = child.id();
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
@@ -107,18 +118,37 @@ pub(crate) async fn run_ok(
 
 /// Reads everything, keeping at most `cap` bytes, so a chatty child never blocks on a full pipe.
 pub(crate) async fn read_capped(reader: Option<impl AsyncRead + Unpin>, cap: usize) -> Vec<u8> {
-    let mut kept = Vec::new();
+    let mut out = Capped::default();
+    read_into(reader, cap, &mut out).await;
+    out.kept
+}
+
+/// What was kept of a stream read with a cap, and whether more was dropped.
+#[derive(Debug, Default)]
+pub(crate) struct Capped {
+    pub(crate) kept: Vec<u8>,
+    pub(crate) truncated: bool,
+}
+
+/// Like [`read_capped`], into `out`, which keeps what was read even if this future is dropped
+/// halfway (a timeout that gives up on a stream some orphan still holds open).
+pub(crate) async fn read_into(
+    reader: Option<impl AsyncRead + Unpin>,
+    cap: usize,
+    out: &mut Capped,
+) {
     let Some(mut reader) = reader else {
-        return kept;
+        return;
     };
     // on the heap: a buffer in the future would make every caller's future large
     let mut buf = vec![0u8; 8192];
     loop {
         match reader.read(&mut buf).await {
-            Ok(0) | Err(_) => return kept,
+            Ok(0) | Err(_) => return,
             Ok(n) => {
-                let room = cap.saturating_sub(kept.len());
-                kept.extend_from_slice(&buf[..n.min(room)]);
+                let room = cap.saturating_sub(out.kept.len());
+                out.kept.extend_from_slice(&buf[..n.min(room)]);
+                out.truncated |= n > room;
             }
         }
     }
@@ -143,7 +173,8 @@ pub(crate) fn message(bytes: &[u8]) -> String {
     }
 }
 
-fn kill_group(pid: u32) {
+/// SIGKILL to the process group `pid` leads (a child started by [`spawn`]).
+pub(crate) fn kill_group(pid: u32) {
     if let Ok(pid) = i32::try_from(pid) {
         let _ = nix::sys::signal::killpg(
             nix::unistd::Pid::from_raw(pid),
@@ -188,6 +219,22 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(out.stderr.len(), STDERR_CAP);
+
+        // what was cut is said, and a stream that fits is not cut
+        let mut child = spawn(
+            "c1",
+            sh,
+            &os(&["-c", "head -c 100000 /dev/zero; echo hi >&2"]),
+        )
+        .unwrap();
+        let (mut out, mut err) = (Capped::default(), Capped::default());
+        tokio::join!(
+            read_into(child.stdout.take(), 1000, &mut out),
+            read_into(child.stderr.take(), 1000, &mut err)
+        );
+        child.wait().await.unwrap();
+        assert_eq!((out.kept.len(), out.truncated), (1000, true));
+        assert_eq!((&err.kept[..], err.truncated), (&b"hi\n"[..], false));
 
         let err = run_ok(
             "c1",

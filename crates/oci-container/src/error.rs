@@ -95,14 +95,15 @@ pub enum Error {
         container: String,
         /// The runtime or conmon.
         runtime: PathBuf,
-        /// `create`, `start`, `kill`, `delete`, `state`, `list`.
+        /// `create`, `start`, `kill`, `delete`, `state`, `list`, `pause`, `resume`, `update`.
         command: &'static str,
         /// The exit status, as the shell says it.
         status: String,
         /// The runtime's stderr (or conmon's message), trimmed and capped.
         stderr: String,
     },
-    /// The runtime or conmon did not finish in time; it was killed.
+    /// The runtime or conmon did not finish in time: a runtime command was killed; conmon,
+    /// which outlives its caller, was not when it only failed to act on a request (`reopen log`).
     #[error("container {container}: {} {command} timed out after {timeout:?}", runtime.display())]
     Timeout {
         /// The container.
@@ -127,6 +128,15 @@ pub enum Error {
     NotExited {
         /// The container.
         container: String,
+    },
+    /// The container is not running, so it cannot do what was asked of a running one (exec,
+    /// stats, reopening its log).
+    #[error("container {container}: not running ({state})")]
+    NotRunning {
+        /// The container.
+        container: String,
+        /// What it is instead: the runtime's status, or why the runtime or conmon refused.
+        state: String,
     },
 }
 
@@ -176,7 +186,8 @@ impl Error {
             | Error::Runtime { container, .. }
             | Error::Timeout { container, .. }
             | Error::NotFound { container, .. }
-            | Error::NotExited { container } => container,
+            | Error::NotExited { container }
+            | Error::NotRunning { container, .. } => container,
         }
     }
 }

@@ -15,6 +15,14 @@
 //!   later, the exit file), `start`, `state`, `kill`, `wait`, `exit_code`, `delete`, `remove`,
 //!   `list`, and the [`records`](Runtime::records) written before conmon starts, which name
 //!   conmon by pid and start time ([`ProcessIdentity`]) so a restarted caller can reconcile.
+//! - In a running container: [`exec_sync`](Runtime::exec_sync) (CRI's ExecSync: output capped,
+//!   a timeout that kills the command inside the container, [`ExecOutput`]),
+//!   [`pause`](Runtime::pause), [`resume`](Runtime::resume), [`update`](Runtime::update) (its
+//!   [`Resources`]), [`reopen_log`](Runtime::reopen_log) (through conmon's control FIFO, after a
+//!   log rotation) and [`stats`](Runtime::stats) ([`ContainerStats`] from the cgroup its process
+//!   is in, v1 or v2).
+//! - After it exits: [`exit_details`](Runtime::exit_details) ([`Exit`]: the code, when, and
+//!   whether the kernel OOM-killed it, from conmon's files).
 //!
 //! Every runtime call is time-bounded (its process group killed on timeout), its output capped,
 //! and its failures are [`Error::Runtime`] with the runtime's own words and the container's id.
@@ -54,15 +62,20 @@
 //! # }
 //! ```
 
+mod cgroup;
 mod command;
 mod config;
+mod control;
 mod defaults;
 mod error;
+mod exec;
+mod monitor;
 mod record;
 mod runtime;
 mod spec;
 pub mod user;
 
+pub use cgroup::ContainerStats;
 pub use config::{
     BindMount, CapabilityChanges, ContainerConfig, NamespacePaths, Propagation, Resources,
 };
@@ -71,6 +84,8 @@ pub use defaults::{
     DEFAULT_READONLY_PATHS,
 };
 pub use error::{Error, Result, validate_id};
+pub use exec::{EXEC_TIMEOUT_EXIT_CODE, ExecOutput};
+pub use monitor::Exit;
 pub use record::{ContainerRecord, ProcessIdentity};
 pub use runtime::{
     ContainerState, DEFAULT_CREATE_TIMEOUT, DEFAULT_TIMEOUT, Records, Runtime, Status,

@@ -54,17 +54,70 @@ impl ProcessIdentity {
 
 /// Field 22 of `/proc/<pid>/stat`: after the command name, which may hold spaces and `)`.
 fn start_time(pid: i32) -> Option<u64> {
-    if pid <= 0 {
-        return None;
-    }
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_start_time(&stat)
+    ProcStat::of(pid).map(|s| s.start_time)
 }
 
+/// The fields of `/proc/<pid>/stat` this crate uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ProcStat {
+    /// The state letter: `R`, `S`, `D`, `Z` (zombie), `T` (stopped)...
+    pub(crate) state: char,
+    /// The parent's pid.
+    pub(crate) ppid: i32,
+    /// The process group.
+    pub(crate) pgrp: i32,
+    /// The start time, in clock ticks since boot.
+    pub(crate) start_time: u64,
+}
+
+impl ProcStat {
+    /// The process `pid` as `/proc` shows it now, or `None` when there is none.
+    pub(crate) fn of(pid: i32) -> Option<ProcStat> {
+        if pid <= 0 {
+            return None;
+        }
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        ProcStat::parse(&stat)
+    }
+
+    fn parse(stat: &str) -> Option<ProcStat> {
+        // the command name may hold spaces and ')': the fields start after its last ')'
+        let after_comm = &stat[stat.rfind(')')? + 1..];
+        // fields from 3 (state) on: 4 (ppid) is the 2nd, 5 (pgrp) the 3rd, 22 the 20th
+        let fields: Vec<&str> = after_comm.split_whitespace().take(20).collect();
+        if fields.len() < 20 {
+            return None;
+        }
+        Some(ProcStat {
+            state: fields[0].chars().next()?,
+            ppid: fields[1].parse().ok()?,
+            pgrp: fields[2].parse().ok()?,
+            start_time: fields[19].parse().ok()?,
+        })
+    }
+
+    /// The processes whose parent is `ppid` now, with their identities.
+    pub(crate) fn children_of(ppid: i32) -> Vec<(ProcessIdentity, ProcStat)> {
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        entries
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
+            .filter_map(|pid| {
+                let stat = ProcStat::of(pid)?;
+                let who = ProcessIdentity {
+                    pid,
+                    start_time: stat.start_time,
+                };
+                (stat.ppid == ppid).then_some((who, stat))
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
 fn parse_start_time(stat: &str) -> Option<u64> {
-    let after_comm = &stat[stat.rfind(')')? + 1..];
-    // fields from 3 (state) on; 22 is the 20th of them
-    after_comm.split_whitespace().nth(19)?.parse().ok()
+    ProcStat::parse(stat).map(|s| s.start_time)
 }
 
 /// `<state_dir>/<id>/record.json`.
@@ -134,6 +187,31 @@ mod tests {
         }
         assert_eq!(parse_start_time("77 (short) S 1 2"), None);
         assert_eq!(parse_start_time(""), None);
+        assert_eq!(
+            ProcStat::parse(&format!("77 (a) b) T 5 6 {}", &tail[6..])),
+            Some(ProcStat {
+                state: 'T',
+                ppid: 5,
+                pgrp: 6,
+                start_time: 424_242
+            })
+        );
+    }
+
+    #[test]
+    fn children_of_this_process_are_found() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let me = std::process::id() as i32;
+        let kids = ProcStat::children_of(me);
+        let found = kids.iter().find(|(who, _)| who.pid == child.id() as i32);
+        let (who, stat) = found.expect("the child is listed");
+        assert!(who.is_alive());
+        assert_eq!(stat.ppid, me);
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[test]

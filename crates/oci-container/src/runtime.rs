@@ -3,7 +3,8 @@
 //! `create` starts conmon, which daemonizes, runs `<runtime> create`, owns the container's stdio,
 //! writes its log in the CRI (k8s-file) format and, when the container exits, its exit code into
 //! `<state>/exits/<id>`. Everything else is a short runtime command: `start`, `state`, `kill`,
-//! `delete`, `list`. Each is time-bounded and killed on timeout.
+//! `delete`, `list` here, `pause`, `resume`, `update` and `exec` in their own modules. Each is
+//! time-bounded and killed on timeout.
 //!
 //! The state directory holds, per container, a record written *before* conmon starts (so a
 //! caller that crashed finds what it started), conmon's pid file and the container's pid file.
@@ -174,7 +175,13 @@ impl Runtime {
         &self.state_dir
     }
 
-    fn container_dir(&self, id: &str) -> PathBuf {
+    /// How long each runtime command may take.
+    pub(crate) fn command_timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// `<state>/containers/<id>`: the record, pid files, and conmon's persist directory.
+    pub(crate) fn container_dir(&self, id: &str) -> PathBuf {
         self.state_dir.join("containers").join(id)
     }
 
@@ -375,15 +382,26 @@ impl Runtime {
         }
     }
 
-    async fn runtime_ok(
+    pub(crate) async fn runtime_ok(
         &self,
         id: &str,
         command: &'static str,
         rest: &[&str],
     ) -> Result<command::Output> {
-        let root = self.root.to_string_lossy();
-        let mut args: Vec<&OsStr> = vec![OsStr::new("--root"), OsStr::new(root.as_ref())];
-        args.extend(rest.iter().map(|&s| OsStr::new(s)));
+        let rest: Vec<&OsStr> = rest.iter().map(OsStr::new).collect();
+        self.runtime_os_ok(id, command, &rest).await
+    }
+
+    /// `<runtime> --root <root> rest...`, time-bounded; a failure is [`Error::Runtime`], or
+    /// [`Error::NotFound`] when the runtime does not know the container.
+    pub(crate) async fn runtime_os_ok(
+        &self,
+        id: &str,
+        command: &'static str,
+        rest: &[&OsStr],
+    ) -> Result<command::Output> {
+        let mut args: Vec<&OsStr> = vec![OsStr::new("--root"), self.root.as_os_str()];
+        args.extend_from_slice(rest);
         run_ok(id, &self.binary, &args, command, self.timeout)
             .await
             .map_err(|e| not_found(e, &self.binary))

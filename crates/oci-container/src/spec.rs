@@ -385,7 +385,7 @@ fn namespaces(config: &ContainerConfig) -> Vec<LinuxNamespace> {
 }
 
 fn resources(id: &str, r: &Resources, privileged: bool) -> Result<LinuxResources> {
-    let mut out = LinuxResources::default();
+    let mut out = limits(id, r)?;
     // Deny every device, then allow the defaults; a privileged container may use them all.
     let mut deny_all = LinuxDeviceCgroup::default();
     deny_all
@@ -400,7 +400,13 @@ fn resources(id: &str, r: &Resources, privileged: bool) -> Result<LinuxResources
         }));
     }
     out.set_devices(Some(rules));
+    Ok(out)
+}
 
+/// The cgroup limits of `r` (CPU, memory, pids), without devices: what a spec sets at create and
+/// what `<runtime> update` changes later.
+pub(crate) fn limits(id: &str, r: &Resources) -> Result<LinuxResources> {
+    let mut out = LinuxResources::default();
     if let Some(limit) = r.memory_limit {
         if limit <= 0 {
             return Err(Error::config(

@@ -2,5 +2,9 @@
 //! system. They need root: `CNI_PRIVILEGED_TESTS=1 cargo test -p oci-container -- --ignored`
 //! (`cargo xtask test` does).
 
+mod control;
+mod exec;
 mod lifecycle;
+mod monitor;
+mod stats;
 mod support;

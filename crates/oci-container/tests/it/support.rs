@@ -2,7 +2,7 @@
 //! conmon and directory a test made, also when it fails.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use oci_container::{ContainerConfig, ProcessIdentity, Runtime};
 use tempfile::TempDir;
@@ -109,6 +109,11 @@ impl Drop for Fixture {
 pub(crate) fn cri_lines(log: &Path) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(log)
         .unwrap_or_else(|e| panic!("cannot read the log {}: {e}", log.display()));
+    parse_cri(&text)
+}
+
+/// [`cri_lines`] of a log's text.
+fn parse_cri(text: &str) -> Vec<(String, String)> {
     text.lines()
         .map(|line| {
             let mut parts = line.splitn(4, ' ');
@@ -155,5 +160,65 @@ pub(crate) fn config(id: &str, args: &[&str]) -> ContainerConfig {
         id: id.to_owned(),
         command: args.iter().map(|&a| a.to_owned()).collect(),
         ..ContainerConfig::default()
+    }
+}
+
+/// Creates and starts the container `config` describes in the fixture's busybox root.
+pub(crate) async fn started(fx: &Fixture, config: &ContainerConfig) {
+    let bundle = fx.bundle(config, &fx.rootfs);
+    fx.runtime
+        .create(&config.id, &bundle, &fx.log_path(&config.id))
+        .await
+        .unwrap();
+    fx.runtime.start(&config.id).await.unwrap();
+}
+
+/// The file `name` of the cgroup the process `pid` is in, in the v1 hierarchy of `controller`,
+/// or in the unified one when `controller` is empty; `None` when there is no such file. A test's
+/// own reading, independent of the crate's: `/sys/fs/cgroup/<controller>` for v1 (or the
+/// unified mount on a hybrid host), the path from `/proc/<pid>/cgroup`.
+pub(crate) fn cgroup_file(pid: i32, controller: &str, name: &str) -> Option<String> {
+    let membership = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    let path = membership.lines().find_map(|line| {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let wanted = if controller.is_empty() {
+            controllers.is_empty()
+        } else {
+            controllers.split(',').any(|c| c == controller)
+        };
+        wanted.then(|| path.trim_start_matches('/').to_owned())
+    })?;
+    let base = if controller.is_empty() {
+        let unified = Path::new("/sys/fs/cgroup/unified");
+        if unified.is_dir() {
+            unified.to_owned()
+        } else {
+            PathBuf::from("/sys/fs/cgroup")
+        }
+    } else {
+        // cpu and cpuacct may share a hierarchy mounted as `cpu,cpuacct` with links to it
+        Path::new("/sys/fs/cgroup").join(controller)
+    };
+    std::fs::read_to_string(base.join(path).join(name)).ok()
+}
+
+/// Waits for a full CRI log line at `log` whose text satisfies `want`, and returns it.
+pub(crate) async fn line_in(log: &Path, want: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        // a line may be half written: only read complete ones
+        if let Ok(text) = std::fs::read_to_string(log)
+            && let Some(end) = text.rfind('\n')
+            && let Some((_, line)) = parse_cri(&text[..=end]).into_iter().find(|(_, l)| want(l))
+        {
+            return line;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no such line in {}",
+            log.display()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }

@@ -1,0 +1,126 @@
+//! What conmon tells of a container, against each runtime: its log reopened after a rotation,
+//! and an OOM kill.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant, SystemTime};
+
+use nix::sys::signal::Signal;
+use oci_container::{Error, Resources};
+
+use crate::support::{Fixture, config, cri_lines, line_in, runtimes, started};
+
+const LONG: Duration = Duration::from_secs(30);
+
+fn number(line: &str) -> u64 {
+    line.trim_start_matches("line-").parse().unwrap()
+}
+
+#[tokio::test]
+#[ignore = "needs root: cargo xtask test"]
+async fn a_rotated_log_is_reopened_at_its_path() {
+    for (name, path) in runtimes() {
+        let fx = Fixture::new(&path);
+        let id = test_support::unique_name(&format!("reopen-{name}"));
+        let cfg = config(
+            &id,
+            &[
+                "/bin/busybox",
+                "sh",
+                "-c",
+                "i=0; while true; do echo line-$i; i=$((i+1)); /bin/busybox sleep 0.05; done",
+            ],
+        );
+        started(&fx, &cfg).await;
+        let log = fx.log_path(&id);
+        line_in(&log, |l| l.starts_with("line-")).await;
+
+        // what the kubelet does: rename the log, then ask for a new one
+        let rotated: PathBuf = log.with_extension("log.1");
+        std::fs::rename(&log, &rotated).unwrap();
+        fx.runtime.reopen_log(&id).await.unwrap();
+        assert!(log.exists(), "{name}: a new log at the original path");
+        let first_new = number(&line_in(&log, |l| l.starts_with("line-")).await);
+        let rotated_lines = cri_lines(&rotated);
+        let last_old = rotated_lines
+            .iter()
+            .filter_map(|(_, l)| l.strip_prefix("line-")?.parse::<u64>().ok())
+            .max()
+            .expect("the rotated log kept the old lines");
+        assert!(
+            first_new > last_old,
+            "{name}: new output goes to the new file only ({first_new} after {last_old})"
+        );
+
+        // once the container and its conmon are gone, nothing reads the control fifo
+        let conmon = fx.runtime.record(&id).unwrap().conmon.unwrap();
+        fx.runtime.kill(&id, Signal::SIGKILL).await.unwrap();
+        fx.runtime.wait(&id, LONG).await.unwrap();
+        let deadline = Instant::now() + LONG;
+        while conmon.is_alive() {
+            assert!(
+                Instant::now() < deadline,
+                "{name}: conmon outlived its container"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let started = Instant::now();
+        let err = fx.runtime.reopen_log(&id).await.unwrap_err();
+        assert!(matches!(err, Error::NotRunning { .. }), "{name}: {err}");
+        assert!(err.to_string().contains(&id), "{err}");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{name}: no hang"
+        );
+        fx.runtime.remove(&id).await.unwrap();
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs root: cargo xtask test"]
+async fn an_oom_kill_is_reported_with_exit_code_137() {
+    for (name, path) in runtimes() {
+        let fx = Fixture::new(&path);
+
+        // dd's 64 MiB buffer is filled by the reads: far past an 8 MiB limit
+        let id = test_support::unique_name(&format!("oom-{name}"));
+        let mut cfg = config(
+            &id,
+            &[
+                "/bin/busybox",
+                "dd",
+                "if=/dev/zero",
+                "of=/dev/null",
+                "bs=64M",
+                "count=1",
+            ],
+        );
+        cfg.resources = Resources {
+            memory_limit: Some(8 << 20),
+            ..Resources::default()
+        };
+        let before = SystemTime::now() - Duration::from_secs(1);
+        started(&fx, &cfg).await;
+        let code = fx.runtime.wait(&id, LONG).await.unwrap();
+        let exit = fx.runtime.exit_details(&id).unwrap();
+        assert_eq!((code, exit.code), (137, 137), "{name}: {exit:?}");
+        assert!(exit.oom_killed, "{name}: {exit:?}");
+        assert!(
+            exit.exited_at >= before && exit.exited_at <= SystemTime::now(),
+            "{name}: {exit:?}"
+        );
+        fx.runtime.delete(&id).await.unwrap();
+
+        // 137 alone is not an OOM kill
+        let id = test_support::unique_name(&format!("killed-{name}"));
+        started(&fx, &config(&id, &["/bin/busybox", "sleep", "300"])).await;
+        assert!(matches!(
+            fx.runtime.exit_details(&id),
+            Err(Error::NotExited { .. })
+        ));
+        fx.runtime.kill(&id, Signal::SIGKILL).await.unwrap();
+        fx.runtime.wait(&id, LONG).await.unwrap();
+        let exit = fx.runtime.exit_details(&id).unwrap();
+        assert_eq!((exit.code, exit.oom_killed), (137, false), "{name}");
+        fx.runtime.delete(&id).await.unwrap();
+    }
+}
