@@ -30,6 +30,23 @@ pub struct Overrides {
     /// CONTAINER_NAMESPACES_DIR].
     #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
     pub namespaces_dir: Option<PathBuf>,
+    /// The runtime handler of sandboxes that name none [crio.runtime.default_runtime; env
+    /// CONTAINER_DEFAULT_RUNTIME].
+    #[arg(long, value_name = "NAME")]
+    pub default_runtime: Option<String>,
+    /// The container monitor [crio.runtime.conmon; env CONTAINER_CONMON].
+    #[arg(long, value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
+    pub conmon: Option<PathBuf>,
+    /// A directory of OCI hook files; repeat or separate with commas for several, replaces the
+    /// files' list [crio.runtime.hooks_dir; env CONTAINER_HOOKS_DIR].
+    #[arg(long = "hooks-dir", value_name = "DIR", value_delimiter = ',',
+          value_hint = clap::ValueHint::DirPath)]
+    pub hooks_dir: Vec<PathBuf>,
+    /// The seccomp profile of RuntimeDefault containers; "" for the built-in one
+    /// [crio.runtime.seccomp_profile; env CONTAINER_SECCOMP_PROFILE].
+    #[arg(long, value_name = "PATH", value_parser = path_or_empty(),
+          value_hint = clap::ValueHint::FilePath)]
+    pub seccomp_profile: Option<PathBuf>,
     /// Credentials for pulls that bring none, in containers-auth.json format
     /// [crio.image.global_auth_file; env CONTAINER_GLOBAL_AUTH_FILE].
     #[arg(long, value_name = "PATH", value_parser = path_or_empty(),
@@ -141,6 +158,25 @@ impl Overrides {
             "crio.runtime.namespaces_dir",
             &mut runtime.namespaces_dir,
             self.namespaces_dir.as_ref(),
+        );
+        set.one(
+            "crio.runtime.default_runtime",
+            &mut runtime.default_runtime,
+            self.default_runtime.as_ref(),
+        );
+        set.one(
+            "crio.runtime.conmon",
+            &mut runtime.conmon,
+            self.conmon.as_ref(),
+        );
+        if !self.hooks_dir.is_empty() {
+            runtime.hooks_dir.clone_from(&self.hooks_dir);
+            set.0.push("crio.runtime.hooks_dir");
+        }
+        set.one(
+            "crio.runtime.seccomp_profile",
+            &mut runtime.seccomp_profile,
+            self.seccomp_profile.as_ref(),
         );
         let image = &mut crio.image;
         set.one(

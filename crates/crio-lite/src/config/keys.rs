@@ -78,6 +78,38 @@ pub const KEYS: &[Key] = &[
               see them.",
     },
     Key {
+        path: "crio.runtime.default_runtime",
+        flag: "--default-runtime",
+        env: "CONTAINER_DEFAULT_RUNTIME",
+        crio: true,
+        doc: "The runtime handler of sandboxes whose request names none: \"crun\", \"runc\" or a\n\
+              [crio.runtime.runtimes.NAME] table. The default handler also answers to \"\".",
+    },
+    Key {
+        path: "crio.runtime.conmon",
+        flag: "--conmon",
+        env: "CONTAINER_CONMON",
+        crio: true,
+        doc: "The container monitor: one conmon per container owns its stdio, writes its log and\n\
+              records its exit code, also while crio-lite is down.",
+    },
+    Key {
+        path: "crio.runtime.hooks_dir",
+        flag: "--hooks-dir",
+        env: "CONTAINER_HOOKS_DIR",
+        crio: true,
+        doc: "Directories of OCI hook files (oci-hooks(5)); a later directory's file replaces an\n\
+              earlier one of the same name. Read when a container is created.",
+    },
+    Key {
+        path: "crio.runtime.seccomp_profile",
+        flag: "--seccomp-profile",
+        env: "CONTAINER_SECCOMP_PROFILE",
+        crio: true,
+        doc: "The seccomp profile of RuntimeDefault containers (a JSON file); \"\" for the built-in\n\
+              one.",
+    },
+    Key {
         path: "crio.image.global_auth_file",
         flag: "--global-auth-file",
         env: "CONTAINER_GLOBAL_AUTH_FILE",

@@ -228,6 +228,36 @@ impl Layers {
                 continue;
             };
             match (expected, value) {
+                // A table of tables named by the user: each checked against one handler's keys.
+                (toml::Value::Table(_), DeValue::Table(table)) if path == RUNTIMES => {
+                    let handler =
+                        toml::Table::try_from(super::RuntimeHandler::default()).unwrap_or_default();
+                    for (name, entry) in table {
+                        let at = origin.at_line(line(text, name.span().start));
+                        let entry_path = join(&path, name.get_ref());
+                        match entry.get_ref() {
+                            DeValue::Table(entry) => {
+                                // A table without keys still declares the handler.
+                                if entry.is_empty() {
+                                    leaves.push((
+                                        join(&entry_path, "runtime_type"),
+                                        at,
+                                        toml::Value::String(String::new()),
+                                    ));
+                                }
+                                self.walk(entry, &handler, &entry_path, text, origin, leaves);
+                            }
+                            other => self.issue(
+                                at,
+                                Some(entry_path),
+                                IssueKind::WrongType {
+                                    expected: "a table",
+                                    found: article(other.type_str()),
+                                },
+                            ),
+                        }
+                    }
+                }
                 (toml::Value::Table(sub), DeValue::Table(table)) => {
                     self.walk(table, sub, &path, text, origin, leaves);
                 }
@@ -324,6 +354,9 @@ impl Layers {
         }
     }
 }
+
+/// The table of runtime handlers, whose keys are names the user picks.
+const RUNTIMES: &str = "crio.runtime.runtimes";
 
 /// The line (from 1) of a byte offset.
 fn line(text: &str, offset: usize) -> usize {

@@ -20,6 +20,7 @@ mod suggest;
 #[cfg(test)]
 mod tests;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -106,7 +107,7 @@ impl Default for ApiTable {
     }
 }
 
-/// `[crio.runtime]`: logging and namespaces.
+/// `[crio.runtime]`: logging, namespaces, and the OCI runtimes containers run on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RuntimeTable {
@@ -116,6 +117,19 @@ pub struct RuntimeTable {
     /// `namespaces_dir`: network namespaces are pinned in its `netns` subdirectory, where
     /// `ip netns` and `lsns` find them, as CRI-O pins them.
     pub namespaces_dir: PathBuf,
+    /// `default_runtime`: the runtime handler of sandboxes whose request names none.
+    pub default_runtime: String,
+    /// `conmon`: the container monitor.
+    pub conmon: PathBuf,
+    /// `hooks_dir`: directories of OCI hook files (oci-hooks(5)), later ones overriding files
+    /// of the same name in earlier ones; a directory that does not exist holds none.
+    pub hooks_dir: Vec<PathBuf>,
+    /// `seccomp_profile`: the seccomp profile of `RuntimeDefault` containers, a JSON file;
+    /// empty for crio-lite's built-in profile.
+    pub seccomp_profile: PathBuf,
+    /// `[crio.runtime.runtimes.NAME]`: runtime handlers beside the built-in `crun` and `runc`
+    /// (a table named like a built-in one replaces it).
+    pub runtimes: BTreeMap<String, RuntimeHandler>,
 }
 
 impl Default for RuntimeTable {
@@ -123,8 +137,47 @@ impl Default for RuntimeTable {
         RuntimeTable {
             log_level: "info".to_owned(),
             namespaces_dir: PathBuf::from("/var/run"),
+            default_runtime: "crun".to_owned(),
+            conmon: PathBuf::from("/usr/bin/conmon"),
+            hooks_dir: vec![PathBuf::from("/usr/share/containers/oci/hooks.d")],
+            seccomp_profile: PathBuf::new(),
+            runtimes: BTreeMap::new(),
         }
     }
+}
+
+/// `[crio.runtime.runtimes.NAME]`: an OCI runtime that sandboxes pick by name (the CRI's
+/// `runtime_handler`), as CRI-O's table of the same name.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuntimeHandler {
+    /// `runtime_path`: the runtime binary; empty for NAME looked up in `PATH`.
+    pub runtime_path: PathBuf,
+    /// `runtime_type`: only `oci` (or empty) is known.
+    pub runtime_type: String,
+    /// `runtime_root`: the runtime's state directory (`--root`); empty for `/run/NAME`.
+    pub runtime_root: PathBuf,
+    /// `monitor_path`: the conmon for this runtime; empty for `crio.runtime.conmon`.
+    pub monitor_path: PathBuf,
+}
+
+/// The runtime handlers crio-lite knows without configuration: `(name, binary, root)`.
+pub const BUILTIN_RUNTIMES: [(&str, &str, &str); 2] = [
+    ("crun", "/usr/bin/crun", "/run/crun"),
+    ("runc", "/usr/sbin/runc", "/run/runc"),
+];
+
+/// A runtime handler with its paths decided: what containers of its sandboxes run on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResolvedRuntime {
+    /// The handler's name.
+    pub name: String,
+    /// The runtime binary.
+    pub runtime_path: PathBuf,
+    /// The runtime's `--root`.
+    pub runtime_root: PathBuf,
+    /// The conmon that monitors its containers.
+    pub monitor_path: PathBuf,
 }
 
 /// `[crio.image]`: pulling images. Images are stored in `<crio.root>/storage`.
@@ -448,10 +501,132 @@ impl Config {
         if crio.runtime.log_level.trim().is_empty() {
             problems.push(("crio.runtime.log_level", "must not be empty".to_owned()));
         }
+        problems.extend(self.runtime_problems());
         if crio.metrics.metrics_host.trim().is_empty() {
             problems.push(("crio.metrics.metrics_host", "must not be empty".to_owned()));
         }
         problems
+    }
+
+    /// What is wrong with `[crio.runtime]`'s container keys and runtime handlers.
+    fn runtime_problems(&self) -> Vec<(&'static str, String)> {
+        let crio = &self.crio;
+        let mut problems = Vec::new();
+        for (name, handler) in &crio.runtime.runtimes {
+            if let Err(why) = check_handler_name(name) {
+                problems.push(("crio.runtime.runtimes", why));
+            }
+            if !matches!(handler.runtime_type.as_str(), "" | "oci") {
+                problems.push((
+                    "crio.runtime.runtimes",
+                    format!(
+                        "{name}: runtime_type {:?} is not supported: only \"oci\"",
+                        handler.runtime_type
+                    ),
+                ));
+            }
+            for path in [
+                &handler.runtime_path,
+                &handler.runtime_root,
+                &handler.monitor_path,
+            ] {
+                if path.to_str().is_none() {
+                    problems.push((
+                        "crio.runtime.runtimes",
+                        format!("{name}: {} is not UTF-8", path.display()),
+                    ));
+                } else if !path.as_os_str().is_empty() && !path.is_absolute() {
+                    problems.push((
+                        "crio.runtime.runtimes",
+                        format!("{name}: {} is not an absolute path", path.display()),
+                    ));
+                }
+            }
+        }
+        if !self
+            .runtime_handlers()
+            .contains_key(&crio.runtime.default_runtime)
+        {
+            problems.push((
+                "crio.runtime.default_runtime",
+                format!(
+                    "{:?} is neither a built-in runtime (crun, runc) nor a \
+                     [crio.runtime.runtimes.NAME] table",
+                    crio.runtime.default_runtime
+                ),
+            ));
+        }
+        if crio.runtime.conmon.as_os_str().is_empty() {
+            problems.push(("crio.runtime.conmon", "must not be empty".to_owned()));
+        }
+        for (key, path) in [
+            ("crio.runtime.conmon", &crio.runtime.conmon),
+            (
+                "crio.runtime.seccomp_profile",
+                &crio.runtime.seccomp_profile,
+            ),
+        ]
+        .into_iter()
+        .chain(
+            crio.runtime
+                .hooks_dir
+                .iter()
+                .map(|p| ("crio.runtime.hooks_dir", p)),
+        ) {
+            if path.to_str().is_none() {
+                problems.push((key, format!("{} is not UTF-8", path.display())));
+            }
+        }
+        problems
+    }
+
+    /// Every runtime handler: the built-in `crun` and `runc`, then those of
+    /// `[crio.runtime.runtimes]` (replacing a built-in of the same name), by name.
+    pub fn runtime_handlers(&self) -> BTreeMap<String, ResolvedRuntime> {
+        let runtime = &self.crio.runtime;
+        let mut out = BTreeMap::new();
+        for (name, path, root) in BUILTIN_RUNTIMES {
+            out.insert(
+                name.to_owned(),
+                ResolvedRuntime {
+                    name: name.to_owned(),
+                    runtime_path: PathBuf::from(path),
+                    runtime_root: PathBuf::from(root),
+                    monitor_path: runtime.conmon.clone(),
+                },
+            );
+        }
+        for (name, handler) in &runtime.runtimes {
+            // A table named like a built-in keeps the built-in's paths where it sets none.
+            let builtin = out.get(name).cloned();
+            let runtime_path = if !handler.runtime_path.as_os_str().is_empty() {
+                handler.runtime_path.clone()
+            } else if let Some(b) = &builtin {
+                b.runtime_path.clone()
+            } else {
+                find_in_path(name).unwrap_or_else(|| PathBuf::from(name))
+            };
+            let or = |p: &Path, default: PathBuf| {
+                if p.as_os_str().is_empty() {
+                    default
+                } else {
+                    p.to_owned()
+                }
+            };
+            out.insert(
+                name.clone(),
+                ResolvedRuntime {
+                    name: name.clone(),
+                    runtime_path,
+                    runtime_root: or(
+                        &handler.runtime_root,
+                        builtin.map_or_else(|| Path::new("/run").join(name), |b| b.runtime_root),
+                    ),
+                    monitor_path: or(&handler.monitor_path, runtime.conmon.clone()),
+                },
+            );
+        }
+        out
     }
 
     /// Where sandbox network namespaces are pinned: `<namespaces_dir>/netns`.
@@ -474,6 +649,33 @@ impl Config {
     /// The default network's name, `None` when the first configuration is to be used.
     pub fn default_network(&self) -> Option<&str> {
         Some(self.crio.network.cni_default_network.as_str()).filter(|name| !name.is_empty())
+    }
+}
+
+/// The first executable named `name` in `PATH`.
+fn find_in_path(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// A runtime handler's name: what a table name and a CRI request can carry.
+fn check_handler_name(name: &str) -> std::result::Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{name:?} is not a runtime handler name: 1 to 64 letters, digits, '-', '_' or '.'"
+        ))
     }
 }
 

@@ -41,6 +41,14 @@ impl Config {
             let value = super::load::lookup(&table, key.path).map_or_else(String::new, render);
             let _ = writeln!(out, "{} = {value}", key.name());
         }
+        out.push_str(RUNTIMES_HELP);
+        for (name, handler) in &self.crio.runtime.runtimes {
+            let _ = write!(out, "\n[crio.runtime.runtimes.{}]\n", render_key(name));
+            let handler = toml::Table::try_from(handler).unwrap_or_default();
+            for (key, value) in &handler {
+                let _ = writeln!(out, "{key} = {}", render(value));
+            }
+        }
         out
     }
 
@@ -55,6 +63,8 @@ impl Config {
             &mut crio.runroot,
             &mut crio.api.listen,
             &mut crio.runtime.namespaces_dir,
+            &mut crio.runtime.conmon,
+            &mut crio.runtime.seccomp_profile,
             &mut crio.network.network_dir,
             &mut crio.metrics.metrics_socket,
             &mut lite.network.cache_dir,
@@ -63,7 +73,33 @@ impl Config {
             fix(path);
         }
         crio.network.plugin_dirs.iter_mut().for_each(fix);
+        crio.runtime.hooks_dir.iter_mut().for_each(fix);
+        for handler in crio.runtime.runtimes.values_mut() {
+            fix(&mut handler.runtime_path);
+            fix(&mut handler.runtime_root);
+            fix(&mut handler.monitor_path);
+        }
         config
+    }
+}
+
+const RUNTIMES_HELP: &str = "
+# Runtime handlers: crun (/usr/bin/crun, root /run/crun) and runc (/usr/sbin/runc, root
+# /run/runc) are built in. A [crio.runtime.runtimes.NAME] table adds one, or replaces the
+# built-in of that name: runtime_path (\"\" for NAME in PATH), runtime_type (\"oci\"),
+# runtime_root (\"\" for /run/NAME), monitor_path (\"\" for crio.runtime.conmon).
+";
+
+/// A table name as a TOML key: bare when it can be, quoted otherwise.
+fn render_key(name: &str) -> String {
+    if !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    {
+        name.to_owned()
+    } else {
+        toml::Value::String(name.to_owned()).to_string()
     }
 }
 

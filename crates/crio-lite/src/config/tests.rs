@@ -498,6 +498,7 @@ fn config() -> impl Strategy<Value = Config> {
                 runtime: RuntimeTable {
                     log_level,
                     namespaces_dir,
+                    ..RuntimeTable::default()
                 },
                 image: ImageTable {
                     global_auth_file: image.0,
@@ -555,5 +556,66 @@ proptest! {
         prop_assume!(config.validate().is_ok());
         let text = config.to_commented_toml();
         prop_assert_eq!(Config::from_toml(&text, "printout").ok(), Some(config), "{}", text);
+    }
+}
+
+#[test]
+fn runtime_handlers_are_built_in_added_and_replaced_per_key() {
+    let text = "[crio.runtime]\ndefault_runtime = \"kata\"\n\
+                [crio.runtime.runtimes.kata]\nruntime_path = \"/opt/kata/bin/kata-runtime\"\n\
+                [crio.runtime.runtimes.runc]\nruntime_root = \"/run/other-runc\"\n";
+    let config = Config::from_toml(text, "<string>").unwrap();
+    let handlers = config.runtime_handlers();
+    let names: Vec<&str> = handlers.keys().map(String::as_str).collect();
+    assert_eq!(names, ["crun", "kata", "runc"]);
+    assert_eq!(
+        handlers["kata"].runtime_path,
+        Path::new("/opt/kata/bin/kata-runtime")
+    );
+    assert_eq!(handlers["kata"].runtime_root, Path::new("/run/kata"));
+    assert_eq!(handlers["kata"].monitor_path, Path::new("/usr/bin/conmon"));
+    // A table named like a built-in keeps the built-in's binary, replacing only its root.
+    assert_eq!(handlers["runc"].runtime_path, Path::new("/usr/sbin/runc"));
+    assert_eq!(handlers["runc"].runtime_root, Path::new("/run/other-runc"));
+    assert_eq!(handlers["crun"].runtime_root, Path::new("/run/crun"));
+    // The printout reads back the same.
+    let printed = config.to_commented_toml();
+    assert_eq!(
+        Config::from_toml(&printed, "printout").unwrap(),
+        config,
+        "{printed}"
+    );
+}
+
+#[test]
+fn runtime_handler_mistakes_name_the_key() {
+    for (text, wanted) in [
+        (
+            "[crio.runtime.runtimes.kata]\nruntime_pth = \"/x\"\n",
+            "unknown key crio.runtime.runtimes.kata.runtime_pth",
+        ),
+        (
+            "[crio.runtime]\ndefault_runtime = \"youki\"\n",
+            "key crio.runtime.default_runtime: \"youki\" is neither a built-in runtime",
+        ),
+        (
+            "[crio.runtime.runtimes.kata]\nruntime_type = \"vm\"\n",
+            "kata: runtime_type \"vm\" is not supported",
+        ),
+        (
+            "[crio.runtime.runtimes.kata]\nruntime_path = \"kata\"\n",
+            "kata: kata is not an absolute path",
+        ),
+        (
+            "[crio.runtime.runtimes]\nkata = 3\n",
+            "key crio.runtime.runtimes.kata must be a table",
+        ),
+        (
+            "[crio.runtime.runtimes.\"a/b\"]\n",
+            "\"a/b\" is not a runtime handler name",
+        ),
+    ] {
+        let err = Config::from_toml(text, "<string>").unwrap_err().to_string();
+        assert!(err.contains(wanted), "{text}: {err}");
     }
 }
