@@ -41,6 +41,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     let wanted: Vec<(&str, &str)> = packages::NETWORK_PACKAGES
         .iter()
         .chain(packages::IMAGE_PACKAGES)
+        .chain(packages::CONTAINER_PACKAGES)
         .copied()
         .collect();
     step("Checking the Debian packages the demo needs (installed with apt-get when missing)");
@@ -177,6 +178,7 @@ impl Demo {
         let image = self.pull_image(bins, &reference)?;
         let pods = self.create_pods(bins)?;
         self.ping_between(&pods)?;
+        self.run_containers(bins, &image, &pods)?;
         self.show_status_api(bins)?;
         self.remove_image(bins, &image)?;
         self.remove_everything(bins, &pods)?;
@@ -337,6 +339,7 @@ impl Demo {
     /// directory under the demo's own (pins in run/netns, not the machine's /var/run/netns), and
     /// a drop-in over one of its keys. Nothing from /etc/crio-lite is read.
     fn write_config(&self) -> Result<()> {
+        let runtime = runtime();
         let path = |sub: &str| {
             let path = self.path(sub).display().to_string();
             // TOML basic strings: a temporary directory's name needs no escapes, refuse if not.
@@ -347,7 +350,9 @@ impl Demo {
         };
         let main = format!(
             "[crio]\nroot = \"{}\"\nrunroot = \"{}\"\n\n[crio.api]\nlisten = \"{}\"\n\n\
-             [crio.runtime]\nlog_level = \"debug\"\nnamespaces_dir = \"{}\"\n\n\
+             [crio.runtime]\nlog_level = \"debug\"\nnamespaces_dir = \"{}\"\n\
+             default_runtime = \"{runtime}\"\n\n\
+             [crio.runtime.runtimes.{runtime}]\nruntime_root = \"{}\"\n\n\
              [crio.network]\nnetwork_dir = \"{}\"\n\n\
              [crio.metrics]\nenable_metrics = true\nmetrics_host = \"127.0.0.1\"\nmetrics_port = 9090\n\n\
              [crio.image]\ninsecure_registries = [\"{REGISTRY}\"]\nsignature_policy = \"{}\"\n\n\
@@ -357,6 +362,7 @@ impl Demo {
             path("run")?,
             path("run/crio-lite.sock")?,
             path("run")?,
+            path(&format!("run/{runtime}"))?,
             path("net.d")?,
             path("policy.json")?,
             path("cache")?,
@@ -406,13 +412,13 @@ impl Demo {
         let mut pods = Vec::new();
         for (i, name) in PODS.into_iter().enumerate() {
             // Pod 1 maps a host port, so portmap has work to do (and rules to leave behind).
-            let args: &[&str] = if i == 0 {
-                &["runp", name, "--port", "8080:80"]
-            } else {
-                &["runp", name]
-            };
+            let logs = self.path(&format!("logs/{name}")).display().to_string();
+            let mut args = vec!["runp", name, "--log-dir", &logs];
+            if i == 0 {
+                args.extend(["--port", "8080:80"]);
+            }
             println!("    $ cri-client {}", args.join(" "));
-            let id = self.client(bins, args)?["id"]
+            let id = self.client(bins, &args)?["id"]
                 .as_str()
                 .context("RunPodSandbox answered without an ID")?
                 .to_owned();
@@ -539,6 +545,85 @@ impl Demo {
         Ok(())
     }
 
+    /// A busybox httpd container in pod 1, and in pod 2 a container that fetches its page; the
+    /// fetcher's CRI log holds the page. ExecSync, stats, stop and removal as crictl does them.
+    fn run_containers(&self, bins: &Bins, image: &str, pods: &[Pod]) -> Result<()> {
+        step(
+            "Containers: busybox httpd in pod 1, fetched by a container in pod 2 (runc via conmon)",
+        );
+        let (web, client) = (&pods[0], &pods[1]);
+        let serve = "mkdir -p /www && echo hello from a crio-lite container > /www/index.html \
+                     && exec httpd -f -p 80 -h /www";
+        println!(
+            "    $ cri-client run {} httpd {} -- sh -c '...httpd -f -p 80...'",
+            web.name,
+            short(image)
+        );
+        let httpd = self.client(
+            bins,
+            &["run", &web.id, "httpd", image, "--", "sh", "-c", serve],
+        )?["id"]
+            .as_str()
+            .context("CreateContainer answered without an ID")?
+            .to_owned();
+        let fetch = format!("until wget -q -O- http://{}/; do sleep 0.2; done", web.ip);
+        println!(
+            "    $ cri-client run {} fetch {} -- sh -c '{fetch}'",
+            client.name,
+            short(image)
+        );
+        let fetcher = self.client(
+            bins,
+            &["run", &client.id, "fetch", image, "--", "sh", "-c", &fetch],
+        )?["id"]
+            .as_str()
+            .context("CreateContainer answered without an ID")?
+            .to_owned();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let listed = self.client(bins, &["ps"])?;
+            let state = listed["containers"]
+                .as_array()
+                .and_then(|all| all.iter().find(|c| c["id"] == fetcher.as_str()))
+                .map(|c| c["state"].as_str().unwrap_or_default().to_owned())
+                .unwrap_or_default();
+            if state == "CONTAINER_EXITED" {
+                break;
+            }
+            if Instant::now() > deadline {
+                bail!("the fetcher is still {state} after 30 s");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        let logs = self.client(bins, &["logs", &fetcher])?;
+        let lines: Vec<&str> = logs["lines"]
+            .as_array()
+            .map(|l| l.iter().filter_map(|v| v.as_str()).collect())
+            .unwrap_or_default();
+        println!("    $ cri-client logs fetch: {lines:?}");
+        if !lines.contains(&"hello from a crio-lite container") {
+            bail!("the fetcher's log does not hold the page: {lines:?}");
+        }
+        let exec = self.client(bins, &["exec", &httpd, "--", "hostname"])?;
+        println!(
+            "    $ cri-client exec httpd -- hostname: {} (exit {})",
+            exec["stdout"].as_str().unwrap_or_default().trim(),
+            exec["exit_code"]
+        );
+        let stats = self.client(bins, &["stats", &httpd])?;
+        println!(
+            "    $ cri-client stats httpd: {} bytes of memory in its working set, {} ns of CPU",
+            stats["memory"]["working_set_bytes"]["value"],
+            stats["cpu"]["usage_core_nano_seconds"]["value"]
+        );
+        for (name, id) in [("httpd", &httpd), ("fetch", &fetcher)] {
+            self.client(bins, &["stop", id, "--timeout", "5"])?;
+            self.client(bins, &["rm", id])?;
+            println!("    {name} ({}) stopped and removed", short(id));
+        }
+        Ok(())
+    }
+
     fn remove_everything(&mut self, bins: &Bins, pods: &[Pod]) -> Result<()> {
         step("Removing everything: StopPodSandbox and RemovePodSandbox for each pod, then SIGTERM");
         for pod in pods {
@@ -607,6 +692,19 @@ impl Demo {
             ("mounts under the run dir", mounts),
             ("sandbox state files", files(&self.path("state/sandboxes"))),
             (
+                "container state files",
+                files(&self.path("state/containers")),
+            ),
+            (
+                "container root file systems",
+                files(&self.path("state/storage/containers"))
+                    .into_iter()
+                    .filter(|n| !n.starts_with('.'))
+                    .collect(),
+            ),
+            ("container bundles", files(&self.path("run/containers"))),
+            ("runc containers", self.runc_containers()),
+            (
                 "unpacked image layers",
                 files(&self.path("state/storage/layers")),
             ),
@@ -637,9 +735,39 @@ impl Demo {
             bail!("{leaked} kind(s) of leftovers after removing every sandbox");
         }
         println!(
-            "\n==> VERDICT: PASS: an image was pulled, three pods ran and talked, and nothing was left behind"
+            "\n==> VERDICT: PASS: an image was pulled, three pods ran and talked, a container served \
+             another, and nothing was left behind"
         );
         Ok(())
+    }
+}
+
+/// crun, unless it refuses this host: crun 1.8 rejects hybrid cgroup hierarchies whose v2 half
+/// has controllers, as some container hosts have; runc runs there.
+fn runtime() -> &'static str {
+    let hybrid = std::fs::read_to_string("/sys/fs/cgroup/unified/cgroup.controllers")
+        .is_ok_and(|c| !c.trim().is_empty());
+    if hybrid { "runc" } else { "crun" }
+}
+
+impl Demo {
+    fn runc_containers(&self) -> Vec<String> {
+        let root = self.path(&format!("run/{}", runtime()));
+        if !root.exists() {
+            return Vec::new();
+        }
+        Command::new(runtime())
+            .arg("--root")
+            .arg(&root)
+            .args(["list", "-q"])
+            .output()
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 }
 
@@ -651,6 +779,37 @@ impl Drop for Demo {
         {
             let _ = child.kill();
             let _ = child.wait();
+        }
+        // Containers a failed demo left: deleted with the runtime, their conmon killed with
+        // everything else in the node namespace, their root file systems unmounted.
+        let root = self.path(&format!("run/{}", runtime()));
+        for id in self.runc_containers() {
+            let _ = Command::new(runtime())
+                .arg("--root")
+                .arg(&root)
+                .args(["delete", "--force", &id])
+                .stderr(Stdio::null())
+                .status();
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "pids", &self.node])
+            .output()
+            .map(|o| {
+                for pid in String::from_utf8_lossy(&o.stdout).split_whitespace() {
+                    let _ = Command::new("kill").args(["-9", pid]).status();
+                }
+            });
+        let storage = format!("{}/", self.path("state/storage").display());
+        if let Ok(mountinfo) = std::fs::read_to_string("/proc/self/mountinfo") {
+            let mut points: Vec<&str> = mountinfo
+                .lines()
+                .filter_map(|l| l.split(' ').nth(4))
+                .filter(|m| m.starts_with(&storage))
+                .collect();
+            points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+            for point in points {
+                unmount(Path::new(point));
+            }
         }
         // With umount(8) rather than the ocicni crate: xtask depends on no workspace crate.
         for pin in files(&self.netns_dir()) {

@@ -1,5 +1,5 @@
-//! A minimal CRI client for crio-lite: what `crictl` does for pod sandboxes, in one page, printing
-//! JSON. It doubles as a worked example of driving crio-lite over its socket.
+//! A minimal CRI client for crio-lite: what `crictl` does for pods, images and containers,
+//! printing JSON. It doubles as a worked example of driving crio-lite over its socket.
 //!
 //! ```text
 //! cri-client [--socket PATH] runp NAME [--namespace NS] [--port HOST:CONTAINER]...
@@ -11,6 +11,13 @@
 //! cri-client [--socket PATH] images
 //! cri-client [--socket PATH] rmi IMAGE
 //! cri-client [--socket PATH] imagefsinfo
+//! cri-client [--socket PATH] run POD NAME IMAGE [-- CMD...]   # crictl create + start
+//! cri-client [--socket PATH] ps                              # crictl ps -a
+//! cri-client [--socket PATH] exec ID [--timeout S] -- CMD...  # crictl exec -s
+//! cri-client [--socket PATH] logs ID                         # crictl logs
+//! cri-client [--socket PATH] stats ID                        # crictl stats
+//! cri-client [--socket PATH] stop ID [--timeout S]
+//! cri-client [--socket PATH] rm ID
 //! cri-client [--socket PATH] get /metrics        # the HTTP status API on the same socket
 //! cri-client scrape 127.0.0.1:9090                # /metrics over TCP, as Prometheus scrapes it
 //! ```
@@ -54,6 +61,57 @@ enum Command {
         /// A TCP port mapping HOST:CONTAINER; repeat for several.
         #[arg(long = "port", value_name = "HOST:CONTAINER", value_parser = parse_port)]
         ports: Vec<(u16, u16)>,
+        /// The pod's log directory: its containers log to DIR/NAME/0.log.
+        #[arg(long, value_name = "DIR")]
+        log_dir: Option<PathBuf>,
+    },
+    /// CreateContainer then StartContainer: runs IMAGE in pod POD and prints the container's ID.
+    Run {
+        /// The sandbox ID or a unique prefix.
+        pod: String,
+        /// The container's name.
+        name: String,
+        /// The image (pulled beforehand).
+        image: String,
+        /// The command, replacing the image's entrypoint; the image's own when empty.
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// ListContainers: every container.
+    Ps,
+    /// ExecSync: runs a command in a running container, prints its output and exit code.
+    Exec {
+        /// The container ID or a unique prefix.
+        id: String,
+        /// Seconds before the command is killed; 0 for none.
+        #[arg(long, default_value_t = 10)]
+        timeout: i64,
+        /// The command.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// The container's CRI log, as `crictl logs` prints it (the text of each line).
+    Logs {
+        /// The container ID or a unique prefix.
+        id: String,
+    },
+    /// ContainerStats: CPU, memory and writable layer.
+    Stats {
+        /// The container ID or a unique prefix.
+        id: String,
+    },
+    /// StopContainer: the stop signal, then SIGKILL after the timeout.
+    Stop {
+        /// The container ID or a unique prefix.
+        id: String,
+        /// Seconds between the stop signal and SIGKILL.
+        #[arg(long, default_value_t = 10)]
+        timeout: i64,
+    },
+    /// RemoveContainer.
+    Rm {
+        /// The container ID or a unique prefix.
+        id: String,
     },
     /// StopPodSandbox: tears the pod's network down.
     Stopp {
@@ -137,7 +195,7 @@ fn parse_port(text: &str) -> Result<(u16, u16), String> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> std::process::ExitCode {
     let args = Args::parse();
-    match run(args).await {
+    match Box::pin(run(args)).await {
         Ok(out) => {
             println!("{out}");
             std::process::ExitCode::SUCCESS
@@ -164,10 +222,15 @@ async fn run(args: Args) -> anyhow::Result<String> {
             name,
             namespace,
             ports,
+            log_dir,
         } => {
+            let mut request = pod_request(&name, &namespace, &ports);
+            if let (Some(config), Some(dir)) = (request.config.as_mut(), log_dir) {
+                config.log_directory = dir.display().to_string();
+            }
             let response = client(&socket)
                 .await?
-                .run_pod_sandbox(pod_request(&name, &namespace, &ports))
+                .run_pod_sandbox(request)
                 .await
                 .context("RunPodSandbox")?;
             json!({ "id": response.into_inner().pod_sandbox_id })
@@ -194,6 +257,13 @@ async fn run(args: Args) -> anyhow::Result<String> {
                 .context("RemovePodSandbox")?;
             json!({ "id": id, "removed": true })
         }
+        command @ (Command::Run { .. }
+        | Command::Ps
+        | Command::Exec { .. }
+        | Command::Logs { .. }
+        | Command::Stats { .. }
+        | Command::Stop { .. }
+        | Command::Rm { .. }) => container_command(&socket, command).await?,
         command @ (Command::Pull { .. }
         | Command::Images
         | Command::Rmi { .. }
@@ -292,6 +362,146 @@ async fn image_command(socket: &Path, command: Command) -> anyhow::Result<Value>
         }
         _ => bail!("not an image command"),
     })
+}
+
+/// The container commands: run, ps, exec, logs, stats, stop, rm.
+async fn container_command(socket: &Path, command: Command) -> anyhow::Result<Value> {
+    let mut rt = client(socket).await?;
+    Ok(match command {
+        Command::Run {
+            pod,
+            name,
+            image,
+            command,
+        } => {
+            let config = cri::ContainerConfig {
+                metadata: Some(cri::ContainerMetadata {
+                    name: name.clone(),
+                    attempt: 0,
+                }),
+                image: Some(image_spec(&image)),
+                command,
+                log_path: format!("{name}/0.log"),
+                ..cri::ContainerConfig::default()
+            };
+            let id = rt
+                .create_container(cri::CreateContainerRequest {
+                    pod_sandbox_id: pod,
+                    config: Some(config),
+                    sandbox_config: None,
+                })
+                .await
+                .with_context(|| format!("CreateContainer {name}"))?
+                .into_inner()
+                .container_id;
+            rt.start_container(cri::StartContainerRequest {
+                container_id: id.clone(),
+            })
+            .await
+            .with_context(|| format!("StartContainer {name}"))?;
+            json!({ "id": id })
+        }
+        Command::Ps => {
+            let containers = rt
+                .list_containers(cri::ListContainersRequest { filter: None })
+                .await
+                .context("ListContainers")?
+                .into_inner()
+                .containers;
+            let items: Vec<Value> = containers
+                .iter()
+                .map(|c| with_container_state(serde_json::to_value(c), c.state))
+                .collect::<anyhow::Result<_>>()?;
+            json!({ "containers": items })
+        }
+        Command::Exec {
+            id,
+            timeout,
+            command,
+        } => {
+            let out = rt
+                .exec_sync(cri::ExecSyncRequest {
+                    container_id: id,
+                    cmd: command,
+                    timeout,
+                })
+                .await
+                .context("ExecSync")?
+                .into_inner();
+            json!({
+                "stdout": String::from_utf8_lossy(&out.stdout),
+                "stderr": String::from_utf8_lossy(&out.stderr),
+                "exit_code": out.exit_code,
+            })
+        }
+        Command::Logs { id } => logs(&mut rt, id).await?,
+        Command::Stats { id } => {
+            let stats = rt
+                .container_stats(cri::ContainerStatsRequest { container_id: id })
+                .await
+                .context("ContainerStats")?
+                .into_inner()
+                .stats;
+            serde_json::to_value(stats)?
+        }
+        Command::Stop { id, timeout } => {
+            rt.stop_container(cri::StopContainerRequest {
+                container_id: id.clone(),
+                timeout,
+            })
+            .await
+            .context("StopContainer")?;
+            json!({ "id": id, "stopped": true })
+        }
+        Command::Rm { id } => {
+            rt.remove_container(cri::RemoveContainerRequest {
+                container_id: id.clone(),
+            })
+            .await
+            .context("RemoveContainer")?;
+            json!({ "id": id, "removed": true })
+        }
+        _ => bail!("not a container command"),
+    })
+}
+
+/// The text of the container's CRI log lines (`<time> <stream> <P|F> <text>`), partial lines
+/// (P) joined to the next, as `crictl logs` prints them.
+async fn logs(rt: &mut RuntimeServiceClient<Channel>, id: String) -> anyhow::Result<Value> {
+    let status = rt
+        .container_status(cri::ContainerStatusRequest {
+            container_id: id,
+            verbose: false,
+        })
+        .await
+        .context("ContainerStatus")?
+        .into_inner()
+        .status
+        .unwrap_or_default();
+    let text = std::fs::read_to_string(&status.log_path)
+        .with_context(|| format!("cannot read the log {}", status.log_path))?;
+    let mut lines = Vec::new();
+    let mut partial = String::new();
+    for line in text.lines() {
+        let mut parts = line.splitn(4, ' ');
+        let (_, _, tag, body) = (parts.next(), parts.next(), parts.next(), parts.next());
+        partial.push_str(body.unwrap_or_default());
+        if tag != Some("P") {
+            lines.push(std::mem::take(&mut partial));
+        }
+    }
+    Ok(json!({ "log_path": status.log_path, "lines": lines }))
+}
+
+/// Replaces the numeric `state` with its CRI name (`CONTAINER_RUNNING`).
+fn with_container_state(value: serde_json::Result<Value>, state: i32) -> anyhow::Result<Value> {
+    let mut value = value?;
+    if let Some(obj) = value.as_object_mut() {
+        let name = cri::ContainerState::try_from(state)
+            .map_or_else(|_| state.to_string(), |s| s.as_str_name().to_owned());
+        obj.insert("state".to_owned(), json!(name));
+    }
+    Ok(value)
 }
 
 async fn images(socket: &Path) -> anyhow::Result<ImageServiceClient<Channel>> {

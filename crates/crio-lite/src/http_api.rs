@@ -4,7 +4,8 @@
 //! |---|---|
 //! | `GET /info` | [`Info`] as JSON |
 //! | `GET /config` | the effective configuration as commented TOML |
-//! | `GET /containers/{id}` | [`ContainerInfo`] as JSON (a sandbox; ID or unique prefix), 404 if unknown |
+//! | `GET /containers/{id}` | [`ContainerInfo`] as JSON (a sandbox or a container; ID or unique prefix), 404 if unknown |
+//! | `GET` or `POST /pause/{id}`, `/unpause/{id}` | pauses or resumes a running container (the runtime's freezer) |
 //! | `GET /metrics` | Prometheus text format |
 
 use std::collections::BTreeMap;
@@ -58,6 +59,12 @@ pub struct Info {
     pub storage_driver: Option<String>,
     /// The signature policy pulls follow; `None` when every image is accepted.
     pub signature_policy: Option<PathBuf>,
+    /// How containers' cgroups are managed: `cgroupfs` (CRI-O's `cgroup_driver`).
+    #[serde(default)]
+    pub cgroup_driver: String,
+    /// The runtime handler of sandboxes that name none.
+    #[serde(default)]
+    pub default_runtime: String,
 }
 
 /// One network attachment in [`ContainerInfo`].
@@ -71,7 +78,8 @@ pub struct NetworkInfo {
     pub ips: Vec<IpAddr>,
 }
 
-/// The answer to `GET /containers/{id}`: a sandbox.
+/// The answer to `GET /containers/{id}`: a sandbox, or a container (then `sandbox`, `pid`,
+/// `image` and `log_path` are set, and `name`, `namespace`, `uid` are its pod's).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContainerInfo {
     /// The sandbox ID.
@@ -100,6 +108,21 @@ pub struct ContainerInfo {
     pub labels: BTreeMap<String, String>,
     /// CRI annotations.
     pub annotations: BTreeMap<String, String>,
+    /// For a container: the container's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_name: Option<String>,
+    /// For a container: its sandbox's ID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<String>,
+    /// For a container: its process id on the node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<i32>,
+    /// For a container: the image it runs, as the request named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// For a container: its CRI log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log_path: Option<PathBuf>,
 }
 
 /// One entry of `GET /sandboxes` (crio-lite's own: CRI-O's status API has no listing).
@@ -138,6 +161,8 @@ pub(crate) fn router(
         .route("/info", get(info))
         .route("/config", get(config_toml))
         .route("/containers/{id}", get(container))
+        .route("/pause/{id}", get(pause).post(pause))
+        .route("/unpause/{id}", get(unpause).post(unpause))
         .route("/sandboxes", get(sandboxes))
         .route("/metrics", get(metrics_text))
         .with_state(ApiState {
@@ -201,6 +226,8 @@ async fn info(State(state): State<ApiState>) -> Json<Info> {
         storage_root: state.images.root().to_owned(),
         storage_driver: state.images.storage_driver().map(str::to_owned),
         signature_policy: state.images.signature_policy(),
+        cgroup_driver: "cgroupfs".to_owned(),
+        default_runtime: config.crio.runtime.default_runtime.clone(),
     })
 }
 
@@ -230,6 +257,44 @@ async fn sandboxes(State(state): State<ApiState>) -> Json<Vec<SandboxSummary>> {
 }
 
 async fn container(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+    let found = match state.manager.containers().await {
+        Ok(containers) => containers.get(&id).ok(),
+        Err(_) => None,
+    };
+    if let Some(c) = found {
+        let state_name = c.visible_state().as_str().to_owned();
+        let pod = state.manager.get(&c.sandbox_id).ok();
+        return Json(ContainerInfo {
+            ips: pod
+                .as_ref()
+                .map(crate::domain::Sandbox::ips)
+                .unwrap_or_default(),
+            id: c.id,
+            name: pod
+                .as_ref()
+                .map(|p| p.name.name.clone())
+                .unwrap_or_default(),
+            namespace: pod
+                .as_ref()
+                .map(|p| p.name.namespace.clone())
+                .unwrap_or_default(),
+            uid: pod.as_ref().map(|p| p.name.uid.clone()).unwrap_or_default(),
+            attempt: c.attempt,
+            state: state_name,
+            created_at: c.created_at,
+            netns_path: pod.as_ref().and_then(|p| p.netns_path.clone()),
+            host_network: pod.as_ref().is_some_and(|p| p.host_network),
+            networks: Vec::new(),
+            labels: c.labels,
+            annotations: c.annotations,
+            container_name: Some(c.name),
+            sandbox: Some(c.sandbox_id),
+            pid: c.pid,
+            image: Some(c.image),
+            log_path: Some(c.log_path),
+        })
+        .into_response();
+    }
     match state.manager.get(&id) {
         Ok(sandbox) => Json(ContainerInfo {
             ips: sandbox.ips(),
@@ -253,12 +318,48 @@ async fn container(State(state): State<ApiState>, Path(id): Path<String>) -> Res
                 .collect(),
             labels: sandbox.labels,
             annotations: sandbox.annotations,
+            container_name: None,
+            sandbox: None,
+            pid: None,
+            image: None,
+            log_path: None,
         })
         .into_response(),
         Err(error) => {
             let code = match error {
                 SandboxError::NotFound { .. } => StatusCode::NOT_FOUND,
                 _ => StatusCode::BAD_REQUEST,
+            };
+            (code, format!("{error}\n")).into_response()
+        }
+    }
+}
+
+async fn pause(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+    freeze(&state, &id, true).await
+}
+
+async fn unpause(State(state): State<ApiState>, Path(id): Path<String>) -> Response {
+    freeze(&state, &id, false).await
+}
+
+async fn freeze(state: &ApiState, id: &str, pause: bool) -> Response {
+    let outcome = match state.manager.containers().await {
+        Ok(containers) => containers.pause(id, pause).await,
+        Err(e) => Err(e),
+    };
+    match outcome {
+        Ok(()) => (
+            StatusCode::OK,
+            format!("{}\n", if pause { "paused" } else { "unpaused" }),
+        )
+            .into_response(),
+        Err(error) => {
+            let code = match error {
+                SandboxError::ContainerNotFound { .. } => StatusCode::NOT_FOUND,
+                SandboxError::ContainerState { .. } => StatusCode::CONFLICT,
+                SandboxError::InvalidField { .. } => StatusCode::BAD_REQUEST,
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
             };
             (code, format!("{error}\n")).into_response()
         }

@@ -63,7 +63,8 @@ pub mod wiring;
 
 pub use config::{
     ApiTable, Config, CrioLiteTable, CrioTable, ImageTable, LiteApiTable, LiteImageTable,
-    LiteNetworkTable, Loader, MetricsTable, NetworkTable, Overrides, RuntimeTable,
+    LiteNetworkTable, Loader, MetricsTable, NetworkTable, Overrides, ResolvedRuntime,
+    RuntimeHandler, RuntimeTable,
 };
 pub use cri::{CRI_API_VERSION, RUNTIME_NAME};
 pub use error::{Error, Result};

@@ -20,7 +20,7 @@ use tokio_util::task::TaskTracker;
 use crate::config::Config;
 use crate::connections;
 use crate::cri::{ImageApi, RuntimeApi};
-use crate::domain::{Images, Manager};
+use crate::domain::{Containers, Images, Manager};
 use crate::error::{Error, Result};
 use crate::http_api;
 use crate::instance::InstanceLocks;
@@ -94,6 +94,13 @@ impl Daemon {
         }
         let store = Store::open(&config.crio.root)?;
         let images = Images::open(&config)?.with_progress(metrics.image_progress());
+        let containers = Arc::new(Containers::new(
+            &config.runtime_handlers(),
+            &config.crio.runtime.default_runtime,
+            images.clone(),
+            Store::open(&config.crio.root)?,
+            config.crio.runroot.clone(),
+        ));
         let manager = Arc::new(Manager::new(
             Arc::clone(&cni),
             netns,
@@ -101,6 +108,7 @@ impl Daemon {
             netns_dir,
             metrics.clone(),
             config.crio_lite.network.cni_args_policy,
+            containers,
         ));
         let recovery = manager.recover().await?;
 

@@ -89,9 +89,16 @@ pub enum Propagation {
 }
 
 /// Paths of namespaces (`/proc/<pid>/ns/net`, `/run/netns/<name>`) the container joins; a
-/// namespace left `None` is created for the container alone.
+/// namespace left `None` is created for the container alone, unless the `host_*` flag says the
+/// container stays in the caller's (the node's).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NamespacePaths {
+    /// The container uses the node's network namespace (`network` is then ignored).
+    pub host_network: bool,
+    /// The container uses the node's PID namespace (`pid` is then ignored).
+    pub host_pid: bool,
+    /// The container uses the node's IPC namespace (`ipc` is then ignored).
+    pub host_ipc: bool,
     /// The pod's network namespace.
     pub network: Option<PathBuf>,
     /// The pod's IPC namespace.

@@ -369,14 +369,20 @@ fn linux(id: &str, config: &ContainerConfig) -> Result<oci_spec::runtime::Linux>
 fn namespaces(config: &ContainerConfig) -> Vec<LinuxNamespace> {
     let paths = &config.namespaces;
     [
-        (LinuxNamespaceType::Pid, &paths.pid),
-        (LinuxNamespaceType::Network, &paths.network),
-        (LinuxNamespaceType::Ipc, &paths.ipc),
-        (LinuxNamespaceType::Uts, &paths.uts),
-        (LinuxNamespaceType::Mount, &None),
+        (LinuxNamespaceType::Pid, &paths.pid, paths.host_pid),
+        (
+            LinuxNamespaceType::Network,
+            &paths.network,
+            paths.host_network,
+        ),
+        (LinuxNamespaceType::Ipc, &paths.ipc, paths.host_ipc),
+        (LinuxNamespaceType::Uts, &paths.uts, false),
+        (LinuxNamespaceType::Mount, &None, false),
     ]
     .into_iter()
-    .map(|(typ, path)| {
+    // Left out of the spec, a namespace is the runtime's own: the node's.
+    .filter(|(_, _, host)| !host)
+    .map(|(typ, path, _)| {
         let mut ns = LinuxNamespace::default();
         ns.set_typ(typ).set_path(path.clone());
         ns

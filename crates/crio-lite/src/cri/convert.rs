@@ -20,15 +20,6 @@ pub fn sandbox_from_request(request: cri::RunPodSandboxRequest) -> SandboxResult
     let config = request
         .config
         .ok_or_else(|| invalid("config", "missing: RunPodSandbox needs a PodSandboxConfig"))?;
-    if !request.runtime_handler.is_empty() {
-        return Err(invalid(
-            "runtime_handler",
-            &format!(
-                "unknown handler {:?}: crio-lite has only the default handler (\"\")",
-                request.runtime_handler
-            ),
-        ));
-    }
     let metadata = config.metadata.ok_or_else(|| {
         invalid(
             "config.metadata",
@@ -294,7 +285,7 @@ fn port_mapping(i: usize, mapping: &cri::PortMapping) -> SandboxResult<Option<Po
 /// over 4 MiB, so a few oversized sandboxes would break listing for everyone.
 pub const MAX_METADATA_BYTES: usize = 256 * 1024;
 
-fn check_metadata_size(
+pub(crate) fn check_metadata_size(
     labels: &HashMap<String, String>,
     annotations: &HashMap<String, String>,
 ) -> SandboxResult<()> {
@@ -324,7 +315,7 @@ fn invalid(field: &str, reason: &str) -> SandboxError {
     SandboxError::invalid(field, reason)
 }
 
-fn to_hash_map(map: &BTreeMap<String, String>) -> HashMap<String, String> {
+pub(crate) fn to_hash_map(map: &BTreeMap<String, String>) -> HashMap<String, String> {
     map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 

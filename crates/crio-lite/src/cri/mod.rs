@@ -2,6 +2,7 @@
 //! turned into domain values here, answers and errors turned back; this is the only place that
 //! knows tonic's `Status`.
 
+mod container;
 /// Request checks and the CRI's views of a sandbox, public so tools and the fuzz target check
 /// requests exactly as the daemon does.
 pub mod convert;
@@ -21,8 +22,29 @@ impl From<SandboxError> for Status {
         let message = error.to_string();
         match &error {
             SandboxError::InvalidField { .. } => Status::invalid_argument(message),
-            SandboxError::NotFound { .. } => Status::not_found(message),
-            SandboxError::AlreadyExists { .. } => Status::already_exists(message),
+            SandboxError::NotFound { .. }
+            | SandboxError::ContainerNotFound { .. }
+            | SandboxError::ImageNotFound { .. } => Status::not_found(message),
+            SandboxError::AlreadyExists { .. } | SandboxError::ContainerExists { .. } => {
+                Status::already_exists(message)
+            }
+            SandboxError::ContainerState { .. } | SandboxError::SandboxNotReady { .. } => {
+                Status::failed_precondition(message)
+            }
+            SandboxError::Image { source, .. } => match source.as_deref() {
+                Some(e) => image::status_of(e),
+                None => Status::failed_precondition(message),
+            },
+            SandboxError::Runtime(e) => match &**e {
+                oci_container::Error::NotFound { .. } => Status::not_found(message),
+                oci_container::Error::InvalidId { .. }
+                | oci_container::Error::InvalidConfig { .. }
+                | oci_container::Error::NoCommand { .. }
+                | oci_container::Error::UnknownUser { .. } => Status::invalid_argument(message),
+                oci_container::Error::Timeout { .. } => Status::deadline_exceeded(message),
+                oci_container::Error::NotRunning { .. } => Status::failed_precondition(message),
+                _ => Status::internal(message),
+            },
             SandboxError::HostPortInUse { .. } => Status::failed_precondition(message),
             SandboxError::Recovering { .. } => Status::unavailable(message),
             // The pod's fault, the node's configuration, or the plugins.
@@ -34,6 +56,7 @@ impl From<SandboxError> for Status {
                 _ => Status::internal(message),
             },
             SandboxError::Namespace { .. }
+            | SandboxError::Io { .. }
             | SandboxError::State { .. }
             | SandboxError::Internal(_) => Status::internal(message),
         }

@@ -1,15 +1,16 @@
-//! The CRI `RuntimeService`: sandbox RPCs translated to the domain's [`Manager`];
-//! container, exec and streaming RPCs refused.
+//! The CRI `RuntimeService`: sandbox and container RPCs translated to the domain's
+//! [`Manager`]; streaming RPCs refused until they are served.
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use cri_api::v1 as cri;
 use cri_api::v1::runtime_service_server::RuntimeService;
 use tokio_util::task::TaskTracker;
 use tonic::{Request, Response, Status};
 
-use super::convert;
+use super::{container, convert};
 use crate::config::Config;
 use crate::domain::{Manager, SandboxResult};
 
@@ -36,6 +37,15 @@ impl RuntimeApi {
         }
     }
 
+    fn storage_root(&self) -> String {
+        self.config
+            .crio
+            .root
+            .join(crate::domain::STORAGE_DIR)
+            .to_string_lossy()
+            .into_owned()
+    }
+
     async fn in_task<T: Send + 'static>(
         &self,
         op: impl Future<Output = SandboxResult<T>> + Send + 'static,
@@ -48,9 +58,10 @@ impl RuntimeApi {
     }
 }
 
-fn no_containers(rpc: &str) -> Status {
+fn later(rpc: &str) -> Status {
     Status::unimplemented(format!(
-        "{rpc}: crio-lite runs no containers; it manages pod sandboxes and their networks only"
+        "{rpc}: not served yet; the streaming calls (Exec, Attach, PortForward), sandbox stats, \
+         checkpoints and events come in a later release"
     ))
 }
 
@@ -195,125 +206,226 @@ impl RuntimeService for RuntimeApi {
         Ok(Response::new(cri::StatusResponse {
             status: Some(cri::RuntimeStatus { conditions }),
             info,
-            runtime_handlers: vec![cri::RuntimeHandler {
-                name: String::new(),
-                features: None,
-            }],
+            runtime_handlers: std::iter::once(String::new())
+                .chain(self.config.runtime_handlers().into_keys())
+                .map(|name| cri::RuntimeHandler {
+                    name,
+                    features: None,
+                })
+                .collect(),
             features: None,
         }))
     }
 
     async fn create_container(
         &self,
-        _request: Request<cri::CreateContainerRequest>,
+        request: Request<cri::CreateContainerRequest>,
     ) -> Result<Response<cri::CreateContainerResponse>, Status> {
-        Err(no_containers("CreateContainer"))
+        let (sandbox, request) = container::request(request.into_inner())?;
+        let manager = Arc::clone(&self.manager);
+        let id = self
+            .in_task(async move { manager.create_container(sandbox, request).await })
+            .await?;
+        Ok(Response::new(cri::CreateContainerResponse {
+            container_id: id,
+        }))
     }
 
     async fn start_container(
         &self,
-        _request: Request<cri::StartContainerRequest>,
+        request: Request<cri::StartContainerRequest>,
     ) -> Result<Response<cri::StartContainerResponse>, Status> {
-        Err(no_containers("StartContainer"))
+        let id = request.into_inner().container_id;
+        let manager = Arc::clone(&self.manager);
+        self.in_task(async move { manager.containers().await?.start(&id).await })
+            .await?;
+        Ok(Response::new(cri::StartContainerResponse {}))
     }
 
     async fn stop_container(
         &self,
-        _request: Request<cri::StopContainerRequest>,
+        request: Request<cri::StopContainerRequest>,
     ) -> Result<Response<cri::StopContainerResponse>, Status> {
-        Err(no_containers("StopContainer"))
+        let request = request.into_inner();
+        let timeout = Duration::from_secs(u64::try_from(request.timeout).unwrap_or(0));
+        let manager = Arc::clone(&self.manager);
+        self.in_task(async move {
+            manager
+                .containers()
+                .await?
+                .stop(&request.container_id, timeout)
+                .await
+        })
+        .await?;
+        Ok(Response::new(cri::StopContainerResponse {}))
     }
 
     async fn remove_container(
         &self,
-        _request: Request<cri::RemoveContainerRequest>,
+        request: Request<cri::RemoveContainerRequest>,
     ) -> Result<Response<cri::RemoveContainerResponse>, Status> {
-        Err(no_containers("RemoveContainer"))
+        let id = request.into_inner().container_id;
+        let manager = Arc::clone(&self.manager);
+        self.in_task(async move { manager.containers().await?.remove(&id).await })
+            .await?;
+        Ok(Response::new(cri::RemoveContainerResponse {}))
     }
 
     async fn list_containers(
         &self,
-        _request: Request<cri::ListContainersRequest>,
+        request: Request<cri::ListContainersRequest>,
     ) -> Result<Response<cri::ListContainersResponse>, Status> {
-        // Polled by kubelet and `crictl ps`/`stats`/`statsp`: no containers means an empty
-        // list, as CRI-O answers with none, not an error on every poll.
-        Ok(Response::new(cri::ListContainersResponse {
-            containers: Vec::new(),
-        }))
+        let filter = request.into_inner().filter.unwrap_or_default();
+        let containers = self
+            .manager
+            .containers()
+            .await?
+            .list()
+            .iter()
+            .filter(|c| container::matches(c, &filter))
+            .map(container::list_entry)
+            .collect();
+        Ok(Response::new(cri::ListContainersResponse { containers }))
     }
 
     async fn container_status(
         &self,
-        _request: Request<cri::ContainerStatusRequest>,
+        request: Request<cri::ContainerStatusRequest>,
     ) -> Result<Response<cri::ContainerStatusResponse>, Status> {
-        Err(no_containers("ContainerStatus"))
+        let request = request.into_inner();
+        let found = self
+            .manager
+            .containers()
+            .await?
+            .get(&request.container_id)?;
+        Ok(Response::new(cri::ContainerStatusResponse {
+            status: Some(container::status(&found)),
+            info: if request.verbose {
+                container::info(&found)
+            } else {
+                HashMap::new()
+            },
+        }))
     }
 
     async fn update_container_resources(
         &self,
-        _request: Request<cri::UpdateContainerResourcesRequest>,
+        request: Request<cri::UpdateContainerResourcesRequest>,
     ) -> Result<Response<cri::UpdateContainerResourcesResponse>, Status> {
-        Err(no_containers("UpdateContainerResources"))
+        let request = request.into_inner();
+        let limits = container::limits(&request.linux.unwrap_or_default());
+        let manager = Arc::clone(&self.manager);
+        self.in_task(async move {
+            manager
+                .containers()
+                .await?
+                .update(&request.container_id, limits)
+                .await
+        })
+        .await?;
+        Ok(Response::new(cri::UpdateContainerResourcesResponse {}))
     }
 
     async fn reopen_container_log(
         &self,
-        _request: Request<cri::ReopenContainerLogRequest>,
+        request: Request<cri::ReopenContainerLogRequest>,
     ) -> Result<Response<cri::ReopenContainerLogResponse>, Status> {
-        Err(no_containers("ReopenContainerLog"))
+        let id = request.into_inner().container_id;
+        self.manager.containers().await?.reopen_log(&id).await?;
+        Ok(Response::new(cri::ReopenContainerLogResponse {}))
     }
 
     async fn exec_sync(
         &self,
-        _request: Request<cri::ExecSyncRequest>,
+        request: Request<cri::ExecSyncRequest>,
     ) -> Result<Response<cri::ExecSyncResponse>, Status> {
-        Err(no_containers("ExecSync"))
+        let request = request.into_inner();
+        let timeout = Duration::from_secs(u64::try_from(request.timeout).unwrap_or(0));
+        let out = self
+            .manager
+            .containers()
+            .await?
+            .exec_sync(&request.container_id, &request.cmd, timeout)
+            .await?;
+        if out.timed_out {
+            return Err(Status::deadline_exceeded(format!(
+                "ExecSync in container {}: {:?} did not finish in {timeout:?} and was killed",
+                request.container_id, request.cmd
+            )));
+        }
+        Ok(Response::new(cri::ExecSyncResponse {
+            stdout: out.stdout,
+            stderr: out.stderr,
+            exit_code: out.exit_code,
+        }))
     }
 
     async fn exec(
         &self,
         _request: Request<cri::ExecRequest>,
     ) -> Result<Response<cri::ExecResponse>, Status> {
-        Err(no_containers("Exec"))
+        Err(later("Exec"))
     }
 
     async fn attach(
         &self,
         _request: Request<cri::AttachRequest>,
     ) -> Result<Response<cri::AttachResponse>, Status> {
-        Err(no_containers("Attach"))
+        Err(later("Attach"))
     }
 
     async fn port_forward(
         &self,
         _request: Request<cri::PortForwardRequest>,
     ) -> Result<Response<cri::PortForwardResponse>, Status> {
-        Err(no_containers("PortForward"))
+        Err(later("PortForward"))
     }
 
     async fn container_stats(
         &self,
-        _request: Request<cri::ContainerStatsRequest>,
+        request: Request<cri::ContainerStatsRequest>,
     ) -> Result<Response<cri::ContainerStatsResponse>, Status> {
-        Err(no_containers("ContainerStats"))
+        let id = request.into_inner().container_id;
+        let (found, cgroup, usage) = self.manager.containers().await?.stats(&id).await?;
+        Ok(Response::new(cri::ContainerStatsResponse {
+            stats: Some(container::stats(
+                &found,
+                cgroup.as_ref(),
+                usage,
+                &self.storage_root(),
+            )),
+        }))
     }
 
     async fn list_container_stats(
         &self,
-        _request: Request<cri::ListContainerStatsRequest>,
+        request: Request<cri::ListContainerStatsRequest>,
     ) -> Result<Response<cri::ListContainerStatsResponse>, Status> {
-        // Polled by kubelet and `crictl ps`/`stats`/`statsp`: no containers means an empty
-        // list, as CRI-O answers with none, not an error on every poll.
-        Ok(Response::new(cri::ListContainerStatsResponse {
-            stats: Vec::new(),
-        }))
+        let filter = request.into_inner().filter.unwrap_or_default();
+        let containers = self.manager.containers().await?;
+        let mut stats = Vec::new();
+        for c in containers.list() {
+            if !container::matches_stats(&c, &filter) {
+                continue;
+            }
+            // A container removed meanwhile is left out.
+            if let Ok((found, cgroup, usage)) = containers.stats(&c.id).await {
+                stats.push(container::stats(
+                    &found,
+                    cgroup.as_ref(),
+                    usage,
+                    &self.storage_root(),
+                ));
+            }
+        }
+        Ok(Response::new(cri::ListContainerStatsResponse { stats }))
     }
 
     async fn pod_sandbox_stats(
         &self,
         _request: Request<cri::PodSandboxStatsRequest>,
     ) -> Result<Response<cri::PodSandboxStatsResponse>, Status> {
-        Err(no_containers("PodSandboxStats"))
+        Err(later("PodSandboxStats"))
     }
 
     async fn list_pod_sandbox_stats(
@@ -331,7 +443,7 @@ impl RuntimeService for RuntimeApi {
         &self,
         _request: Request<cri::CheckpointContainerRequest>,
     ) -> Result<Response<cri::CheckpointContainerResponse>, Status> {
-        Err(no_containers("CheckpointContainer"))
+        Err(later("CheckpointContainer"))
     }
 
     type GetContainerEventsStream = tonic::codegen::BoxStream<cri::ContainerEventResponse>;
@@ -340,21 +452,21 @@ impl RuntimeService for RuntimeApi {
         &self,
         _request: Request<cri::GetEventsRequest>,
     ) -> Result<Response<Self::GetContainerEventsStream>, Status> {
-        Err(no_containers("GetContainerEvents"))
+        Err(later("GetContainerEvents"))
     }
 
     async fn list_metric_descriptors(
         &self,
         _request: Request<cri::ListMetricDescriptorsRequest>,
     ) -> Result<Response<cri::ListMetricDescriptorsResponse>, Status> {
-        Err(no_containers("ListMetricDescriptors"))
+        Err(later("ListMetricDescriptors"))
     }
 
     async fn list_pod_sandbox_metrics(
         &self,
         _request: Request<cri::ListPodSandboxMetricsRequest>,
     ) -> Result<Response<cri::ListPodSandboxMetricsResponse>, Status> {
-        Err(no_containers("ListPodSandboxMetrics"))
+        Err(later("ListPodSandboxMetrics"))
     }
 
     async fn runtime_config(

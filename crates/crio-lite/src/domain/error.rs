@@ -100,6 +100,79 @@ pub enum SandboxError {
         #[source]
         source: crate::Error,
     },
+    /// No container has this ID (or ID prefix).
+    #[error("container {id:?} not found")]
+    ContainerNotFound {
+        /// The ID asked for.
+        id: String,
+    },
+    /// The sandbox has a container of this name and attempt already.
+    #[error(
+        "container name {name:?} (attempt {attempt}) is taken in sandbox {sandbox} by container \
+         {existing}: remove it, or create with a new attempt number"
+    )]
+    ContainerExists {
+        /// The name asked for.
+        name: String,
+        /// The attempt asked for.
+        attempt: u32,
+        /// The sandbox.
+        sandbox: String,
+        /// The container that has the name.
+        existing: String,
+    },
+    /// The container is not in the state the operation needs.
+    #[error("container {id} is {state}; the operation needs it {wanted}")]
+    ContainerState {
+        /// The container.
+        id: String,
+        /// Its state.
+        state: &'static str,
+        /// The state needed.
+        wanted: &'static str,
+    },
+    /// The sandbox cannot take containers now.
+    #[error("sandbox {id} is {state}: containers are created only in a ready sandbox")]
+    SandboxNotReady {
+        /// The sandbox.
+        id: String,
+        /// Its state.
+        state: &'static str,
+    },
+    /// The image the request names is not in the store.
+    #[error("image {image:?} not found: pull it first ({reason})")]
+    ImageNotFound {
+        /// The image as the request named it.
+        image: String,
+        /// The store's words.
+        reason: String,
+    },
+    /// The image store failed (a root file system that cannot be made, a configuration that
+    /// cannot be read), or the image cannot be run.
+    #[error("image {image:?}: {reason}")]
+    Image {
+        /// The image as the request named it.
+        image: String,
+        /// What is wrong.
+        reason: String,
+        /// The store's error, when it was one.
+        #[source]
+        source: Option<Box<image_store::Error>>,
+    },
+    /// The OCI runtime or conmon failed; the error names the container and the program.
+    #[error(transparent)]
+    Runtime(Box<oci_container::Error>),
+    /// A file or directory of a container or sandbox could not be made or removed.
+    #[error("{what} {}: {source}", path.display())]
+    Io {
+        /// What was being done, naming the container or sandbox.
+        what: String,
+        /// The path.
+        path: PathBuf,
+        /// The error from the operating system.
+        #[source]
+        source: io::Error,
+    },
     /// Something that should not happen did (a random source that cannot be read, a worker task
     /// that died).
     #[error("{0}")]
@@ -107,6 +180,18 @@ pub enum SandboxError {
 }
 
 impl SandboxError {
+    pub(crate) fn image(image: &str, source: image_store::Error) -> Self {
+        SandboxError::Image {
+            image: image.to_owned(),
+            reason: source.to_string(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    pub(crate) fn runtime(_container: &str, source: oci_container::Error) -> Self {
+        SandboxError::Runtime(Box::new(source))
+    }
+
     pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
         SandboxError::InvalidField {
             field: field.into(),

@@ -318,4 +318,46 @@ impl Images {
     pub fn disk_usage(&self) -> image_store::Result<Usage> {
         self.store()?.disk_usage()
     }
+
+    /// Makes container `id`'s root file system from `image` (an id). Blocks: a vfs copy takes
+    /// long; call it from a blocking task.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::create_rootfs`].
+    pub fn create_rootfs(&self, id: &str, image: &str) -> image_store::Result<image_store::Rootfs> {
+        self.store()?.create_rootfs(id, image)
+    }
+
+    /// Removes container `id`'s root file system; true when there was one. Blocks.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::remove_rootfs`].
+    pub fn remove_rootfs(&self, id: &str) -> image_store::Result<bool> {
+        self.store()?.remove_rootfs(id)
+    }
+
+    /// The containers that have a root file system.
+    ///
+    /// # Errors
+    ///
+    /// When the store is closed.
+    pub fn rootfs_owners(&self) -> image_store::Result<Vec<String>> {
+        Ok(self
+            .store()?
+            .list_rootfs()
+            .into_iter()
+            .map(|r| r.container_id)
+            .collect())
+    }
+
+    /// The bytes and inodes container `id`'s writable layer takes. Walks a directory: blocks.
+    ///
+    /// # Errors
+    ///
+    /// As [`Store::rootfs_disk_usage`].
+    pub fn rootfs_disk_usage(&self, id: &str) -> image_store::Result<Usage> {
+        self.store()?.rootfs_disk_usage(id)
+    }
 }

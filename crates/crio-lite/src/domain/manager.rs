@@ -13,6 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ocicni::{CniPlugin, NetworkSelection, PodNetwork, RuntimeConfig};
 use tracing::Instrument as _;
 
+use super::containers::{ContainerRequest, Containers};
 use super::error::{SandboxError, SandboxResult};
 use super::sandbox::{Attachment, Sandbox, SandboxName, SandboxState};
 use crate::error::Result;
@@ -20,32 +21,7 @@ use crate::metrics::Metrics;
 use crate::netns::NetnsOps;
 use crate::store::{Loaded, Store, is_sandbox_id, new_sandbox_id};
 
-/// One sandbox: the lock that serializes its operations, and its latest state (`None` once removed).
-#[derive(Debug)]
-struct Entry {
-    op: Arc<tokio::sync::Mutex<()>>,
-    snapshot: Mutex<Option<Sandbox>>,
-}
-
-impl Entry {
-    fn new(sandbox: Sandbox) -> Arc<Entry> {
-        Arc::new(Entry {
-            op: Arc::default(),
-            snapshot: Mutex::new(Some(sandbox)),
-        })
-    }
-
-    fn get(&self) -> Option<Sandbox> {
-        self.snapshot
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-
-    fn set(&self, sandbox: Option<Sandbox>) {
-        *self.snapshot.lock().unwrap_or_else(PoisonError::into_inner) = sandbox;
-    }
-}
+type Entry = super::entry::Entry<Sandbox>;
 
 #[derive(Debug, Default)]
 struct Index {
@@ -61,6 +37,7 @@ pub(crate) struct Manager {
     netns_dir: PathBuf,
     metrics: Metrics,
     args_policy: ocicni::CniArgsPolicy,
+    containers: Arc<Containers>,
     index: Mutex<Index>,
     /// Whether this daemon may release the pin directory's bind at shutdown: false when the
     /// directory was a mount point before it pinned anything (see [`Manager::release_pin_dir`]).
@@ -88,6 +65,7 @@ impl Manager {
         netns_dir: PathBuf,
         metrics: Metrics,
         args_policy: ocicni::CniArgsPolicy,
+        containers: Arc<Containers>,
     ) -> Manager {
         Manager {
             cni,
@@ -96,6 +74,7 @@ impl Manager {
             netns_dir,
             metrics,
             args_policy,
+            containers,
             index: Mutex::default(),
             owns_pin_dir: std::sync::atomic::AtomicBool::new(false),
             recovered: tokio::sync::watch::channel(false).0,
@@ -104,6 +83,38 @@ impl Manager {
 
     pub(crate) fn cni(&self) -> &Arc<dyn CniPlugin> {
         &self.cni
+    }
+
+    /// The containers, once recovery has finished.
+    pub(crate) async fn containers(&self) -> SandboxResult<&Arc<Containers>> {
+        self.wait_recovered().await?;
+        Ok(&self.containers)
+    }
+
+    /// Creates a container in a ready sandbox, under the sandbox's lock: a sandbox being
+    /// stopped or removed gets no new container.
+    pub(crate) async fn create_container(
+        self: Arc<Self>,
+        sandbox_id: String,
+        request: ContainerRequest,
+    ) -> SandboxResult<String> {
+        self.wait_recovered().await?;
+        let entry = self
+            .resolve(&sandbox_id)?
+            .ok_or_else(|| SandboxError::NotFound {
+                id: sandbox_id.clone(),
+            })?;
+        let _op = self.lock_op(&entry, &sandbox_id).await?;
+        let sandbox = entry.get().ok_or_else(|| SandboxError::NotFound {
+            id: sandbox_id.clone(),
+        })?;
+        if sandbox.state != SandboxState::Ready {
+            return Err(SandboxError::SandboxNotReady {
+                id: sandbox.id,
+                state: sandbox.state.as_str(),
+            });
+        }
+        self.containers.create(&sandbox, request).await
     }
 
     fn index(&self) -> MutexGuard<'_, Index> {
@@ -136,6 +147,10 @@ impl Manager {
         })?;
         // What the network setup would refuse, refused before a state file or a pin exists.
         sandbox.id.clone_from(&id);
+        sandbox.runtime_handler = self
+            .containers
+            .handler_name(&sandbox.runtime_handler)?
+            .to_owned();
         ocicni::validate_pod_args(&self.pod_network(&sandbox), self.args_policy)
             .map_err(|e| SandboxError::invalid("RunPodSandbox", e.to_string()))?;
         let (entry, _op) = {
@@ -355,13 +370,14 @@ impl Manager {
         ) {
             return Ok(());
         }
+        // The intent first: killed during the teardown, the next start finishes it instead
+        // of finding a ready sandbox whose network is half gone.
+        if sandbox.state != SandboxState::Stopping {
+            sandbox.state = SandboxState::Stopping;
+            self.save(sandbox).await?;
+        }
+        self.containers.stop_all(&sandbox.id).await?;
         if !sandbox.host_network {
-            // The intent first: killed during the teardown, the next start finishes it instead
-            // of finding a ready sandbox whose network is half gone.
-            if sandbox.state != SandboxState::Stopping {
-                sandbox.state = SandboxState::Stopping;
-                self.save(sandbox).await?;
-            }
             self.cni
                 .teardown_pod(&self.pod_network(sandbox))
                 .await
@@ -402,6 +418,7 @@ impl Manager {
             sandbox.state = SandboxState::Removing;
             self.save(sandbox).await?;
         }
+        self.containers.remove_all(&sandbox.id).await?;
         if let Some(path) = &sandbox.netns_path {
             self.netns
                 .remove_pinned(path)
@@ -620,7 +637,7 @@ impl Manager {
                     tracing::warn!(sandbox = %id, error = %error, "unreadable sandbox state: rolling the sandbox back");
                     (self.orphan(&id), true)
                 }
-                Loaded::Sandbox(sandbox) => (*sandbox, false),
+                Loaded::Item(sandbox) => (*sandbox, false),
             };
             let needs_work = unreadable
                 || match sandbox.state {
@@ -688,6 +705,20 @@ impl Manager {
     }
 
     async fn finish_recovery(&self, pending: Vec<Pending>) {
+        // Containers first: stopping and removing the sandboxes below stops and removes theirs.
+        let known: std::collections::HashSet<String> = self
+            .index()
+            .by_id
+            .keys()
+            .cloned()
+            .chain(
+                pending
+                    .iter()
+                    .filter(|p| p.sandbox.state != SandboxState::Creating)
+                    .map(|p| p.sandbox.id.clone()),
+            )
+            .collect();
+        self.containers.recover(&known).await;
         for Pending {
             mut sandbox,
             entry,
@@ -849,10 +880,10 @@ impl Manager {
 /// directory is no mount point yet), or when an earlier run of it did (the directory holds pins
 /// of this daemon's sandboxes and nothing else). A bind over an empty directory or over others'
 /// namespaces is someone else's.
-fn owns_pin_dir(mounted: bool, entries: &[String], loaded: &[Loaded]) -> bool {
+fn owns_pin_dir(mounted: bool, entries: &[String], loaded: &[Loaded<Sandbox>]) -> bool {
     let ours = |name: &String| {
         loaded.iter().any(|item| match item {
-            Loaded::Sandbox(sandbox) => &sandbox.id == name,
+            Loaded::Item(sandbox) => &sandbox.id == name,
             Loaded::Unreadable { id, .. } => id == name,
         })
     };

@@ -1,12 +1,18 @@
-//! The domain core: sandboxes, their state machine and the manager that runs it against ocicni,
-//! the namespace pins and the state store. It knows nothing of gRPC or of the CRI's messages; the
+//! The domain core: sandboxes and containers, their state machines and the managers that run
+//! them against ocicni, the namespace pins, the image store, the OCI runtime and the state store. It knows nothing of gRPC or of the CRI's messages; the
 //! CRI adapter and the status API translate to and from it.
 
+mod container;
+mod containers;
+mod entry;
 mod error;
 mod images;
 mod manager;
 mod sandbox;
 
+pub use container::{Container, ContainerState, Exit, Limits, MountSpec};
+pub(crate) use containers::Containers;
+pub use containers::{ContainerRequest, EXEC_OUTPUT_CAP, Seccomp};
 pub use error::{SandboxError, SandboxResult};
 pub use images::{DEFAULT_POLICIES, Images, STORAGE_DIR};
 pub(crate) use manager::Manager;

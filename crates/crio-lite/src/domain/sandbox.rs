@@ -175,3 +175,34 @@ impl Sandbox {
             })
     }
 }
+
+#[cfg(test)]
+impl Sandbox {
+    /// A ready sandbox with nothing set, for tests.
+    pub(crate) fn example(id: &str) -> Sandbox {
+        Sandbox {
+            id: id.to_owned(),
+            name: SandboxName {
+                name: "pod".to_owned(),
+                namespace: "ns".to_owned(),
+                uid: "uid".to_owned(),
+                attempt: 0,
+            },
+            state: SandboxState::Ready,
+            created_at: 1,
+            host_network: false,
+            netns_path: None,
+            hostname: String::new(),
+            dns: DnsSettings::default(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            port_mappings: Vec::new(),
+            cgroup_parent: String::new(),
+            namespace_options: NamespaceModes::default(),
+            runtime_handler: String::new(),
+            log_directory: String::new(),
+            attachments: Vec::new(),
+            sysctls: BTreeMap::new(),
+        }
+    }
+}

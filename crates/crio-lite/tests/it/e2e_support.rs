@@ -448,6 +448,7 @@ impl Drop for Node {
         if std::thread::panicking() {
             eprintln!("node {}: daemon logs\n{}", self.name(), self.logs());
         }
+        self.remove_containers();
         // Plugins of a killed daemon may still run in the node; their namespace goes anyway.
         for pin in file_names(&self.netns_dir()) {
             let path = self.netns_dir().join(&pin);
@@ -460,6 +461,102 @@ impl Drop for Node {
         }
         // Then `ns` deletes the namespace and the TempDir removes the directories.
     }
+}
+
+impl Node {
+    /// The runc state directory of this node's containers (see [`Node::use_containers`]).
+    pub(crate) fn runc_root(&self) -> PathBuf {
+        self.path("run/runc")
+    }
+
+    /// Configures the node for containers: runc with a state directory of its own (crun refuses
+    /// hybrid-cgroup hosts such as CI's), the registry at `registry` pulled over plain HTTP.
+    pub(crate) fn use_containers(&self, registry: &str) {
+        let text = format!(
+            "[crio.runtime]\ndefault_runtime = \"runc\"\n\
+             [crio.runtime.runtimes.runc]\nruntime_path = \"/usr/sbin/runc\"\n\
+             runtime_root = \"{}\"\n\
+             [crio.image]\ninsecure_registries = [\"{registry}\"]\nsignature_policy = \"{}\"\n",
+            self.runc_root().display(),
+            self.path("policy.json").display(),
+        );
+        std::fs::write(
+            self.path("policy.json"),
+            r#"{"default":[{"type":"insecureAcceptAnything"}]}"#,
+        )
+        .expect("write the policy");
+        std::fs::write(self.path("crio-lite.conf.d/10-containers.conf"), text)
+            .expect("write the containers drop-in");
+    }
+
+    /// The containers runc knows under this node's root.
+    pub(crate) fn runc_containers(&self) -> Vec<String> {
+        let root = self.runc_root();
+        if !root.exists() {
+            return Vec::new();
+        }
+        let out = output(
+            "runc",
+            &["--root", &root.display().to_string(), "list", "-q"],
+        );
+        stdout(&out).lines().map(str::to_owned).collect()
+    }
+
+    /// Force-deletes every container of the node, kills what runs in the node namespace (conmon)
+    /// and unmounts the root file systems: a failed test leaves nothing running.
+    fn remove_containers(&self) {
+        let root = self.runc_root().display().to_string();
+        for id in self.runc_containers() {
+            let _ = output("runc", &["--root", &root, "delete", "--force", &id]);
+        }
+        for pid in self.ns.pids() {
+            let _ = output("kill", &["-9", &pid.to_string()]);
+        }
+        let mut mounts: Vec<String> = test_support::fs::mounts_at_or_below(self.dir.path())
+            .into_iter()
+            .map(|m| m.point)
+            .filter(|p| !p.starts_with(&self.netns_dir().display().to_string()))
+            .collect();
+        mounts.sort_by_key(|p| std::cmp::Reverse(p.len()));
+        for point in mounts {
+            let _ = output("umount", &["-l", &point]);
+        }
+    }
+}
+
+/// A TCP port on 127.0.0.1 inside a network namespace that forwards every connection to
+/// `upstream` in the test's own namespace: how a daemon running in a node namespace reaches the
+/// registry the test started. The threads end with the test process.
+pub(crate) fn forward_into(netns: &Path, upstream: &str) -> String {
+    let listener = ocicni::netns::with_netns(netns, || {
+        TcpListener::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+    })
+    .expect("enter the node namespace")
+    .expect("listen in the node namespace");
+    let port = listener.local_addr().expect("local address").port();
+    let upstream = upstream.to_owned();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(down) = conn else { continue };
+            let Ok(up) = TcpStream::connect(&upstream) else {
+                continue;
+            };
+            let (mut down2, mut up2) = (
+                down.try_clone().expect("clone a socket"),
+                up.try_clone().expect("clone a socket"),
+            );
+            let (mut down, mut up) = (down, up);
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut down, &mut up);
+                let _ = up.shutdown(std::net::Shutdown::Write);
+            });
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut up2, &mut down2);
+                let _ = down2.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    format!("127.0.0.1:{port}")
 }
 
 /// A RunPodSandbox request for pod `name`, mapping `host_port` to the pod's port 80 when given.

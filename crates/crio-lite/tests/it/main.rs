@@ -6,6 +6,7 @@ mod authority;
 mod cli_docs;
 mod clients;
 mod config;
+mod containers;
 mod e2e;
 mod e2e_support;
 mod faults;

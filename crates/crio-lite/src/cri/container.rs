@@ -1,0 +1,619 @@
+//! Container requests checked and turned into the domain's [`ContainerRequest`], and the CRI's
+//! views of a [`Container`].
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use cri_api::v1 as cri;
+
+use super::convert::{check_metadata_size, to_hash_map};
+use crate::domain::{
+    Container, ContainerRequest, ContainerState, Limits, MountSpec, SandboxError, SandboxResult,
+    Seccomp,
+};
+
+fn invalid(field: &str, reason: impl Into<String>) -> SandboxError {
+    SandboxError::invalid(field, reason)
+}
+
+/// Checks a CreateContainer request; returns the sandbox ID and the domain's request.
+///
+/// # Errors
+///
+/// [`SandboxError::InvalidField`] naming the field at fault.
+pub(crate) fn request(
+    request: cri::CreateContainerRequest,
+) -> SandboxResult<(String, ContainerRequest)> {
+    if request.pod_sandbox_id.is_empty() {
+        return Err(invalid("pod_sandbox_id", "empty: name the sandbox"));
+    }
+    let config = request
+        .config
+        .ok_or_else(|| invalid("config", "missing: CreateContainer needs a ContainerConfig"))?;
+    let metadata = config
+        .metadata
+        .ok_or_else(|| invalid("config.metadata", "missing: the container needs a name"))?;
+    if metadata.name.is_empty() {
+        return Err(invalid(
+            "config.metadata.name",
+            "empty: the container needs a name",
+        ));
+    }
+    let image = config.image.map(|i| i.image).unwrap_or_default();
+    if image.is_empty() {
+        return Err(invalid(
+            "config.image.image",
+            "empty: name the image to run",
+        ));
+    }
+    if config.tty || config.stdin {
+        return Err(invalid(
+            if config.tty {
+                "config.tty"
+            } else {
+                "config.stdin"
+            },
+            "a terminal or stdin needs Attach, a streaming call crio-lite does not serve yet",
+        ));
+    }
+    if !config.devices.is_empty() || !config.cdi_devices.is_empty() {
+        return Err(invalid(
+            "config.devices",
+            "host devices are not supported yet: run the container privileged to see them all",
+        ));
+    }
+    check_metadata_size(&config.labels, &config.annotations)?;
+    let mut env = Vec::new();
+    for (i, kv) in config.envs.into_iter().enumerate() {
+        if kv.key.is_empty() || kv.key.contains('=') || kv.key.contains('\0') {
+            return Err(invalid(
+                &format!("config.envs[{i}].key"),
+                format!("{:?} is not a variable name", kv.key),
+            ));
+        }
+        env.push((kv.key, kv.value));
+    }
+    let mut mounts = Vec::new();
+    for (i, m) in config.mounts.into_iter().enumerate() {
+        if m.image.is_some_and(|i| !i.image.is_empty()) {
+            return Err(invalid(
+                &format!("config.mounts[{i}].image"),
+                "image volumes are not supported yet",
+            ));
+        }
+        mounts.push(MountSpec {
+            container_path: m.container_path,
+            host_path: PathBuf::from(m.host_path),
+            readonly: m.readonly,
+            propagation: m.propagation,
+        });
+    }
+    let linux = config.linux.unwrap_or_default();
+    let resources = linux.resources.unwrap_or_default();
+    let security = security(linux.security_context.unwrap_or_default())?;
+    if !(-1000..=1000).contains(&resources.oom_score_adj) {
+        return Err(invalid(
+            "config.linux.resources.oom_score_adj",
+            format!("{} is outside -1000..=1000", resources.oom_score_adj),
+        ));
+    }
+    let working_dir = Some(config.working_dir).filter(|d| !d.is_empty());
+    if let Some(dir) = &working_dir
+        && !dir.starts_with('/')
+    {
+        return Err(invalid(
+            "config.working_dir",
+            format!("{dir:?} is not an absolute path"),
+        ));
+    }
+    Ok((
+        request.pod_sandbox_id,
+        ContainerRequest {
+            name: metadata.name,
+            attempt: metadata.attempt,
+            image,
+            command: config.command,
+            args: config.args,
+            working_dir,
+            env,
+            mounts,
+            labels: config.labels.into_iter().collect(),
+            annotations: config.annotations.into_iter().collect(),
+            log_path: config.log_path,
+            limits: limits(&resources),
+            ..security
+        },
+    ))
+}
+
+/// The security context's part of the request; the rest left default.
+fn security(sc: cri::LinuxContainerSecurityContext) -> SandboxResult<ContainerRequest> {
+    let caps = sc.capabilities.clone().unwrap_or_default();
+    let options = sc.namespace_options.clone().unwrap_or_default();
+    let ns_field = "config.linux.security_context.namespace_options";
+    let host_pid = match cri::NamespaceMode::try_from(options.pid) {
+        Ok(cri::NamespaceMode::Node) => true,
+        Ok(cri::NamespaceMode::Pod | cri::NamespaceMode::Container) => false,
+        Ok(cri::NamespaceMode::Target) => {
+            return Err(invalid(
+                &format!("{ns_field}.pid"),
+                "TARGET (sharing another container's PID namespace) is not supported yet",
+            ));
+        }
+        Err(_) => {
+            return Err(invalid(
+                &format!("{ns_field}.pid"),
+                format!("unknown namespace mode {}", options.pid),
+            ));
+        }
+    };
+    let host_ipc = options.ipc == cri::NamespaceMode::Node as i32;
+    let user = user(&sc)?;
+    let mut supplemental_groups = Vec::new();
+    for (i, g) in sc.supplemental_groups.iter().enumerate() {
+        supplemental_groups.push(u32::try_from(*g).map_err(|_| {
+            invalid(
+                &format!("config.linux.security_context.supplemental_groups[{i}]"),
+                format!("{g} is not a group id"),
+            )
+        })?);
+    }
+    // kubelets before 1.19 send only the deprecated path.
+    #[allow(deprecated)]
+    let legacy = sc.seccomp_profile_path.clone();
+    let seccomp = match sc.seccomp.clone() {
+        None if legacy.is_empty() => Seccomp::Unset,
+        None => legacy_seccomp(&legacy)?,
+        Some(profile) => match cri::security_profile::ProfileType::try_from(profile.profile_type) {
+            Ok(cri::security_profile::ProfileType::RuntimeDefault) => Seccomp::RuntimeDefault,
+            Ok(cri::security_profile::ProfileType::Unconfined) => Seccomp::Unconfined,
+            Ok(cri::security_profile::ProfileType::Localhost) => {
+                let path = PathBuf::from(&profile.localhost_ref);
+                if !path.is_absolute() {
+                    return Err(invalid(
+                        "config.linux.security_context.seccomp.localhost_ref",
+                        format!("{:?} is not an absolute path", profile.localhost_ref),
+                    ));
+                }
+                Seccomp::Localhost(path)
+            }
+            Err(_) => {
+                return Err(invalid(
+                    "config.linux.security_context.seccomp.profile_type",
+                    format!("unknown profile type {}", profile.profile_type),
+                ));
+            }
+        },
+    };
+    Ok(ContainerRequest {
+        privileged: sc.privileged,
+        readonly_rootfs: sc.readonly_rootfs,
+        add_capabilities: caps.add_capabilities,
+        drop_capabilities: caps.drop_capabilities,
+        user,
+        supplemental_groups,
+        no_new_privs: sc.no_new_privs,
+        masked_paths: sc.masked_paths,
+        readonly_paths: sc.readonly_paths,
+        host_pid,
+        host_ipc,
+        seccomp,
+        ..ContainerRequest::default()
+    })
+}
+
+/// The deprecated `seccomp_profile_path`: `runtime/default`, `unconfined`, `localhost/<path>`.
+fn legacy_seccomp(path: &str) -> SandboxResult<Seccomp> {
+    match path {
+        "runtime/default" | "docker/default" => Ok(Seccomp::RuntimeDefault),
+        "unconfined" => Ok(Seccomp::Unconfined),
+        other => match other.strip_prefix("localhost/") {
+            Some(p) if p.starts_with('/') => Ok(Seccomp::Localhost(PathBuf::from(p))),
+            _ => Err(invalid(
+                "config.linux.security_context.seccomp_profile_path",
+                format!(
+                    "{other:?} is not runtime/default, unconfined or localhost/<absolute path>"
+                ),
+            )),
+        },
+    }
+}
+
+/// The user as oci-container takes it: `uid[:gid]` or `name[:gid]`.
+fn user(sc: &cri::LinuxContainerSecurityContext) -> SandboxResult<Option<String>> {
+    let group = sc.run_as_group.as_ref().map(|g| g.value);
+    if let Some(g) = group
+        && u32::try_from(g).is_err()
+    {
+        return Err(invalid(
+            "config.linux.security_context.run_as_group",
+            format!("{g} is not a group id"),
+        ));
+    }
+    let base = if let Some(uid) = &sc.run_as_user {
+        let uid = u32::try_from(uid.value).map_err(|_| {
+            invalid(
+                "config.linux.security_context.run_as_user",
+                format!("{} is not a user id", uid.value),
+            )
+        })?;
+        uid.to_string()
+    } else if !sc.run_as_username.is_empty() {
+        if sc.run_as_username.contains(':') {
+            return Err(invalid(
+                "config.linux.security_context.run_as_username",
+                format!("{:?} is not a user name", sc.run_as_username),
+            ));
+        }
+        sc.run_as_username.clone()
+    } else if group.is_some() {
+        // As CRI-O: a group alone does not say which user.
+        return Err(invalid(
+            "config.linux.security_context.run_as_group",
+            "set without run_as_user or run_as_username",
+        ));
+    } else {
+        return Ok(None);
+    };
+    Ok(Some(match group {
+        Some(g) => format!("{base}:{g}"),
+        None => base,
+    }))
+}
+
+/// CRI resources as the domain keeps them.
+pub(crate) fn limits(r: &cri::LinuxContainerResources) -> Limits {
+    Limits {
+        cpu_period: r.cpu_period,
+        cpu_quota: r.cpu_quota,
+        cpu_shares: r.cpu_shares,
+        memory_limit_in_bytes: r.memory_limit_in_bytes,
+        oom_score_adj: r.oom_score_adj,
+        cpuset_cpus: r.cpuset_cpus.clone(),
+        cpuset_mems: r.cpuset_mems.clone(),
+    }
+}
+
+fn cri_state(c: &Container) -> cri::ContainerState {
+    match c.visible_state() {
+        ContainerState::Created => cri::ContainerState::ContainerCreated,
+        ContainerState::Running => cri::ContainerState::ContainerRunning,
+        ContainerState::Exited | ContainerState::Removing => cri::ContainerState::ContainerExited,
+        ContainerState::Creating => cri::ContainerState::ContainerUnknown,
+    }
+}
+
+fn metadata(c: &Container) -> cri::ContainerMetadata {
+    cri::ContainerMetadata {
+        name: c.name.clone(),
+        attempt: c.attempt,
+    }
+}
+
+fn image_spec(c: &Container) -> cri::ImageSpec {
+    cri::ImageSpec {
+        image: c.image.clone(),
+        user_specified_image: c.image.clone(),
+        ..cri::ImageSpec::default()
+    }
+}
+
+/// The entry ListContainers returns.
+pub(crate) fn list_entry(c: &Container) -> cri::Container {
+    cri::Container {
+        id: c.id.clone(),
+        pod_sandbox_id: c.sandbox_id.clone(),
+        metadata: Some(metadata(c)),
+        image: Some(image_spec(c)),
+        image_ref: c.image_ref.clone(),
+        state: cri_state(c) as i32,
+        created_at: c.created_at,
+        labels: to_hash_map(&c.labels),
+        annotations: to_hash_map(&c.annotations),
+        image_id: c.image_id.clone(),
+    }
+}
+
+/// Whether the container passes a ListContainers filter.
+pub(crate) fn matches(c: &Container, filter: &cri::ContainerFilter) -> bool {
+    (filter.id.is_empty() || c.id.starts_with(&filter.id))
+        && (filter.pod_sandbox_id.is_empty() || c.sandbox_id.starts_with(&filter.pod_sandbox_id))
+        && filter
+            .state
+            .as_ref()
+            .is_none_or(|s| s.state == cri_state(c) as i32)
+        && filter
+            .label_selector
+            .iter()
+            .all(|(k, v)| c.labels.get(k) == Some(v))
+}
+
+/// Whether the container passes a ListContainerStats filter.
+pub(crate) fn matches_stats(c: &Container, filter: &cri::ContainerStatsFilter) -> bool {
+    (filter.id.is_empty() || c.id.starts_with(&filter.id))
+        && (filter.pod_sandbox_id.is_empty() || c.sandbox_id.starts_with(&filter.pod_sandbox_id))
+        && filter
+            .label_selector
+            .iter()
+            .all(|(k, v)| c.labels.get(k) == Some(v))
+}
+
+/// The status ContainerStatus returns.
+pub(crate) fn status(c: &Container) -> cri::ContainerStatus {
+    let (exit_code, finished_at, reason, message) = match &c.exit {
+        Some(exit) => (
+            exit.code,
+            exit.at,
+            exit.reason().to_owned(),
+            exit.message.clone(),
+        ),
+        None => (0, 0, String::new(), String::new()),
+    };
+    cri::ContainerStatus {
+        id: c.id.clone(),
+        metadata: Some(metadata(c)),
+        state: cri_state(c) as i32,
+        created_at: c.created_at,
+        started_at: c.started_at,
+        finished_at,
+        exit_code,
+        image: Some(image_spec(c)),
+        image_ref: c.image_ref.clone(),
+        reason,
+        message,
+        labels: to_hash_map(&c.labels),
+        annotations: to_hash_map(&c.annotations),
+        mounts: c
+            .mounts
+            .iter()
+            .map(|m| cri::Mount {
+                container_path: m.container_path.clone(),
+                host_path: m.host_path.to_string_lossy().into_owned(),
+                readonly: m.readonly,
+                propagation: m.propagation,
+                ..cri::Mount::default()
+            })
+            .collect(),
+        log_path: c.log_path.to_string_lossy().into_owned(),
+        resources: Some(cri::ContainerResources {
+            linux: Some(cri::LinuxContainerResources {
+                cpu_period: c.limits.cpu_period,
+                cpu_quota: c.limits.cpu_quota,
+                cpu_shares: c.limits.cpu_shares,
+                memory_limit_in_bytes: c.limits.memory_limit_in_bytes,
+                oom_score_adj: c.limits.oom_score_adj,
+                cpuset_cpus: c.limits.cpuset_cpus.clone(),
+                cpuset_mems: c.limits.cpuset_mems.clone(),
+                ..cri::LinuxContainerResources::default()
+            }),
+            windows: None,
+        }),
+        image_id: c.image_id.clone(),
+        user: Some(cri::ContainerUser {
+            linux: Some(cri::LinuxContainerUser {
+                uid: i64::from(c.user.0),
+                gid: i64::from(c.user.1),
+                supplemental_groups: c.user.2.iter().map(|&g| i64::from(g)).collect(),
+            }),
+        }),
+    }
+}
+
+/// ContainerStatus's verbose `info`: what crio-lite knows beyond the status.
+pub(crate) fn info(c: &Container) -> HashMap<String, String> {
+    let info = serde_json::json!({
+        "sandboxID": c.sandbox_id,
+        "pid": c.pid,
+        "runtimeHandler": c.runtime_handler,
+        "command": c.command,
+        "state": c.state.as_str(),
+        "stopSignal": c.stop_signal,
+        "exit": c.exit,
+    });
+    HashMap::from([("info".to_owned(), info.to_string())])
+}
+
+/// The CRI stats of a container.
+pub(crate) fn stats(
+    c: &Container,
+    cgroup: Option<&oci_container::ContainerStats>,
+    writable: image_store::Usage,
+    storage_root: &str,
+) -> cri::ContainerStats {
+    let now = now_nanos();
+    let v = |x: Option<u64>| x.map(|value| cri::UInt64Value { value });
+    cri::ContainerStats {
+        attributes: Some(cri::ContainerAttributes {
+            id: c.id.clone(),
+            metadata: Some(metadata(c)),
+            labels: to_hash_map(&c.labels),
+            annotations: to_hash_map(&c.annotations),
+        }),
+        cpu: Some(cri::CpuUsage {
+            timestamp: cgroup.map_or(now, |s| s.timestamp_ns),
+            usage_core_nano_seconds: v(cgroup.and_then(|s| s.cpu_usage_ns)),
+            usage_nano_cores: None,
+        }),
+        memory: Some(cri::MemoryUsage {
+            timestamp: cgroup.map_or(now, |s| s.timestamp_ns),
+            working_set_bytes: v(cgroup.and_then(|s| s.memory_working_set_bytes)),
+            available_bytes: None,
+            usage_bytes: v(cgroup.and_then(|s| s.memory_usage_bytes)),
+            rss_bytes: v(cgroup.and_then(|s| s.memory_rss_bytes)),
+            page_faults: None,
+            major_page_faults: None,
+        }),
+        writable_layer: Some(cri::FilesystemUsage {
+            timestamp: now,
+            fs_id: Some(cri::FilesystemIdentifier {
+                mountpoint: storage_root.to_owned(),
+            }),
+            used_bytes: Some(cri::UInt64Value {
+                value: writable.bytes,
+            }),
+            inodes_used: Some(cri::UInt64Value {
+                value: writable.inodes,
+            }),
+        }),
+        swap: None,
+    }
+}
+
+fn now_nanos() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn create(config: cri::ContainerConfig) -> cri::CreateContainerRequest {
+        cri::CreateContainerRequest {
+            pod_sandbox_id: "abc".into(),
+            config: Some(cri::ContainerConfig {
+                metadata: Some(cri::ContainerMetadata {
+                    name: "web".into(),
+                    attempt: 1,
+                }),
+                image: Some(cri::ImageSpec {
+                    image: "busybox".into(),
+                    ..cri::ImageSpec::default()
+                }),
+                ..config
+            }),
+            sandbox_config: None,
+        }
+    }
+
+    fn security(sc: cri::LinuxContainerSecurityContext) -> cri::ContainerConfig {
+        cri::ContainerConfig {
+            linux: Some(cri::LinuxContainerConfig {
+                resources: None,
+                security_context: Some(sc),
+            }),
+            ..cri::ContainerConfig::default()
+        }
+    }
+
+    #[test]
+    fn a_plain_request_converts() {
+        let (sandbox, req) = request(create(cri::ContainerConfig {
+            command: vec!["sh".into()],
+            envs: vec![cri::KeyValue {
+                key: "A".into(),
+                value: "b=c".into(),
+            }],
+            ..cri::ContainerConfig::default()
+        }))
+        .unwrap();
+        assert_eq!(sandbox, "abc");
+        assert_eq!(
+            (req.name.as_str(), req.attempt, req.image.as_str()),
+            ("web", 1, "busybox")
+        );
+        assert_eq!(req.env, vec![("A".to_owned(), "b=c".to_owned())]);
+        assert_eq!(req.user, None);
+        assert!(matches!(req.seccomp, Seccomp::Unset));
+    }
+
+    #[test]
+    fn bad_requests_name_the_field() {
+        let id = |v: i64| Some(cri::Int64Value { value: v });
+        let cases: Vec<(cri::CreateContainerRequest, &str)> = vec![
+            (
+                cri::CreateContainerRequest {
+                    config: None,
+                    ..create(cri::ContainerConfig::default())
+                },
+                "config",
+            ),
+            (
+                create(cri::ContainerConfig {
+                    envs: vec![cri::KeyValue {
+                        key: "A=B".into(),
+                        value: String::new(),
+                    }],
+                    ..cri::ContainerConfig::default()
+                }),
+                "config.envs[0].key",
+            ),
+            (
+                create(cri::ContainerConfig {
+                    tty: true,
+                    ..cri::ContainerConfig::default()
+                }),
+                "config.tty",
+            ),
+            (
+                create(cri::ContainerConfig {
+                    working_dir: "rel".into(),
+                    ..cri::ContainerConfig::default()
+                }),
+                "config.working_dir",
+            ),
+            (
+                create(security(cri::LinuxContainerSecurityContext {
+                    run_as_user: id(-1),
+                    ..Default::default()
+                })),
+                "config.linux.security_context.run_as_user",
+            ),
+            (
+                create(security(cri::LinuxContainerSecurityContext {
+                    run_as_group: id(5),
+                    ..Default::default()
+                })),
+                "config.linux.security_context.run_as_group",
+            ),
+            (
+                create(security(cri::LinuxContainerSecurityContext {
+                    seccomp: Some(cri::SecurityProfile {
+                        profile_type: 2,
+                        localhost_ref: "rel.json".into(),
+                    }),
+                    ..Default::default()
+                })),
+                "config.linux.security_context.seccomp.localhost_ref",
+            ),
+        ];
+        for (req, field) in cases {
+            let err = request(req).unwrap_err().to_string();
+            assert!(err.starts_with(&format!("{field}:")), "{field}: {err}");
+        }
+        let mut no_image = create(cri::ContainerConfig::default());
+        no_image.config.as_mut().unwrap().image = None;
+        assert!(
+            request(no_image)
+                .unwrap_err()
+                .to_string()
+                .starts_with("config.image.image:")
+        );
+    }
+
+    #[test]
+    fn users_are_uid_name_and_group() {
+        let id = |v: i64| Some(cri::Int64Value { value: v });
+        for (sc, want) in [
+            (
+                cri::LinuxContainerSecurityContext {
+                    run_as_user: id(1000),
+                    run_as_group: id(100),
+                    ..Default::default()
+                },
+                Some("1000:100"),
+            ),
+            (
+                cri::LinuxContainerSecurityContext {
+                    run_as_username: "nobody".into(),
+                    ..Default::default()
+                },
+                Some("nobody"),
+            ),
+            (cri::LinuxContainerSecurityContext::default(), None),
+        ] {
+            assert_eq!(user(&sc).unwrap().as_deref(), want);
+        }
+    }
+}

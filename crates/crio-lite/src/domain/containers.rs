@@ -1,0 +1,1397 @@
+//! The container manager: the state machine of [`super::container`], run against the image
+//! store (root file systems), `oci-container` (spec, runtime and conmon) and the state store.
+//!
+//! Operations on one container are serialized by a per-container async mutex; readers see a
+//! snapshot and never wait for a running operation. Creation is serialized with the sandbox's
+//! own operations by the sandbox manager, which calls [`Containers::create`] under the
+//! sandbox's lock, and stops and removes a sandbox's containers under it.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use nix::sys::signal::Signal;
+use oci_container::{ContainerConfig, NamespacePaths, Runtime};
+
+use super::container::{Container, ContainerState, Exit, Limits, MountSpec};
+use super::entry::Entry;
+use super::error::{SandboxError, SandboxResult};
+use super::images::Images;
+use super::sandbox::Sandbox;
+use crate::config::ResolvedRuntime;
+use crate::store::{Loaded, Store, is_sandbox_id, new_sandbox_id};
+
+/// How long a SIGKILLed container may take to be reported gone.
+const KILL_WAIT: Duration = Duration::from_secs(30);
+/// The most output ExecSync keeps of each stream (CRI-O keeps 16 MiB).
+pub const EXEC_OUTPUT_CAP: usize = 16 << 20;
+/// An ExecSync without a timeout still ends: after this long.
+const EXEC_MAX: Duration = Duration::from_secs(24 * 3600);
+
+/// What CreateContainer asks for, checked by the CRI adapter.
+#[derive(Debug, Clone, Default)]
+pub struct ContainerRequest {
+    /// The metadata name: unique with the attempt within the sandbox.
+    pub name: String,
+    /// The metadata attempt.
+    pub attempt: u32,
+    /// The image: a reference, an id or an id prefix, as the store finds it.
+    pub image: String,
+    /// Replaces the image's entrypoint.
+    pub command: Vec<String>,
+    /// Replaces the image's cmd.
+    pub args: Vec<String>,
+    /// The working directory.
+    pub working_dir: Option<String>,
+    /// Added to the image's environment.
+    pub env: Vec<(String, String)>,
+    /// Bind mounts.
+    pub mounts: Vec<MountSpec>,
+    /// CRI labels.
+    pub labels: BTreeMap<String, String>,
+    /// CRI annotations.
+    pub annotations: BTreeMap<String, String>,
+    /// The log file, relative to the sandbox's log directory; empty for one of crio-lite's.
+    pub log_path: String,
+    /// All capabilities and devices.
+    pub privileged: bool,
+    /// A read-only root.
+    pub readonly_rootfs: bool,
+    /// Capabilities added.
+    pub add_capabilities: Vec<String>,
+    /// Capabilities dropped.
+    pub drop_capabilities: Vec<String>,
+    /// `uid`, `uid:gid` or a user name; the image's user when `None`.
+    pub user: Option<String>,
+    /// Supplementary groups.
+    pub supplemental_groups: Vec<u32>,
+    /// no_new_privs.
+    pub no_new_privs: bool,
+    /// Extra masked paths.
+    pub masked_paths: Vec<String>,
+    /// Extra read-only paths.
+    pub readonly_paths: Vec<String>,
+    /// cgroup limits.
+    pub limits: Limits,
+    /// The PID namespace: the pod's or the node's (`true`), else the container's own.
+    pub host_pid: bool,
+    /// The IPC namespace is the node's.
+    pub host_ipc: bool,
+    /// The seccomp profile.
+    pub seccomp: Seccomp,
+}
+
+/// The seccomp profile a container asks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Seccomp {
+    /// The request names none: the runtime default, as CRI-O's
+    /// `seccomp_use_default_when_empty`.
+    #[default]
+    Unset,
+    /// The node's default profile.
+    RuntimeDefault,
+    /// No filter.
+    Unconfined,
+    /// A profile file on the node.
+    Localhost(PathBuf),
+}
+
+/// A runtime handler's runtime.
+#[derive(Debug, Clone)]
+struct Handler {
+    runtime: Runtime,
+}
+
+/// Runs, stops, removes and recovers containers.
+pub(crate) struct Containers {
+    handlers: BTreeMap<String, Handler>,
+    default_handler: String,
+    images: Images,
+    store: Store<Container>,
+    /// `<runroot>/containers/<id>`: bundles; `<runroot>/pods/<sandbox>`: hosts, resolv.conf.
+    run_dir: PathBuf,
+    index: Mutex<HashMap<String, Arc<Entry<Container>>>>,
+}
+
+impl Containers {
+    pub(crate) fn new(
+        runtimes: &BTreeMap<String, ResolvedRuntime>,
+        default_handler: &str,
+        images: Images,
+        store: Store<Container>,
+        run_dir: PathBuf,
+    ) -> Containers {
+        let handlers = runtimes
+            .iter()
+            .map(|(name, r)| {
+                let state = run_dir.join("oci").join(name);
+                let runtime = Runtime::new(&r.runtime_path, &r.monitor_path, state)
+                    .with_root(&r.runtime_root);
+                (name.clone(), Handler { runtime })
+            })
+            .collect();
+        Containers {
+            handlers,
+            default_handler: default_handler.to_owned(),
+            images,
+            store,
+            run_dir,
+            index: Mutex::default(),
+        }
+    }
+
+    fn index(&self) -> MutexGuard<'_, HashMap<String, Arc<Entry<Container>>>> {
+        self.index.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The handler a sandbox's containers run on: its own, or the default for `""`.
+    pub(crate) fn handler_name<'a>(&'a self, requested: &'a str) -> SandboxResult<&'a str> {
+        let name = if requested.is_empty() {
+            self.default_handler.as_str()
+        } else {
+            requested
+        };
+        if self.handlers.contains_key(name) {
+            Ok(name)
+        } else {
+            Err(SandboxError::invalid(
+                "runtime_handler",
+                format!(
+                    "unknown runtime handler {requested:?}: this node has {}",
+                    self.handlers.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            ))
+        }
+    }
+
+    fn runtime(&self, handler: &str) -> SandboxResult<&Runtime> {
+        self.handlers
+            .get(handler)
+            .map(|h| &h.runtime)
+            .ok_or_else(|| {
+                SandboxError::Internal(format!(
+                    "runtime handler {handler:?} is no longer configured"
+                ))
+            })
+    }
+
+    fn bundle(&self, id: &str) -> PathBuf {
+        self.run_dir.join("containers").join(id)
+    }
+
+    fn pod_dir(&self, sandbox_id: &str) -> PathBuf {
+        self.run_dir.join("pods").join(sandbox_id)
+    }
+
+    /// Creates a container in `sandbox` (which the caller holds locked and found ready).
+    pub(crate) async fn create(
+        &self,
+        sandbox: &Sandbox,
+        request: ContainerRequest,
+    ) -> SandboxResult<String> {
+        let handler = self.handler_name(&sandbox.runtime_handler)?.to_owned();
+        let runtime = self.runtime(&handler)?.clone();
+        {
+            let index = self.index();
+            if let Some(existing) = index.values().filter_map(|e| e.get()).find(|c| {
+                c.sandbox_id == sandbox.id && c.name == request.name && c.attempt == request.attempt
+            }) {
+                return Err(SandboxError::ContainerExists {
+                    name: request.name,
+                    attempt: request.attempt,
+                    sandbox: sandbox.id.clone(),
+                    existing: existing.id,
+                });
+            }
+        }
+        let (image, image_config, stop_signal) = self.image_of(&request.image)?;
+        let id = new_sandbox_id().map_err(|e| {
+            SandboxError::Internal(format!("cannot read /dev/urandom for a container ID: {e}"))
+        })?;
+        let log_path = self.log_path(sandbox, &request, &id)?;
+        let mut container = Container {
+            id: id.clone(),
+            sandbox_id: sandbox.id.clone(),
+            name: request.name.clone(),
+            attempt: request.attempt,
+            state: ContainerState::Creating,
+            image: request.image.clone(),
+            image_id: format!("sha256:{}", image.id),
+            image_ref: image
+                .repo_digests
+                .first()
+                .or(image.names.first())
+                .cloned()
+                .unwrap_or_else(|| format!("sha256:{}", image.id)),
+            runtime_handler: handler,
+            created_at: now_nanos(),
+            started_at: 0,
+            exit: None,
+            pid: None,
+            labels: request.labels.clone(),
+            annotations: request.annotations.clone(),
+            log_path,
+            mounts: request.mounts.clone(),
+            stop_signal,
+            limits: request.limits.clone(),
+            user: (0, 0, Vec::new()),
+            command: Vec::new(),
+        };
+        let entry = Entry::new(container.clone());
+        let Ok(_op) = Arc::clone(&entry.op).try_lock_owned() else {
+            return Err(SandboxError::Internal(
+                "a new container's lock is taken".to_owned(),
+            ));
+        };
+        self.index().insert(id.clone(), Arc::clone(&entry));
+        let span = tracing::info_span!("container", container = %id, name = %request.name, sandbox = %sandbox.id);
+        let made = tracing::Instrument::instrument(
+            self.make(
+                &mut container,
+                sandbox,
+                &request,
+                &image.id,
+                image_config,
+                &runtime,
+            ),
+            span,
+        )
+        .await;
+        match made {
+            Ok(()) => {
+                entry.set(Some(container));
+                Ok(id)
+            }
+            Err(error) => {
+                tracing::warn!(container = %id, %error, "CreateContainer failed; rolling back");
+                match self.take_down(&container, &runtime).await {
+                    Ok(()) => {
+                        self.index().remove(&id);
+                        entry.set(None);
+                    }
+                    Err(e) => {
+                        tracing::warn!(container = %id, error = %e, "rollback incomplete: the next start retries");
+                        entry.set(Some(container));
+                    }
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// The image the request names, its configuration and its stop signal.
+    fn image_of(
+        &self,
+        query: &str,
+    ) -> SandboxResult<(image_store::Image, image_store::ImageConfiguration, i32)> {
+        let image = self.images.get(query).map_err(|e| match e {
+            image_store::Error::NotFound { .. } | image_store::Error::InvalidReference { .. } => {
+                SandboxError::ImageNotFound {
+                    image: query.to_owned(),
+                    reason: e.to_string(),
+                }
+            }
+            other => SandboxError::image(query, other),
+        })?;
+        let config = self
+            .images
+            .config(&image)
+            .map_err(|e| SandboxError::image(query, e))?;
+        let stop_signal = config
+            .config()
+            .as_ref()
+            .and_then(|c| c.stop_signal().clone())
+            .map_or(Ok(Signal::SIGTERM as i32), |s| parse_signal(&s))
+            .map_err(|why| SandboxError::Image {
+                image: query.to_owned(),
+                reason: format!("its configuration's StopSignal: {why}"),
+                source: None,
+            })?;
+        Ok((image, config, stop_signal))
+    }
+
+    /// The steps of a creation, each after the intent is on disk.
+    async fn make(
+        &self,
+        container: &mut Container,
+        sandbox: &Sandbox,
+        request: &ContainerRequest,
+        image_id: &str,
+        image_config: image_store::ImageConfiguration,
+        runtime: &Runtime,
+    ) -> SandboxResult<()> {
+        let id = container.id.clone();
+        self.save(container, Store::save_unsynced).await?;
+        let rootfs = {
+            let images = self.images.clone();
+            let (id, image_id) = (id.clone(), image_id.to_owned());
+            blocking(move || images.create_rootfs(&id, &image_id))
+                .await?
+                .map_err(|e| SandboxError::image(&request.image, e))?
+        };
+        let pod_files = self.pod_files(sandbox).await?;
+        let config = Self::oci_config(container, sandbox, request, image_config, &pod_files)?;
+        let bundle = self.bundle(&id);
+        std::fs::create_dir_all(&bundle).map_err(|source| SandboxError::Io {
+            what: format!("container {id}: cannot create its bundle"),
+            path: bundle.clone(),
+            source,
+        })?;
+        let spec = {
+            let (bundle, rootfs_path, cid) = (bundle.clone(), rootfs.path.clone(), id.clone());
+            blocking(move || -> oci_container::Result<oci_spec::runtime::Spec> {
+                let spec = oci_container::generate(&config, &rootfs_path)?;
+                oci_container::write_bundle(&cid, &bundle, &spec)?;
+                Ok(spec)
+            })
+            .await?
+            .map_err(|e| SandboxError::runtime(&id, e))?
+        };
+        if let Some(process) = spec.process() {
+            let user = process.user();
+            container.user = (
+                user.uid(),
+                user.gid(),
+                user.additional_gids().clone().unwrap_or_default(),
+            );
+            container.command = process.args().clone().unwrap_or_default();
+        }
+        if let Some(parent) = container.log_path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| SandboxError::Io {
+                what: format!("container {id}: cannot create log directory"),
+                path: parent.to_owned(),
+                source: e,
+            })?;
+        }
+        let pid = runtime
+            .create(&id, &bundle, &container.log_path)
+            .await
+            .map_err(|e| SandboxError::runtime(&id, e))?;
+        container.pid = Some(pid);
+        container.state = ContainerState::Created;
+        self.save(container, Store::save).await?;
+        tracing::info!(pid, "container created");
+        Ok(())
+    }
+
+    fn log_path(
+        &self,
+        sandbox: &Sandbox,
+        request: &ContainerRequest,
+        id: &str,
+    ) -> SandboxResult<PathBuf> {
+        if request.log_path.is_empty() || sandbox.log_directory.is_empty() {
+            return Ok(self.bundle(id).join("ctr.log"));
+        }
+        let relative = Path::new(&request.log_path);
+        let clean = relative
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !clean {
+            return Err(SandboxError::invalid(
+                "config.log_path",
+                format!(
+                    "{:?} must be a relative path without '..' below the pod's log directory",
+                    request.log_path
+                ),
+            ));
+        }
+        Ok(Path::new(&sandbox.log_directory).join(relative))
+    }
+
+    /// `/etc/hosts`, `/etc/resolv.conf` and `/etc/hostname` of the sandbox's containers,
+    /// written once per sandbox.
+    async fn pod_files(&self, sandbox: &Sandbox) -> SandboxResult<PodFiles> {
+        let dir = self.pod_dir(&sandbox.id);
+        let files = PodFiles::new(&dir, sandbox);
+        let writes = files.contents(sandbox);
+        let dir2 = dir.clone();
+        blocking(move || -> std::io::Result<()> {
+            std::fs::create_dir_all(&dir2)?;
+            for (path, text) in writes {
+                if std::fs::symlink_metadata(&path).is_err() {
+                    safe_file::write_atomic(
+                        &path,
+                        text.as_bytes(),
+                        0o644,
+                        safe_file::Durability::Unsynced,
+                    )
+                    .map_err(safe_file::Error::into_io)?;
+                }
+            }
+            Ok(())
+        })
+        .await?
+        .map_err(|source| SandboxError::Io {
+            what: format!("sandbox {}: cannot write the pod's /etc files", sandbox.id),
+            path: dir,
+            source,
+        })?;
+        Ok(files)
+    }
+
+    fn oci_config(
+        container: &Container,
+        sandbox: &Sandbox,
+        request: &ContainerRequest,
+        image_config: image_store::ImageConfiguration,
+        pod_files: &PodFiles,
+    ) -> SandboxResult<ContainerConfig> {
+        let mut mounts = Vec::new();
+        for (i, m) in request.mounts.iter().enumerate() {
+            mounts.push(bind_mount(i, m)?);
+        }
+        for (destination, source) in pod_files.mounts(sandbox) {
+            if !mounts
+                .iter()
+                .any(|m: &oci_container::BindMount| m.destination == destination)
+            {
+                mounts.push(oci_container::BindMount {
+                    source,
+                    destination: destination.to_owned(),
+                    readonly: false,
+                    propagation: oci_container::Propagation::Private,
+                });
+            }
+        }
+        let limits = &request.limits;
+        let positive = |v: i64| (v > 0).then_some(v);
+        let cgroup_parent = if sandbox.cgroup_parent.is_empty() {
+            "/crio-lite".to_owned()
+        } else if sandbox.cgroup_parent.starts_with('/') {
+            sandbox.cgroup_parent.clone()
+        } else {
+            return Err(SandboxError::invalid(
+                "sandbox cgroup_parent",
+                format!(
+                    "{:?} is not a cgroupfs path (crio-lite uses the cgroupfs driver; a systemd \
+                     slice is not supported)",
+                    sandbox.cgroup_parent
+                ),
+            ));
+        };
+        let mut annotations = request.annotations.clone();
+        annotations.insert(
+            "io.kubernetes.cri-o.SandboxID".to_owned(),
+            sandbox.id.clone(),
+        );
+        annotations.insert(
+            "io.kubernetes.cri-o.ContainerName".to_owned(),
+            request.name.clone(),
+        );
+        Ok(ContainerConfig {
+            id: container.id.clone(),
+            image: Some(image_config),
+            command: request.command.clone(),
+            args: request.args.clone(),
+            env: request.env.clone(),
+            working_dir: request.working_dir.clone(),
+            user: request.user.clone(),
+            supplemental_groups: request.supplemental_groups.clone(),
+            hostname: Some(pod_hostname(sandbox)),
+            mounts,
+            namespaces: NamespacePaths {
+                network: sandbox.netns_path.clone(),
+                host_network: sandbox.host_network,
+                host_pid: request.host_pid,
+                host_ipc: request.host_ipc,
+                ..NamespacePaths::default()
+            },
+            capabilities: oci_container::CapabilityChanges {
+                add: request.add_capabilities.clone(),
+                drop: request.drop_capabilities.clone(),
+            },
+            privileged: request.privileged,
+            no_new_privileges: request.no_new_privs,
+            readonly_rootfs: request.readonly_rootfs,
+            masked_paths: request.masked_paths.clone(),
+            readonly_paths: request.readonly_paths.clone(),
+            sysctls: BTreeMap::new(),
+            resources: oci_container::Resources {
+                cpu_shares: positive(limits.cpu_shares).map(|v| v as u64),
+                cpu_quota: positive(limits.cpu_quota),
+                cpu_period: positive(limits.cpu_period).map(|v| v as u64),
+                cpuset_cpus: Some(limits.cpuset_cpus.clone()).filter(|s| !s.is_empty()),
+                cpuset_mems: Some(limits.cpuset_mems.clone()).filter(|s| !s.is_empty()),
+                memory_limit: positive(limits.memory_limit_in_bytes),
+                oom_score_adj: (limits.oom_score_adj != 0)
+                    .then(|| i32::try_from(limits.oom_score_adj).unwrap_or(1000)),
+                pids_limit: None,
+            },
+            cgroups_path: Some(PathBuf::from(format!(
+                "{}/crio-lite-{}",
+                cgroup_parent.trim_end_matches('/'),
+                container.id
+            ))),
+            annotations,
+        })
+    }
+
+    /// Undoes whatever a container may own: the runtime's container and its conmon, the root
+    /// file system, the bundle, then the record. Keeps going past failures; the record stays
+    /// when anything else did, so the next start retries.
+    async fn take_down(&self, container: &Container, runtime: &Runtime) -> SandboxResult<()> {
+        let id = &container.id;
+        let mut first = None;
+        if let Err(e) = runtime.remove(id).await {
+            first = first.or(Some(SandboxError::runtime(id, e)));
+        }
+        let images = self.images.clone();
+        let cid = id.clone();
+        match blocking(move || images.remove_rootfs(&cid)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => first = first.or(Some(SandboxError::image(&container.image, e))),
+            Err(e) => first = first.or(Some(e)),
+        }
+        let bundle = self.bundle(id);
+        if let Err(e) = remove_dir(&bundle) {
+            first = first.or(Some(SandboxError::Io {
+                what: format!("container {id}: cannot remove its bundle"),
+                path: bundle,
+                source: e,
+            }));
+        }
+        if let Some(e) = first {
+            return Err(e);
+        }
+        let store = self.store.clone();
+        let cid = id.clone();
+        blocking(move || store.delete(&cid))
+            .await?
+            .map_err(|source| SandboxError::State {
+                sandbox: id.clone(),
+                source,
+            })
+    }
+
+    async fn save(
+        &self,
+        container: &Container,
+        write: fn(&Store<Container>, &Container) -> crate::error::Result<()>,
+    ) -> SandboxResult<()> {
+        let store = self.store.clone();
+        let copy = container.clone();
+        blocking(move || write(&store, &copy))
+            .await?
+            .map_err(|source| SandboxError::State {
+                sandbox: container.id.clone(),
+                source,
+            })
+    }
+
+    /// The container `id` (or unique prefix) names, locked.
+    async fn locked(
+        &self,
+        id: &str,
+    ) -> SandboxResult<(
+        Arc<Entry<Container>>,
+        tokio::sync::OwnedMutexGuard<()>,
+        Container,
+    )> {
+        let entry = self.resolve(id)?;
+        let op = Arc::clone(&entry.op).lock_owned().await;
+        let container = entry
+            .get()
+            .ok_or_else(|| SandboxError::ContainerNotFound { id: id.to_owned() })?;
+        Ok((entry, op, container))
+    }
+
+    fn resolve(&self, id: &str) -> SandboxResult<Arc<Entry<Container>>> {
+        if id.is_empty() {
+            return Err(SandboxError::invalid(
+                "container_id",
+                "empty: name the container",
+            ));
+        }
+        let index = self.index();
+        if let Some(entry) = index.get(id) {
+            return Ok(Arc::clone(entry));
+        }
+        let mut matches = index.iter().filter(|(k, _)| k.starts_with(id));
+        match (matches.next(), matches.next()) {
+            (Some((_, entry)), None) => Ok(Arc::clone(entry)),
+            (Some(_), Some(_)) => Err(SandboxError::invalid(
+                "container_id",
+                format!("{id:?} is the prefix of several containers; give more of the ID"),
+            )),
+            (None, _) => Err(SandboxError::ContainerNotFound { id: id.to_owned() }),
+        }
+    }
+
+    /// Starts a created container.
+    pub(crate) async fn start(&self, id: &str) -> SandboxResult<()> {
+        let (entry, _op, mut container) = self.locked(id).await?;
+        let container = &mut container;
+        self.observe(container);
+        if container.state != ContainerState::Created || container.exited() {
+            return Err(SandboxError::ContainerState {
+                id: container.id.clone(),
+                state: container.visible_state().as_str(),
+                wanted: "created",
+            });
+        }
+        let runtime = self.runtime(&container.runtime_handler)?;
+        runtime
+            .start(&container.id)
+            .await
+            .map_err(|e| SandboxError::runtime(&container.id, e))?;
+        container.state = ContainerState::Running;
+        container.started_at = now_nanos();
+        self.save(container, Store::save).await?;
+        entry.set(Some(container.clone()));
+        tracing::info!(container = %container.id, "container started");
+        Ok(())
+    }
+
+    /// Stops a container: its stop signal, then SIGKILL after `timeout` (at once for zero).
+    /// A container that is not running is stopped already.
+    pub(crate) async fn stop(&self, id: &str, timeout: Duration) -> SandboxResult<()> {
+        let (entry, _op, mut container) = self.locked(id).await?;
+        let outcome = self.stop_locked(&mut container, timeout).await;
+        entry.set(Some(container));
+        outcome
+    }
+
+    async fn stop_locked(&self, container: &mut Container, timeout: Duration) -> SandboxResult<()> {
+        self.observe(container);
+        if container.exited() || container.state == ContainerState::Removing {
+            return self.record_exit(container).await;
+        }
+        let runtime = self.runtime(&container.runtime_handler)?.clone();
+        let id = container.id.clone();
+        if container.state == ContainerState::Created {
+            // Never started: its process waits in the runtime; killing it ends it.
+            signal(&runtime, &id, Signal::SIGKILL).await?;
+        } else if !timeout.is_zero() {
+            let first = Signal::try_from(container.stop_signal).unwrap_or(Signal::SIGTERM);
+            signal(&runtime, &id, first).await?;
+            if runtime.wait(&id, timeout).await.is_ok() {
+                self.observe(container);
+                return self.record_exit(container).await;
+            }
+            tracing::info!(container = %id, "did not stop in {timeout:?}: killing it");
+        }
+        signal(&runtime, &id, Signal::SIGKILL).await?;
+        runtime
+            .wait(&id, KILL_WAIT)
+            .await
+            .map_err(|e| SandboxError::runtime(&id, e))?;
+        self.observe(container);
+        self.record_exit(container).await
+    }
+
+    /// Persists an exit seen in conmon's file, so it survives the runtime's state.
+    async fn record_exit(&self, container: &mut Container) -> SandboxResult<()> {
+        if container.exited()
+            && container.state != ContainerState::Exited
+            && container.state != ContainerState::Removing
+        {
+            container.state = ContainerState::Exited;
+            self.save(container, Store::save).await?;
+            tracing::info!(container = %container.id, exit = ?container.exit, "container stopped");
+        }
+        Ok(())
+    }
+
+    /// Learns from conmon's exit file whether a created or running container has exited.
+    fn observe(&self, container: &mut Container) {
+        if container.exit.is_some()
+            || !matches!(
+                container.state,
+                ContainerState::Created | ContainerState::Running
+            )
+        {
+            return;
+        }
+        let Ok(runtime) = self.runtime(&container.runtime_handler) else {
+            return;
+        };
+        if let Ok(exit) = runtime.exit_details(&container.id) {
+            container.exit = Some(Exit {
+                code: exit.code,
+                at: exit
+                    .exited_at
+                    .duration_since(UNIX_EPOCH)
+                    .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX)),
+                oom_killed: exit.oom_killed,
+                message: String::new(),
+            });
+        }
+    }
+
+    /// Removes a container, killing it first if it runs. Unknown IDs succeed.
+    pub(crate) async fn remove(&self, id: &str) -> SandboxResult<()> {
+        let (entry, _op, mut container) = match self.locked(id).await {
+            Err(SandboxError::ContainerNotFound { .. }) => return Ok(()),
+            other => other?,
+        };
+        let outcome = self.remove_locked(&mut container).await;
+        if outcome.is_ok() {
+            self.index().remove(&container.id);
+            entry.set(None);
+        } else {
+            entry.set(Some(container));
+        }
+        outcome
+    }
+
+    async fn remove_locked(&self, container: &mut Container) -> SandboxResult<()> {
+        if container.state != ContainerState::Removing {
+            self.observe(container);
+            container.state = ContainerState::Removing;
+            self.save(container, Store::save).await?;
+        }
+        let runtime = self.runtime(&container.runtime_handler)?.clone();
+        self.take_down(container, &runtime).await?;
+        tracing::info!(container = %container.id, "container removed");
+        Ok(())
+    }
+
+    /// The container with this ID (or unique prefix), its exit read afresh.
+    pub(crate) fn get(&self, id: &str) -> SandboxResult<Container> {
+        let mut container = self
+            .resolve(id)?
+            .get()
+            .ok_or_else(|| SandboxError::ContainerNotFound { id: id.to_owned() })?;
+        self.observe(&mut container);
+        Ok(container)
+    }
+
+    /// Every container past creation, oldest first, exits read afresh.
+    pub(crate) fn list(&self) -> Vec<Container> {
+        let mut all: Vec<Container> = self
+            .index()
+            .values()
+            .filter_map(|e| e.get())
+            .filter(|c| c.state != ContainerState::Creating)
+            .collect();
+        for c in &mut all {
+            self.observe(c);
+        }
+        all.sort_by(|a, b| {
+            a.created_at
+                .cmp(&b.created_at)
+                .then_with(|| a.id.cmp(&b.id))
+        });
+        all
+    }
+
+    fn in_sandbox(&self, sandbox_id: &str) -> Vec<String> {
+        self.index()
+            .values()
+            .filter_map(|e| e.get())
+            .filter(|c| c.sandbox_id == sandbox_id)
+            .map(|c| c.id)
+            .collect()
+    }
+
+    /// Kills every container of the sandbox (StopPodSandbox): all are tried, the first
+    /// failure returned.
+    pub(crate) async fn stop_all(&self, sandbox_id: &str) -> SandboxResult<()> {
+        let mut first = None;
+        for id in self.in_sandbox(sandbox_id) {
+            match self.stop(&id, Duration::ZERO).await {
+                Ok(()) | Err(SandboxError::ContainerNotFound { .. }) => {}
+                Err(e) => first = first.or(Some(e)),
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Removes every container of the sandbox and its `/etc` files (RemovePodSandbox).
+    pub(crate) async fn remove_all(&self, sandbox_id: &str) -> SandboxResult<()> {
+        let mut first = None;
+        for id in self.in_sandbox(sandbox_id) {
+            if let Err(e) = self.remove(&id).await {
+                first = first.or(Some(e));
+            }
+        }
+        if let Some(e) = first {
+            return Err(e);
+        }
+        let dir = self.pod_dir(sandbox_id);
+        remove_dir(&dir).map_err(|source| SandboxError::Io {
+            what: format!("sandbox {sandbox_id}: cannot remove the pod's /etc files"),
+            path: dir,
+            source,
+        })
+    }
+
+    /// Runs a command in a running container and returns its output and exit code.
+    pub(crate) async fn exec_sync(
+        &self,
+        id: &str,
+        command: &[String],
+        timeout: Duration,
+    ) -> SandboxResult<oci_container::ExecOutput> {
+        if command.is_empty() {
+            return Err(SandboxError::invalid(
+                "cmd",
+                "empty: name the command to run",
+            ));
+        }
+        let container = self.get(id)?;
+        require_running(&container)?;
+        let timeout = if timeout.is_zero() { EXEC_MAX } else { timeout };
+        let runtime = self.runtime(&container.runtime_handler)?;
+        runtime
+            .exec_sync(&container.id, command, timeout, EXEC_OUTPUT_CAP)
+            .await
+            .map_err(|e| SandboxError::runtime(&container.id, e))
+    }
+
+    /// CPU, memory and writable-layer use of a running container; `None` for the cgroup part
+    /// of one that is not running.
+    pub(crate) async fn stats(
+        &self,
+        id: &str,
+    ) -> SandboxResult<(
+        Container,
+        Option<oci_container::ContainerStats>,
+        image_store::Usage,
+    )> {
+        let container = self.get(id)?;
+        let runtime = self.runtime(&container.runtime_handler)?;
+        let cgroup = if container.visible_state() == ContainerState::Running {
+            runtime.stats(&container.id).await.ok()
+        } else {
+            None
+        };
+        let images = self.images.clone();
+        let cid = container.id.clone();
+        let usage = blocking(move || images.rootfs_disk_usage(&cid))
+            .await?
+            .unwrap_or_default();
+        Ok((container, cgroup, usage))
+    }
+
+    /// Changes a running container's cgroup limits.
+    pub(crate) async fn update(&self, id: &str, limits: Limits) -> SandboxResult<()> {
+        let (entry, _op, mut container) = self.locked(id).await?;
+        self.observe(&mut container);
+        require_running(&container)?;
+        let runtime = self.runtime(&container.runtime_handler)?;
+        let positive = |v: i64| (v > 0).then_some(v);
+        let resources = oci_container::Resources {
+            cpu_shares: positive(limits.cpu_shares).map(|v| v as u64),
+            cpu_quota: positive(limits.cpu_quota),
+            cpu_period: positive(limits.cpu_period).map(|v| v as u64),
+            cpuset_cpus: Some(limits.cpuset_cpus.clone()).filter(|s| !s.is_empty()),
+            cpuset_mems: Some(limits.cpuset_mems.clone()).filter(|s| !s.is_empty()),
+            memory_limit: positive(limits.memory_limit_in_bytes),
+            oom_score_adj: None,
+            pids_limit: None,
+        };
+        runtime
+            .update(&container.id, &resources)
+            .await
+            .map_err(|e| SandboxError::runtime(&container.id, e))?;
+        container.limits = Limits {
+            oom_score_adj: container.limits.oom_score_adj,
+            ..limits
+        };
+        self.save(&container, Store::save).await?;
+        entry.set(Some(container));
+        Ok(())
+    }
+
+    /// Pauses (freezes) or resumes a running container.
+    pub(crate) async fn pause(&self, id: &str, pause: bool) -> SandboxResult<()> {
+        let (_entry, _op, mut container) = self.locked(id).await?;
+        self.observe(&mut container);
+        require_running(&container)?;
+        let runtime = self.runtime(&container.runtime_handler)?;
+        let done = if pause {
+            runtime.pause(&container.id).await
+        } else {
+            runtime.resume(&container.id).await
+        };
+        done.map_err(|e| SandboxError::runtime(&container.id, e))
+    }
+
+    /// Asks the container's conmon to reopen its log file (after kubelet rotated it).
+    pub(crate) async fn reopen_log(&self, id: &str) -> SandboxResult<()> {
+        let container = self.get(id)?;
+        require_running(&container)?;
+        let runtime = self.runtime(&container.runtime_handler)?;
+        runtime
+            .reopen_log(&container.id)
+            .await
+            .map_err(|e| SandboxError::runtime(&container.id, e))
+    }
+
+    /// Brings containers back after a restart: those caught being created are undone, those
+    /// caught being removed removed, those of sandboxes that are gone removed, and what the
+    /// runtimes, the image store and the run directory hold without a record removed.
+    pub(crate) async fn recover(&self, sandboxes: &HashSet<String>) {
+        let loaded = {
+            let store = self.store.clone();
+            match blocking(move || store.load_all()).await {
+                Ok(Ok(loaded)) => loaded,
+                Ok(Err(e)) => {
+                    tracing::warn!(error = %e, "cannot read container states");
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot read container states");
+                    return;
+                }
+            }
+        };
+        let mut work = Vec::new();
+        for item in loaded {
+            match item {
+                Loaded::Unreadable { id, error } => {
+                    tracing::warn!(container = %id, %error, "unreadable container state: removing the container");
+                    work.push(self.orphan(&id));
+                }
+                Loaded::Item(container) => {
+                    let container = *container;
+                    let gone = !sandboxes.contains(&container.sandbox_id);
+                    if gone {
+                        tracing::warn!(container = %container.id, sandbox = %container.sandbox_id, "the container's sandbox is gone: removing it");
+                    }
+                    if gone
+                        || matches!(
+                            container.state,
+                            ContainerState::Creating | ContainerState::Removing
+                        )
+                    {
+                        work.push(container);
+                    } else {
+                        self.index()
+                            .insert(container.id.clone(), Entry::new(container));
+                    }
+                }
+            }
+        }
+        for mut container in work {
+            let Some(runtime) = self
+                .handlers
+                .get(&container.runtime_handler)
+                .map(|h| h.runtime.clone())
+                .or_else(|| {
+                    self.handlers
+                        .get(&self.default_handler)
+                        .map(|h| h.runtime.clone())
+                })
+            else {
+                continue;
+            };
+            tracing::info!(container = %container.id, state = container.state.as_str(), "finishing the container's removal");
+            container.state = ContainerState::Removing;
+            if let Err(e) = self.take_down(&container, &runtime).await {
+                tracing::warn!(container = %container.id, error = %e, "cannot remove the container; the next start retries");
+                self.index()
+                    .insert(container.id.clone(), Entry::new(container));
+            }
+        }
+        self.mark_lost().await;
+        self.remove_strays().await;
+        tracing::info!(containers = self.index().len(), "containers recovered");
+    }
+
+    /// Running containers the runtime no longer knows and conmon left no exit for (the node
+    /// rebooted): recorded as exited with an unknown code, as CRI-O does.
+    async fn mark_lost(&self) {
+        let entries: Vec<Arc<Entry<Container>>> = self.index().values().cloned().collect();
+        for entry in entries {
+            let Some(mut container) = entry.get() else {
+                continue;
+            };
+            self.observe(&mut container);
+            if container.exited()
+                || !matches!(
+                    container.state,
+                    ContainerState::Created | ContainerState::Running
+                )
+            {
+                if container.exited() && container.state != ContainerState::Exited {
+                    let _ = self.record_exit(&mut container).await;
+                    entry.set(Some(container));
+                }
+                continue;
+            }
+            let Ok(runtime) = self.runtime(&container.runtime_handler) else {
+                continue;
+            };
+            if let Err(oci_container::Error::NotFound { .. }) = runtime.state(&container.id).await {
+                tracing::warn!(container = %container.id, "the runtime lost the container: recording it exited");
+                container.exit = Some(Exit {
+                    code: 255,
+                    at: now_nanos(),
+                    oom_killed: false,
+                    message: "the runtime no longer knows this container (the node rebooted?)"
+                        .to_owned(),
+                });
+                let _ = self.record_exit(&mut container).await;
+                entry.set(Some(container));
+            }
+        }
+    }
+
+    async fn remove_strays(&self) {
+        let known: HashSet<String> = self.index().keys().cloned().collect();
+        for handler in self.handlers.values() {
+            let Ok(records) = handler.runtime.records() else {
+                continue;
+            };
+            for record in records.records {
+                if !known.contains(&record.id) {
+                    tracing::info!(container = %record.id, "runtime container without a record: removing it");
+                    if let Err(e) = handler.runtime.remove(&record.id).await {
+                        tracing::warn!(container = %record.id, error = %e, "cannot remove it");
+                    }
+                }
+            }
+        }
+        if let Ok(owners) = self.images.rootfs_owners() {
+            for id in owners.into_iter().filter(|id| !known.contains(id)) {
+                tracing::info!(container = %id, "root file system without a container: removing it");
+                let images = self.images.clone();
+                let cid = id.clone();
+                if let Ok(Err(e)) = blocking(move || images.remove_rootfs(&cid)).await {
+                    tracing::warn!(container = %id, error = %e, "cannot remove it");
+                }
+            }
+        }
+        for dir in ["containers", "pods"] {
+            let Ok(entries) = std::fs::read_dir(self.run_dir.join(dir)) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let owned = if dir == "containers" {
+                    known.contains(&name)
+                } else {
+                    sandboxes_of(&self.index()).contains(&name)
+                };
+                if is_sandbox_id(&name)
+                    && !owned
+                    && entry.file_type().is_ok_and(|t| t.is_dir())
+                    && let Err(e) = remove_dir(&entry.path())
+                {
+                    {
+                        tracing::warn!(path = %entry.path().display(), error = %e, "cannot remove a stray directory");
+                    }
+                }
+            }
+        }
+    }
+
+    fn orphan(&self, id: &str) -> Container {
+        Container {
+            id: id.to_owned(),
+            sandbox_id: String::new(),
+            name: String::new(),
+            attempt: 0,
+            state: ContainerState::Removing,
+            image: String::new(),
+            image_id: String::new(),
+            image_ref: String::new(),
+            runtime_handler: self.default_handler.clone(),
+            created_at: 0,
+            started_at: 0,
+            exit: None,
+            pid: None,
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            log_path: PathBuf::new(),
+            mounts: Vec::new(),
+            stop_signal: Signal::SIGTERM as i32,
+            limits: Limits::default(),
+            user: (0, 0, Vec::new()),
+            command: Vec::new(),
+        }
+    }
+}
+
+fn sandboxes_of(index: &HashMap<String, Arc<Entry<Container>>>) -> HashSet<String> {
+    index
+        .values()
+        .filter_map(|e| e.get())
+        .map(|c| c.sandbox_id)
+        .collect()
+}
+
+fn require_running(container: &Container) -> SandboxResult<()> {
+    if container.visible_state() == ContainerState::Running {
+        Ok(())
+    } else {
+        Err(SandboxError::ContainerState {
+            id: container.id.clone(),
+            state: container.visible_state().as_str(),
+            wanted: "running",
+        })
+    }
+}
+
+/// Sends `signal`; a container that has exited meanwhile is not an error.
+async fn signal(runtime: &Runtime, id: &str, signal: Signal) -> SandboxResult<()> {
+    let Err(e) = runtime.kill(id, signal).await else {
+        return Ok(());
+    };
+    if matches!(e, oci_container::Error::NotFound { .. }) || runtime.exit_code(id).is_ok() {
+        return Ok(());
+    }
+    // runc refuses to signal a container whose process is gone but not yet reaped.
+    match runtime.state(id).await {
+        Ok(s) if s.status == oci_container::Status::Stopped => Ok(()),
+        _ => Err(SandboxError::runtime(id, e)),
+    }
+}
+
+/// `/etc/hosts`, `/etc/resolv.conf`, `/etc/hostname` of a pod.
+struct PodFiles {
+    hosts: PathBuf,
+    resolv: PathBuf,
+    hostname: PathBuf,
+}
+
+impl PodFiles {
+    fn new(dir: &Path, _sandbox: &Sandbox) -> PodFiles {
+        PodFiles {
+            hosts: dir.join("hosts"),
+            resolv: dir.join("resolv.conf"),
+            hostname: dir.join("hostname"),
+        }
+    }
+
+    fn contents(&self, sandbox: &Sandbox) -> Vec<(PathBuf, String)> {
+        let hostname = pod_hostname(sandbox);
+        let mut hosts =
+            String::from("127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n");
+        for ip in sandbox.ips() {
+            let _ = writeln!(hosts, "{ip}\t{hostname}");
+        }
+        if sandbox.ips().is_empty() {
+            let _ = writeln!(hosts, "127.0.1.1\t{hostname}");
+        }
+        let mut out = vec![
+            (self.hosts.clone(), hosts),
+            (self.hostname.clone(), format!("{hostname}\n")),
+        ];
+        if let Some(resolv) = resolv_conf(sandbox) {
+            out.push((self.resolv.clone(), resolv));
+        }
+        out
+    }
+
+    /// `(destination, source)` of each file the pod has.
+    fn mounts(&self, sandbox: &Sandbox) -> Vec<(&'static str, PathBuf)> {
+        let mut out = vec![
+            ("/etc/hosts", self.hosts.clone()),
+            ("/etc/hostname", self.hostname.clone()),
+        ];
+        if resolv_conf(sandbox).is_some() {
+            out.push(("/etc/resolv.conf", self.resolv.clone()));
+        }
+        out
+    }
+}
+
+/// The pod's resolv.conf from its DNS config; `None` when it has none (the image's stays).
+fn resolv_conf(sandbox: &Sandbox) -> Option<String> {
+    let dns = &sandbox.dns;
+    if dns.servers.is_empty() && dns.searches.is_empty() && dns.options.is_empty() {
+        return None;
+    }
+    let mut out = String::new();
+    if !dns.searches.is_empty() {
+        let _ = writeln!(out, "search {}", dns.searches.join(" "));
+    }
+    for server in &dns.servers {
+        let _ = writeln!(out, "nameserver {server}");
+    }
+    if !dns.options.is_empty() {
+        let _ = writeln!(out, "options {}", dns.options.join(" "));
+    }
+    Some(out)
+}
+
+fn pod_hostname(sandbox: &Sandbox) -> String {
+    if sandbox.hostname.is_empty() {
+        let mut name = sandbox.name.name.clone();
+        name.truncate(63);
+        name
+    } else {
+        sandbox.hostname.clone()
+    }
+}
+
+fn bind_mount(i: usize, m: &MountSpec) -> SandboxResult<oci_container::BindMount> {
+    let field = |f: &str| format!("config.mounts[{i}].{f}");
+    if !m.host_path.is_absolute() {
+        return Err(SandboxError::invalid(
+            field("host_path"),
+            format!("{} is not an absolute path", m.host_path.display()),
+        ));
+    }
+    let dest = Path::new(&m.container_path);
+    if !dest.is_absolute()
+        || dest == Path::new("/")
+        || dest
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+    {
+        return Err(SandboxError::invalid(
+            field("container_path"),
+            format!(
+                "{:?} must be an absolute path below / without '..'",
+                m.container_path
+            ),
+        ));
+    }
+    if std::fs::symlink_metadata(&m.host_path).is_err() {
+        // As CRI-O: a missing host directory is made (kubelet's hostPath DirectoryOrCreate).
+        std::fs::create_dir_all(&m.host_path).map_err(|e| {
+            SandboxError::invalid(
+                field("host_path"),
+                format!(
+                    "{} does not exist and cannot be made: {e}",
+                    m.host_path.display()
+                ),
+            )
+        })?;
+    }
+    let propagation = match m.propagation {
+        0 => oci_container::Propagation::Private,
+        1 => oci_container::Propagation::HostToContainer,
+        2 => oci_container::Propagation::Bidirectional,
+        other => {
+            return Err(SandboxError::invalid(
+                field("propagation"),
+                format!("unknown propagation {other}"),
+            ));
+        }
+    };
+    Ok(oci_container::BindMount {
+        source: m.host_path.clone(),
+        destination: m.container_path.clone(),
+        readonly: m.readonly,
+        propagation,
+    })
+}
+
+/// A stop signal as images name it: `SIGTERM`, `TERM`, `15`, `SIGRTMIN+3` is refused.
+fn parse_signal(text: &str) -> Result<i32, String> {
+    let text = text.trim();
+    if let Ok(n) = text.parse::<i32>() {
+        return Signal::try_from(n)
+            .map(|s| s as i32)
+            .map_err(|_| format!("stop signal {n} is not a signal"));
+    }
+    let upper = text.to_ascii_uppercase();
+    let name = if upper.starts_with("SIG") {
+        upper
+    } else {
+        format!("SIG{upper}")
+    };
+    name.parse::<Signal>()
+        .map(|s| s as i32)
+        .map_err(|_| format!("stop signal {text:?} is not a signal name"))
+}
+
+fn remove_dir(path: &Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> SandboxResult<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| SandboxError::Internal(format!("a worker task failed: {e}")))
+}
+
+fn now_nanos() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(1, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_signals_parse_as_images_write_them() {
+        for (text, want) in [
+            ("SIGTERM", Ok(15)),
+            ("TERM", Ok(15)),
+            ("sigquit", Ok(3)),
+            ("9", Ok(9)),
+            ("SIGWHAT", Err(())),
+            ("999", Err(())),
+        ] {
+            assert_eq!(parse_signal(text).map_err(drop), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn mounts_outside_what_is_allowed_are_refused_naming_the_field() {
+        let ok = MountSpec {
+            container_path: "/data".into(),
+            host_path: std::env::temp_dir(),
+            readonly: true,
+            propagation: 1,
+        };
+        assert!(bind_mount(0, &ok).is_ok());
+        for (m, field) in [
+            (
+                MountSpec {
+                    host_path: "rel".into(),
+                    ..ok.clone()
+                },
+                "config.mounts[3].host_path",
+            ),
+            (
+                MountSpec {
+                    container_path: "data".into(),
+                    ..ok.clone()
+                },
+                "config.mounts[3].container_path",
+            ),
+            (
+                MountSpec {
+                    container_path: "/a/../..".into(),
+                    ..ok.clone()
+                },
+                "config.mounts[3].container_path",
+            ),
+            (
+                MountSpec {
+                    container_path: "/".into(),
+                    ..ok.clone()
+                },
+                "config.mounts[3].container_path",
+            ),
+            (
+                MountSpec {
+                    propagation: 7,
+                    ..ok.clone()
+                },
+                "config.mounts[3].propagation",
+            ),
+        ] {
+            let err = bind_mount(3, &m).unwrap_err().to_string();
+            assert!(err.starts_with(field), "{err}");
+        }
+    }
+
+    #[test]
+    fn resolv_conf_is_the_pods_dns_or_none() {
+        let mut sandbox = Sandbox::example("s");
+        assert_eq!(resolv_conf(&sandbox), None);
+        sandbox.dns.servers = vec!["10.0.0.10".into()];
+        sandbox.dns.searches = vec!["ns.svc.cluster.local".into(), "svc.cluster.local".into()];
+        sandbox.dns.options = vec!["ndots:5".into()];
+        assert_eq!(
+            resolv_conf(&sandbox).unwrap(),
+            "search ns.svc.cluster.local svc.cluster.local\nnameserver 10.0.0.10\noptions ndots:5\n"
+        );
+    }
+}

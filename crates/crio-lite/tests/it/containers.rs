@@ -1,0 +1,664 @@
+//! Containers end to end: the `crio-lite` binary in a node namespace with the real plugins, runc
+//! and conmon, images pulled from a local docker-registry, driven with the calls crictl makes for
+//! runp, pull, create, start, ps, exec -s, logs, stats, stop, rm, stopp and rmp.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use cri_api::v1 as cri;
+use cri_api::v1::runtime_service_client::RuntimeServiceClient;
+use test_support::fs::file_names;
+use test_support::image::{Compression, ImageBuilder, Layer, Tar};
+use test_support::registry::{Registry, Upload};
+use tonic::transport::Channel;
+
+use crate::e2e_support::{self, Node};
+use crate::support;
+
+type Client = RuntimeServiceClient<Channel>;
+
+/// A node set up for containers, the registry it pulls from, and busybox pulled as `image`.
+struct Setup {
+    node: Node,
+    _registry: Registry,
+    image: String,
+}
+
+async fn setup(tag: &str) -> Setup {
+    let registry = Registry::start();
+    let image = ImageBuilder::new()
+        .layer(Layer::new(&Tar::busybox().build(), Compression::Gzip))
+        .build();
+    registry.push_image("e2e/busybox", Some("1"), &image, Upload::Monolithic);
+    let mut node = Node::new(tag);
+    let host = e2e_support::forward_into(&node.netns_path(), registry.host());
+    node.use_containers(&host);
+    node.start().await;
+    let reference = format!("{host}/e2e/busybox:1");
+    let mut images = support::image_client(&node.socket()).await;
+    images
+        .pull_image(cri::PullImageRequest {
+            image: Some(cri::ImageSpec {
+                image: reference.clone(),
+                ..cri::ImageSpec::default()
+            }),
+            auth: None,
+            sandbox_config: None,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("pull {reference}: {e}\n{}", node.logs()));
+    Setup {
+        node,
+        _registry: registry,
+        image: reference,
+    }
+}
+
+/// A pod whose containers log under `<node>/logs/<name>` and whose cgroups are the test's own.
+fn pod(node: &Node, name: &str) -> cri::RunPodSandboxRequest {
+    let mut request = e2e_support::pod(name, None);
+    if let Some(config) = request.config.as_mut() {
+        config.log_directory = node.path(&format!("logs/{name}")).display().to_string();
+        config.linux = Some(cri::LinuxPodSandboxConfig {
+            cgroup_parent: cgroup_parent(node, name),
+            ..Default::default()
+        });
+    }
+    request
+}
+
+fn cgroup_parent(node: &Node, name: &str) -> String {
+    format!("/crio-lite-e2e-{}-{name}", node.name())
+}
+
+fn container_config(image: &str, name: &str, script: &str) -> cri::ContainerConfig {
+    cri::ContainerConfig {
+        metadata: Some(cri::ContainerMetadata {
+            name: name.to_owned(),
+            attempt: 0,
+        }),
+        image: Some(cri::ImageSpec {
+            image: image.to_owned(),
+            ..cri::ImageSpec::default()
+        }),
+        command: vec!["/bin/sh".to_owned(), "-c".to_owned(), script.to_owned()],
+        log_path: format!("{name}/0.log"),
+        labels: HashMap::from([("container".to_owned(), name.to_owned())]),
+        ..cri::ContainerConfig::default()
+    }
+}
+
+async fn create(
+    client: &mut Client,
+    sandbox: &str,
+    config: cri::ContainerConfig,
+) -> Result<String, tonic::Status> {
+    // Boxed: the request's future is large.
+    Box::pin(client.create_container(cri::CreateContainerRequest {
+        pod_sandbox_id: sandbox.to_owned(),
+        config: Some(config),
+        sandbox_config: None,
+    }))
+    .await
+    .map(|r| r.into_inner().container_id)
+}
+
+async fn run(client: &mut Client, sandbox: &str, config: cri::ContainerConfig) -> String {
+    let name = config.metadata.clone().unwrap_or_default().name;
+    let id = create(client, sandbox, config)
+        .await
+        .unwrap_or_else(|e| panic!("CreateContainer {name}: {e}"));
+    client
+        .start_container(cri::StartContainerRequest {
+            container_id: id.clone(),
+        })
+        .await
+        .unwrap_or_else(|e| panic!("StartContainer {name}: {e}"));
+    id
+}
+
+async fn status(client: &mut Client, id: &str) -> cri::ContainerStatus {
+    client
+        .container_status(cri::ContainerStatusRequest {
+            container_id: id.to_owned(),
+            verbose: false,
+        })
+        .await
+        .unwrap_or_else(|e| panic!("ContainerStatus {id}: {e}"))
+        .into_inner()
+        .status
+        .expect("a status")
+}
+
+async fn wait_exited(client: &mut Client, id: &str, within: Duration) -> cri::ContainerStatus {
+    let deadline = Instant::now() + within;
+    loop {
+        let s = status(client, id).await;
+        if s.state == cri::ContainerState::ContainerExited as i32 {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "container {id} still {:?}",
+            s.state
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn exec(
+    client: &mut Client,
+    id: &str,
+    cmd: &[&str],
+    timeout: i64,
+) -> Result<cri::ExecSyncResponse, tonic::Status> {
+    client
+        .exec_sync(cri::ExecSyncRequest {
+            container_id: id.to_owned(),
+            cmd: cmd.iter().map(|&s| s.to_owned()).collect(),
+            timeout,
+        })
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+async fn list(client: &mut Client, filter: cri::ContainerFilter) -> Vec<cri::Container> {
+    client
+        .list_containers(cri::ListContainersRequest {
+            filter: Some(filter),
+        })
+        .await
+        .expect("ListContainers")
+        .into_inner()
+        .containers
+}
+
+/// The CRI log's lines as `(stream, tag, text)`, each checked to start with an RFC 3339 time.
+fn log_lines(path: &Path) -> Vec<(String, String, String)> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("read the log {}: {e}", path.display()));
+    text.lines()
+        .map(|line| {
+            let mut parts = line.splitn(4, ' ');
+            let time = parts.next().unwrap_or_default();
+            assert!(
+                time.len() > 20 && time.as_bytes()[4] == b'-' && time.contains('T'),
+                "a CRI log line starts with its time: {line:?}"
+            );
+            let stream = parts.next().unwrap_or_default().to_owned();
+            let tag = parts.next().unwrap_or_default().to_owned();
+            (stream, tag, parts.next().unwrap_or_default().to_owned())
+        })
+        .collect()
+}
+
+async fn wait_log(path: &Path, text: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(path).is_ok_and(|t| t.contains(text)) {
+        assert!(
+            Instant::now() < deadline,
+            "{} never held {text:?}: {:?}",
+            path.display(),
+            std::fs::read_to_string(path)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Nothing of the containers is left: runc's state, conmon, root file systems, bundles, state
+/// files, mounts under the storage.
+fn assert_no_container_left(node: &Node) {
+    let leaks = [
+        ("runc containers", node.runc_containers()),
+        ("processes in the node namespace", {
+            node.ns().pids().iter().map(ToString::to_string).collect()
+        }),
+        (
+            "root file systems",
+            file_names(&node.state_dir().join("storage/containers"))
+                .into_iter()
+                .filter(|n| !n.starts_with('.'))
+                .collect(),
+        ),
+        ("bundles", file_names(&node.run_dir().join("containers"))),
+        ("pod files", file_names(&node.run_dir().join("pods"))),
+        (
+            "container state files",
+            file_names(&node.state_dir().join("containers")),
+        ),
+        (
+            "mounts under the storage",
+            test_support::fs::mounts_at_or_below(&node.state_dir().join("storage"))
+                .into_iter()
+                .map(|m| m.point)
+                .collect(),
+        ),
+    ];
+    let found: Vec<String> = leaks
+        .iter()
+        .filter(|(_, left)| !left.is_empty())
+        .map(|(what, left)| format!("{what}: {left:?}"))
+        .collect();
+    assert!(found.is_empty(), "leaked:\n{}", found.join("\n"));
+}
+
+fn remove_cgroups(node: &Node, names: &[&str]) {
+    for controller in file_names(Path::new("/sys/fs/cgroup")) {
+        for name in names {
+            let dir = PathBuf::from("/sys/fs/cgroup")
+                .join(&controller)
+                .join(cgroup_parent(node, name).trim_start_matches('/'));
+            let _ = std::fs::remove_dir(dir);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + netns + runc: cargo xtask test"]
+async fn a_pod_of_two_containers_talks_over_localhost_execs_logs_and_goes() {
+    let Setup {
+        mut node,
+        image,
+        _registry,
+    } = setup("ctr").await;
+    let mut client = node.client().await;
+    let sandbox = client
+        .run_pod_sandbox(pod(&node, "web"))
+        .await
+        .expect("RunPodSandbox")
+        .into_inner()
+        .pod_sandbox_id;
+
+    let server = run(
+        &mut client,
+        &sandbox,
+        container_config(
+            &image,
+            "server",
+            "mkdir -p /tmp/www && echo hello from the server > /tmp/www/index.html && \
+             echo serving && exec httpd -f -p 8080 -h /tmp/www",
+        ),
+    )
+    .await;
+    let client_id = run(
+        &mut client,
+        &sandbox,
+        container_config(
+            &image,
+            "client",
+            "until wget -q -O- http://127.0.0.1:8080/; do sleep 0.1; done; echo oops >&2; \
+             sleep 3600",
+        ),
+    )
+    .await;
+    let logs = node.path("logs/web");
+    wait_log(&logs.join("client/0.log"), "hello from the server").await;
+    let lines = log_lines(&logs.join("client/0.log"));
+    assert!(
+        lines.contains(&("stdout".into(), "F".into(), "hello from the server".into())),
+        "{lines:?}"
+    );
+    assert!(
+        lines.contains(&("stderr".into(), "F".into(), "oops".into())),
+        "{lines:?}"
+    );
+    wait_log(&logs.join("server/0.log"), "serving").await;
+
+    // crictl ps, ps --state, ps --label
+    let all = list(&mut client, cri::ContainerFilter::default()).await;
+    assert_eq!(all.len(), 2);
+    assert!(all.iter().all(|c| c.pod_sandbox_id == sandbox
+        && c.state == cri::ContainerState::ContainerRunning as i32
+        && c.image_id.starts_with("sha256:")));
+    let labelled = list(
+        &mut client,
+        cri::ContainerFilter {
+            label_selector: HashMap::from([("container".to_owned(), "server".to_owned())]),
+            ..cri::ContainerFilter::default()
+        },
+    )
+    .await;
+    assert_eq!(labelled.len(), 1);
+    assert_eq!(labelled[0].id, server);
+
+    check_exec_sync(&mut client, &server).await;
+
+    check_stats(&mut client, &server).await;
+
+    check_stop_and_remove(&mut client, &sandbox, &image, &client_id, &logs).await;
+
+    // stopp stops the server, rmp removes what is left.
+    e2e_support::stop(&mut client, &sandbox).await;
+    let server_status = status(&mut client, &server).await;
+    assert_eq!(
+        server_status.state,
+        cri::ContainerState::ContainerExited as i32
+    );
+    e2e_support::remove(&mut client, &sandbox).await;
+    assert!(
+        list(&mut client, cri::ContainerFilter::default())
+            .await
+            .is_empty()
+    );
+    drop(client);
+    assert!(node.sigterm().await, "the daemon exits cleanly on SIGTERM");
+    assert_no_container_left(&node);
+    node.assert_nothing_leaked(&[sandbox]);
+    remove_cgroups(&node, &["web"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + netns + runc: cargo xtask test"]
+async fn containers_outlive_a_killed_daemon_and_report_right_after_its_restart() {
+    let Setup {
+        mut node,
+        image,
+        _registry,
+    } = setup("ctrkill").await;
+    let mut client = node.client().await;
+    let sandbox = client
+        .run_pod_sandbox(pod(&node, "db"))
+        .await
+        .expect("RunPodSandbox")
+        .into_inner()
+        .pod_sandbox_id;
+    let long = run(
+        &mut client,
+        &sandbox,
+        container_config(&image, "long", "echo started; exec sleep 3600"),
+    )
+    .await;
+    let short = run(
+        &mut client,
+        &sandbox,
+        container_config(&image, "short", "sleep 2; echo finished; exit 7"),
+    )
+    .await;
+    let created = create(
+        &mut client,
+        &sandbox,
+        container_config(&image, "idle", "echo never"),
+    )
+    .await
+    .expect("CreateContainer");
+    let pid_before = status_info_pid(&mut client, &long).await;
+
+    drop(client);
+    node.sigkill();
+    // The short one exits while the daemon is down.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    node.start().await;
+    node.wait_recovered().await;
+    let mut client = node.client().await;
+
+    let long_status = status(&mut client, &long).await;
+    assert_eq!(
+        long_status.state,
+        cri::ContainerState::ContainerRunning as i32
+    );
+    assert_eq!(status_info_pid(&mut client, &long).await, pid_before);
+    let out = exec(&mut client, &long, &["echo", "still here"], 10)
+        .await
+        .expect("ExecSync after the restart");
+    assert_eq!(out.stdout, b"still here\n");
+    let short_status = wait_exited(&mut client, &short, Duration::from_secs(10)).await;
+    assert_eq!(
+        (short_status.exit_code, short_status.reason.as_str()),
+        (7, "Error")
+    );
+    let lines = log_lines(&node.path("logs/db/short/0.log"));
+    assert!(
+        lines.iter().any(|(_, _, text)| text == "finished"),
+        "the log written while the daemon was down is there: {lines:?}"
+    );
+    assert_eq!(
+        status(&mut client, &created).await.state,
+        cri::ContainerState::ContainerCreated as i32
+    );
+
+    e2e_support::stop(&mut client, &sandbox).await;
+    e2e_support::remove(&mut client, &sandbox).await;
+    drop(client);
+    assert!(node.sigterm().await);
+    assert_no_container_left(&node);
+    node.assert_nothing_leaked(&[sandbox]);
+    remove_cgroups(&node, &["db"]);
+}
+
+/// `crictl exec -s`: output, exit codes, a missing command, a timeout that kills the command,
+/// the pod's resolv.conf.
+async fn check_exec_sync(client: &mut Client, server: &str) {
+    let server = server.to_owned();
+    // crictl exec -s: output, exit codes, a missing command, a timeout
+    let out = exec(client, &server, &["cat", "/etc/hostname"], 10)
+        .await
+        .expect("ExecSync");
+    assert_eq!((out.exit_code, out.stdout.as_slice()), (0, &b"web\n"[..]));
+    let out = exec(client, &server, &["sh", "-c", "echo err >&2; exit 3"], 10)
+        .await
+        .expect("ExecSync");
+    assert_eq!((out.exit_code, out.stderr.as_slice()), (3, &b"err\n"[..]));
+    let out = exec(client, &server, &["no-such-command"], 10)
+        .await
+        .expect("ExecSync of a missing command answers with its exit code");
+    assert_ne!(out.exit_code, 0);
+    let started = Instant::now();
+    let slow = exec(client, &server, &["sleep", "30"], 1)
+        .await
+        .expect_err("an ExecSync past its timeout fails");
+    assert_eq!(slow.code(), tonic::Code::DeadlineExceeded, "{slow}");
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let ps = exec(client, &server, &["ps", "-o", "comm"], 10)
+        .await
+        .expect("ExecSync ps");
+    assert!(
+        !String::from_utf8_lossy(&ps.stdout).contains("sleep"),
+        "the timed-out command was killed: {}",
+        String::from_utf8_lossy(&ps.stdout)
+    );
+    let resolv = exec(client, &server, &["cat", "/etc/resolv.conf"], 10)
+        .await
+        .expect("ExecSync");
+    assert!(String::from_utf8_lossy(&resolv.stdout).contains("nameserver 10.96.0.10"));
+}
+
+/// `crictl stats` of one container and of all.
+async fn check_stats(client: &mut Client, server: &str) {
+    let server = server.to_owned();
+    // crictl stats
+    let stats = client
+        .container_stats(cri::ContainerStatsRequest {
+            container_id: server.clone(),
+        })
+        .await
+        .expect("ContainerStats")
+        .into_inner()
+        .stats
+        .expect("stats");
+    let memory = stats
+        .memory
+        .and_then(|m| m.working_set_bytes)
+        .map(|v| v.value);
+    assert!(memory.is_some_and(|m| m > 0), "{memory:?}");
+    let cpu = stats
+        .cpu
+        .and_then(|c| c.usage_core_nano_seconds)
+        .map(|v| v.value);
+    assert!(cpu.is_some_and(|c| c > 0), "{cpu:?}");
+    let all_stats = client
+        .list_container_stats(cri::ListContainerStatsRequest { filter: None })
+        .await
+        .expect("ListContainerStats")
+        .into_inner()
+        .stats;
+    assert_eq!(all_stats.len(), 2);
+}
+
+/// A container that ignores SIGTERM is killed after the timeout; one that exits at once is
+/// Completed; a removed one is gone but its log stays.
+async fn check_stop_and_remove(
+    client: &mut Client,
+    sandbox: &str,
+    image: &str,
+    client_id: &str,
+    logs: &Path,
+) {
+    let (sandbox, client_id) = (sandbox.to_owned(), client_id.to_owned());
+    // The client ignores SIGTERM (a shell as pid 1): killed after the timeout.
+    let started = Instant::now();
+    client
+        .stop_container(cri::StopContainerRequest {
+            container_id: client_id.clone(),
+            timeout: 1,
+        })
+        .await
+        .expect("StopContainer");
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    let stopped = status(client, &client_id).await;
+    assert_eq!(stopped.state, cri::ContainerState::ContainerExited as i32);
+    assert_eq!((stopped.exit_code, stopped.reason.as_str()), (137, "Error"));
+    assert!(stopped.finished_at >= stopped.started_at && stopped.started_at > 0);
+    assert!(stopped.log_path.ends_with("client/0.log"));
+
+    // A container that exits at once is Completed with its code.
+    let quick = run(client, &sandbox, container_config(image, "quick", "exit 0")).await;
+    let done = wait_exited(client, &quick, Duration::from_secs(10)).await;
+    assert_eq!((done.exit_code, done.reason.as_str()), (0, "Completed"));
+
+    // crictl rm of a stopped container; the name is free again.
+    client
+        .remove_container(cri::RemoveContainerRequest {
+            container_id: client_id.clone(),
+        })
+        .await
+        .expect("RemoveContainer");
+    let gone = client
+        .container_status(cri::ContainerStatusRequest {
+            container_id: client_id.clone(),
+            verbose: false,
+        })
+        .await
+        .expect_err("a removed container has no status");
+    assert_eq!(gone.code(), tonic::Code::NotFound);
+    assert!(
+        logs.join("client/0.log").exists(),
+        "the log stays for kubelet"
+    );
+}
+
+async fn status_info_pid(client: &mut Client, id: &str) -> i64 {
+    let info = client
+        .container_status(cri::ContainerStatusRequest {
+            container_id: id.to_owned(),
+            verbose: true,
+        })
+        .await
+        .expect("ContainerStatus verbose")
+        .into_inner()
+        .info;
+    let info: serde_json::Value = serde_json::from_str(&info["info"]).expect("the info is JSON");
+    info["pid"].as_i64().expect("a pid")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + netns + runc: cargo xtask test"]
+async fn bad_requests_and_an_oom_kill_are_reported_and_the_daemon_keeps_serving() {
+    let Setup {
+        mut node,
+        image,
+        _registry,
+    } = setup("ctrbad").await;
+    let mut client = node.client().await;
+    let sandbox = client
+        .run_pod_sandbox(pod(&node, "bad"))
+        .await
+        .expect("RunPodSandbox")
+        .into_inner()
+        .pod_sandbox_id;
+
+    let missing_image = create(
+        &mut client,
+        &sandbox,
+        container_config("127.0.0.1:1/nothing:here", "x", "true"),
+    )
+    .await
+    .expect_err("an image that was never pulled");
+    assert_eq!(
+        missing_image.code(),
+        tonic::Code::NotFound,
+        "{missing_image}"
+    );
+    assert!(missing_image.message().contains("nothing:here"));
+    let missing_sandbox = create(&mut client, "f00d", container_config(&image, "x", "true"))
+        .await
+        .expect_err("a sandbox that does not exist");
+    assert_eq!(missing_sandbox.code(), tonic::Code::NotFound);
+    let mut bad_mount = container_config(&image, "x", "true");
+    bad_mount.mounts = vec![cri::Mount {
+        container_path: "relative/path".to_owned(),
+        host_path: "/tmp".to_owned(),
+        ..cri::Mount::default()
+    }];
+    let refused = create(&mut client, &sandbox, bad_mount)
+        .await
+        .expect_err("a mount outside what is allowed");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    assert!(
+        refused
+            .message()
+            .contains("config.mounts[0].container_path"),
+        "{refused}"
+    );
+    let missing_container = client
+        .start_container(cri::StartContainerRequest {
+            container_id: "deadbeef".to_owned(),
+        })
+        .await
+        .expect_err("no such container");
+    assert_eq!(missing_container.code(), tonic::Code::NotFound);
+
+    let mut hog = container_config(
+        &image,
+        "hog",
+        "echo start; x=a; while true; do x=$x$x; done",
+    );
+    hog.linux = Some(cri::LinuxContainerConfig {
+        resources: Some(cri::LinuxContainerResources {
+            memory_limit_in_bytes: 32 << 20,
+            ..cri::LinuxContainerResources::default()
+        }),
+        security_context: None,
+    });
+    let hog = run(&mut client, &sandbox, hog).await;
+    let killed = wait_exited(&mut client, &hog, Duration::from_secs(60)).await;
+    assert_eq!(
+        (killed.reason.as_str(), killed.exit_code),
+        ("OOMKilled", 137),
+        "{killed:?}"
+    );
+    assert_eq!(
+        killed
+            .resources
+            .and_then(|r| r.linux)
+            .map(|l| l.memory_limit_in_bytes),
+        Some(32 << 20)
+    );
+
+    // The daemon serves on.
+    let ok = run(
+        &mut client,
+        &sandbox,
+        container_config(&image, "ok", "exit 0"),
+    )
+    .await;
+    let done = wait_exited(&mut client, &ok, Duration::from_secs(10)).await;
+    assert_eq!(done.exit_code, 0);
+
+    e2e_support::stop(&mut client, &sandbox).await;
+    e2e_support::remove(&mut client, &sandbox).await;
+    drop(client);
+    assert!(node.sigterm().await);
+    assert_no_container_left(&node);
+    remove_cgroups(&node, &["bad"]);
+}
