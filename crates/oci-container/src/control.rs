@@ -46,8 +46,8 @@ impl Runtime {
     /// [`Error::InvalidId`]; [`Error::InvalidConfig`] for a limit the spec cannot say (a memory
     /// limit that is not positive) or an `oom_score_adj`; [`Error::NotFound`] when this runtime
     /// did not create the container (it has no state directory) or the runtime does not know it;
-    /// [`Error::File`] when the resources file cannot be written; [`Error::Runtime`] with its message (a
-    /// memory limit below what the container uses), [`Error::Timeout`].
+    /// [`Error::File`] when the resources file cannot be written; [`Error::Runtime`] with its
+    /// message (a memory limit below what the container uses), [`Error::Timeout`].
     pub async fn update(&self, id: &str, resources: &Resources) -> Result<()> {
         validate_id(id)?;
         if resources.oom_score_adj.is_some() {
@@ -104,7 +104,9 @@ mod tests {
         assert_eq!(
             json,
             serde_json::json!({
-                "cpu": {"shares": 512, "quota": 50_000, "period": 100_000, "cpus": "0-1", "mems": "0"},
+                "cpu": {
+                    "shares": 512, "quota": 50_000, "period": 100_000, "cpus": "0-1", "mems": "0"
+                },
                 "memory": {"limit": 67_108_864},
                 "pids": {"limit": 100},
             })

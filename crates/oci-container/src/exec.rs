@@ -23,6 +23,8 @@ pub const EXEC_TIMEOUT_EXIT_CODE: i32 = -1;
 /// How long the runtime and the streams get to finish once the command was killed, or once the
 /// runtime exited (a process the command left in the background may hold the pipes open).
 const GRACE: Duration = Duration::from_secs(2);
+/// What a timeout past the clock's range becomes: longer than any exec.
+const FOREVER: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 /// How long a stopped runtime gets to show it has stopped.
 const STOP_WAIT: Duration = Duration::from_millis(500);
 /// The most read of a bundle's `config.json`.
@@ -111,7 +113,10 @@ impl Runtime {
             };
             tokio::pin!(reading);
             let mut read_done = false;
-            let mut until = Instant::now() + timeout;
+            // a timeout too long for the clock (Duration::MAX) is no timeout
+            let mut until = Instant::now()
+                .checked_add(timeout)
+                .unwrap_or_else(|| Instant::now() + FOREVER);
             while !(read_done && status.is_some()) {
                 tokio::select! {
                     _ = &mut reading, if !read_done => read_done = true,
@@ -126,7 +131,7 @@ impl Runtime {
                         }
                         timed_out = true;
                         if let Some(pid) = runtime_pid {
-                            kill_exec(id, pid, &files.pid);
+                            kill_exec(id, pid, &files.pid).await;
                         }
                         until = Instant::now() + GRACE;
                     }
@@ -250,11 +255,12 @@ fn process_for(config: &[u8], command: &[String]) -> std::result::Result<Vec<u8>
 /// The runtime is stopped first. It is the command's parent and, stopped, cannot reap it, so
 /// the command's pid, and the group it leads, stay the command's until it is killed: no reused
 /// pid is signalled. The runtime itself is our unreaped child.
-fn kill_exec(id: &str, runtime_pid: u32, pid_file: &Path) {
+async fn kill_exec(id: &str, runtime_pid: u32, pid_file: &Path) {
     let Ok(runtime) = i32::try_from(runtime_pid) else {
         return;
     };
-    let stopped = kill(Pid::from_raw(runtime), Signal::SIGSTOP).is_ok() && wait_stopped(runtime);
+    let stopped =
+        kill(Pid::from_raw(runtime), Signal::SIGSTOP).is_ok() && wait_stopped(runtime).await;
     let mut targets: Vec<(ProcessIdentity, ProcStat)> = ProcStat::children_of(runtime);
     if let Ok(Some(pid)) = record::read_number(id, pid_file)
         && !targets.iter().any(|(who, _)| who.pid == pid)
@@ -283,7 +289,7 @@ fn kill_exec(id: &str, runtime_pid: u32, pid_file: &Path) {
 }
 
 /// Waits until every thread of `pid` has stopped, so no reap it had under way is still to come.
-fn wait_stopped(pid: i32) -> bool {
+async fn wait_stopped(pid: i32) -> bool {
     let deadline = Instant::now() + STOP_WAIT;
     loop {
         if all_threads_stopped(pid) {
@@ -296,7 +302,7 @@ fn wait_stopped(pid: i32) -> bool {
             );
             return false;
         }
-        std::thread::sleep(Duration::from_millis(1));
+        tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }
 
@@ -326,8 +332,8 @@ mod tests {
 
     #[test]
     fn the_process_is_the_specs_with_new_args_and_no_terminal() {
-        let config = br#"{"ociVersion":"1.0.2","process":{"terminal":true,"consoleSize":{"height":1,"width":2},
-            "args":["/bin/sh"],"env":["PATH=/bin","A=b"],"cwd":"/w","user":{"uid":5,"gid":6},
+        let config = br#"{"ociVersion":"1.0.2","process":{"terminal":true,
+            "consoleSize":{"height":1,"width":2},"args":["/bin/sh"],"env":["PATH=/bin","A=b"],"cwd":"/w","user":{"uid":5,"gid":6},
             "x-unknown":7},"root":{"path":"/r"}}"#;
         let out = process_for(config, &["ls".into(), "-l".into()]).unwrap();
         let p: serde_json::Value = serde_json::from_slice(&out).unwrap();
@@ -398,7 +404,7 @@ mod tests {
         };
         let leader = ProcessIdentity::of(leader).unwrap();
 
-        kill_exec("c1", runtime_pid, &pid_file);
+        kill_exec("c1", runtime_pid, &pid_file).await;
         let status = tokio::time::timeout(Duration::from_secs(10), runtime.wait())
             .await
             .unwrap()
