@@ -128,6 +128,17 @@ pub enum Error {
         /// The container.
         container: String,
     },
+    /// A seccomp profile file (a [`Seccomp::Localhost`](crate::Seccomp::Localhost) profile) is not
+    /// a profile this crate can use; reading it fails with [`Error::File`] instead.
+    #[error("container {container}: seccomp profile {}: {reason}", path.display())]
+    SeccompProfile {
+        /// The container.
+        container: String,
+        /// The profile file.
+        path: PathBuf,
+        /// What is wrong, naming the field (`syscalls[3].action: unknown action ...`).
+        reason: String,
+    },
 }
 
 /// The crate's result type.
@@ -176,7 +187,8 @@ impl Error {
             | Error::Runtime { container, .. }
             | Error::Timeout { container, .. }
             | Error::NotFound { container, .. }
-            | Error::NotExited { container } => container,
+            | Error::NotExited { container }
+            | Error::SeccompProfile { container, .. } => container,
         }
     }
 }

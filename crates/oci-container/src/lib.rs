@@ -60,6 +60,7 @@ mod defaults;
 mod error;
 mod record;
 mod runtime;
+pub mod seccomp;
 mod spec;
 pub mod user;
 
@@ -75,4 +76,5 @@ pub use record::{ContainerRecord, ProcessIdentity};
 pub use runtime::{
     ContainerState, DEFAULT_CREATE_TIMEOUT, DEFAULT_TIMEOUT, Records, Runtime, Status,
 };
+pub use seccomp::Seccomp;
 pub use spec::{OCI_VERSION, generate, write_bundle};
