@@ -3,4 +3,5 @@
 //! (`cargo xtask test` does).
 
 mod lifecycle;
+mod seccomp;
 mod support;
