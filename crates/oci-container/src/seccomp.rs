@@ -19,6 +19,7 @@
 //! CRI's "no profile given" is a choice of the runtime daemon: [`Seccomp::for_empty_profile`].
 
 mod default_profile;
+mod json;
 mod profile;
 
 use std::path::{Path, PathBuf};
