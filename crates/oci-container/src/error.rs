@@ -139,6 +139,14 @@ pub enum Error {
         /// What is wrong, naming the field (`syscalls[3].action: unknown action ...`).
         reason: String,
     },
+    /// A hook configuration file (oci-hooks(5)) was refused; the other files still load.
+    #[error("hook {}: {reason}", path.display())]
+    Hook {
+        /// The hook configuration file.
+        path: PathBuf,
+        /// What is wrong, naming the field (`hook.path: ...`), or why the file cannot be read.
+        reason: String,
+    },
 }
 
 /// The crate's result type.
@@ -173,7 +181,7 @@ impl Error {
         }
     }
 
-    /// The container this error is about.
+    /// The container this error is about, `-` when none is (a hook configuration file).
     pub fn container(&self) -> &str {
         match self {
             Error::InvalidId { id, .. } => id,
@@ -189,6 +197,7 @@ impl Error {
             | Error::NotFound { container, .. }
             | Error::NotExited { container }
             | Error::SeccompProfile { container, .. } => container,
+            Error::Hook { .. } => "-",
         }
     }
 }

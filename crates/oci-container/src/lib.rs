@@ -58,6 +58,7 @@ mod command;
 mod config;
 mod defaults;
 mod error;
+pub mod hooks;
 mod record;
 mod runtime;
 pub mod seccomp;
@@ -72,6 +73,7 @@ pub use defaults::{
     DEFAULT_READONLY_PATHS,
 };
 pub use error::{Error, Result, validate_id};
+pub use hooks::Hooks;
 pub use record::{ContainerRecord, ProcessIdentity};
 pub use runtime::{
     ContainerState, DEFAULT_CREATE_TIMEOUT, DEFAULT_TIMEOUT, Records, Runtime, Status,

@@ -23,6 +23,7 @@ pub const OCI_VERSION: &str = "1.0.2";
 ///
 /// The only files read are `rootfs`'s `/etc/passwd` and `/etc/group`, and only when the user is
 /// given by name (see [`user::resolve`]), and a [`Seccomp::Localhost`](crate::Seccomp) profile.
+/// OCI hooks are not added here: see [`Hooks::apply`](crate::Hooks::apply).
 ///
 /// # Errors
 ///
