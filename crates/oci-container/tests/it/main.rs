@@ -2,6 +2,7 @@
 //! system. They need root: `CNI_PRIVILEGED_TESTS=1 cargo test -p oci-container -- --ignored`
 //! (`cargo xtask test` does).
 
+mod hooks;
 mod lifecycle;
 mod seccomp;
 mod support;
