@@ -95,11 +95,9 @@ impl Daemon {
         let store = Store::open(&config.crio.root)?;
         let images = Images::open(&config)?.with_progress(metrics.image_progress());
         let containers = Arc::new(Containers::new(
-            &config.runtime_handlers(),
-            &config.crio.runtime.default_runtime,
+            &config,
             images.clone(),
             Store::open(&config.crio.root)?,
-            config.crio.runroot.clone(),
         ));
         let manager = Arc::new(Manager::new(
             Arc::clone(&cni),

@@ -8,11 +8,13 @@ use std::path::PathBuf;
 
 use oci_spec::image::ImageConfiguration;
 
+use crate::seccomp::Seccomp;
+
 /// Everything [`crate::generate`] needs to make a container's runtime spec, besides its root file
 /// system.
 ///
 /// `Default` is a container that runs the image's own command as the image's user, with CRI-O's
-/// default capabilities, masked paths and mounts, in namespaces of its own.
+/// default capabilities, masked paths and mounts, in namespaces of its own, without seccomp.
 #[derive(Debug, Clone, Default)]
 pub struct ContainerConfig {
     /// The container's id: named in every error, set as the spec's hostname when
@@ -44,6 +46,9 @@ pub struct ContainerConfig {
     pub capabilities: CapabilityChanges,
     /// All capabilities, every host device, no masked or read-only paths, `/sys` writable.
     pub privileged: bool,
+    /// The seccomp filter, made for the container's final capabilities; none when privileged.
+    /// CRI's "no profile given" maps to [`Seccomp::for_empty_profile`].
+    pub seccomp: Seccomp,
     /// Sets `no_new_privileges`: setuid binaries and file capabilities grant nothing.
     pub no_new_privileges: bool,
     /// Mounts the root file system read-only.

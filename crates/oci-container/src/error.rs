@@ -138,6 +138,25 @@ pub enum Error {
         /// What it is instead: the runtime's status, or why the runtime or conmon refused.
         state: String,
     },
+    /// A seccomp profile file (a [`Seccomp::Localhost`](crate::Seccomp::Localhost) profile) is not
+    /// a profile this crate can use; reading it fails with [`Error::File`] instead.
+    #[error("container {container}: seccomp profile {}: {reason}", path.display())]
+    SeccompProfile {
+        /// The container.
+        container: String,
+        /// The profile file.
+        path: PathBuf,
+        /// What is wrong, naming the field (`syscalls[3].action: unknown action ...`).
+        reason: String,
+    },
+    /// A hook configuration file (oci-hooks(5)) was refused; the other files still load.
+    #[error("hook {}: {reason}", path.display())]
+    Hook {
+        /// The hook configuration file.
+        path: PathBuf,
+        /// What is wrong, naming the field (`hook.path: ...`), or why the file cannot be read.
+        reason: String,
+    },
 }
 
 /// The crate's result type.
@@ -172,7 +191,7 @@ impl Error {
         }
     }
 
-    /// The container this error is about.
+    /// The container this error is about, `-` when none is (a hook configuration file).
     pub fn container(&self) -> &str {
         match self {
             Error::InvalidId { id, .. } => id,
@@ -187,7 +206,9 @@ impl Error {
             | Error::Timeout { container, .. }
             | Error::NotFound { container, .. }
             | Error::NotExited { container }
-            | Error::NotRunning { container, .. } => container,
+            | Error::NotRunning { container, .. }
+            | Error::SeccompProfile { container, .. } => container,
+            Error::Hook { .. } => "-",
         }
     }
 }

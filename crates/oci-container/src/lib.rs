@@ -10,6 +10,13 @@
 //!   command/args, env, user, mounts, namespaces to join, capabilities, resources...) and a root
 //!   file system make an [`oci_spec::runtime::Spec`] with CRI-O's defaults; pure but for reading
 //!   the root's `/etc/passwd` and `/etc/group` ([`user::resolve`]), never through a link.
+//!   [`ContainerConfig::seccomp`] picks the [`Seccomp`] filter: none, this crate's default
+//!   profile for the container's capabilities, or a profile file (Docker's format); a privileged
+//!   container gets none.
+//! - [`Hooks`]: OCI hooks from hooks directories (oci-hooks(5)), as CRI-O injects them. The caller
+//!   loads them once ([`Hooks::load`], which reports bad files and keeps the good ones) and
+//!   applies them to each spec after [`generate`] ([`Hooks::apply`]), with the Kubernetes
+//!   annotations and whether bind mounts were asked for.
 //! - [`write_bundle`]: `config.json`, written atomically.
 //! - [`Runtime`]: `create` (conmon daemonizes, runs `<runtime> create`, writes the CRI log and,
 //!   later, the exit file), `start`, `state`, `kill`, `wait`, `exit_code`, `delete`, `remove`,
@@ -33,9 +40,15 @@
 //! use std::path::Path;
 //! use std::time::Duration;
 //!
-//! use oci_container::{ContainerConfig, NamespacePaths, Runtime};
+//! use oci_container::{ContainerConfig, Hooks, NamespacePaths, Runtime, Seccomp};
 //!
 //! # async fn demo() -> oci_container::Result<()> {
+//! // once, at start: a bad hook file is reported, the others are used
+//! let (hooks, errors) = Hooks::load(&[oci_container::hooks::DEFAULT_HOOKS_DIR.into()]);
+//! for e in &errors {
+//!     eprintln!("{e}");
+//! }
+//!
 //! let config = ContainerConfig {
 //!     id: "web-1".into(),
 //!     command: vec!["/bin/sh".into(), "-c".into(), "echo hello; exit 3".into()],
@@ -43,10 +56,12 @@
 //!         network: Some("/run/netns/pod-1".into()),
 //!         ..NamespacePaths::default()
 //!     },
+//!     seccomp: Seccomp::RuntimeDefault,
 //!     ..ContainerConfig::default()
 //! };
 //! let rootfs = Path::new("/var/lib/crio-lite/rootfs/web-1/merged");
-//! let spec = oci_container::generate(&config, rootfs)?;
+//! let mut spec = oci_container::generate(&config, rootfs)?;
+//! hooks.apply(&mut spec, &config.annotations, !config.mounts.is_empty());
 //! let bundle = Path::new("/run/crio-lite/bundles/web-1");
 //! oci_container::write_bundle(&config.id, bundle, &spec)?;
 //!
@@ -69,9 +84,11 @@ mod control;
 mod defaults;
 mod error;
 mod exec;
+pub mod hooks;
 mod monitor;
 mod record;
 mod runtime;
+pub mod seccomp;
 mod spec;
 pub mod user;
 
@@ -85,9 +102,11 @@ pub use defaults::{
 };
 pub use error::{Error, Result, validate_id};
 pub use exec::{EXEC_TIMEOUT_EXIT_CODE, ExecOutput};
+pub use hooks::Hooks;
 pub use monitor::Exit;
 pub use record::{ContainerRecord, ProcessIdentity};
 pub use runtime::{
     ContainerState, DEFAULT_CREATE_TIMEOUT, DEFAULT_TIMEOUT, Records, Runtime, Status,
 };
+pub use seccomp::Seccomp;
 pub use spec::{OCI_VERSION, generate, write_bundle};

@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use oci_spec::runtime::{
     Capabilities, Capability, LinuxCapabilities, LinuxCpu, LinuxDeviceCgroup, LinuxMemory,
-    LinuxNamespace, LinuxNamespaceType, LinuxPids, LinuxResources, Mount, Process, Root, Spec,
-    User,
+    LinuxNamespace, LinuxNamespaceType, LinuxPids, LinuxResources, LinuxSeccomp, Mount, Process,
+    Root, Spec, User,
 };
 use safe_file::Durability;
 
@@ -22,12 +22,13 @@ pub const OCI_VERSION: &str = "1.0.2";
 /// directory `rootfs` (an absolute path, written into the spec as it is).
 ///
 /// The only files read are `rootfs`'s `/etc/passwd` and `/etc/group`, and only when the user is
-/// given by name (see [`user::resolve`]).
+/// given by name (see [`user::resolve`]), and a [`Seccomp::Localhost`](crate::Seccomp) profile.
+/// OCI hooks are not added here: see [`Hooks::apply`](crate::Hooks::apply).
 ///
 /// # Errors
 ///
-/// [`Error::InvalidId`], [`Error::InvalidConfig`] naming the field, [`Error::NoCommand`], and the
-/// errors of [`user::resolve`].
+/// [`Error::InvalidId`], [`Error::InvalidConfig`] naming the field, [`Error::NoCommand`], the
+/// errors of [`user::resolve`] and of [`Seccomp::linux_seccomp`](crate::Seccomp::linux_seccomp).
 pub fn generate(config: &ContainerConfig, rootfs: &Path) -> Result<Spec> {
     let id = config.id.as_str();
     validate_id(id)?;
@@ -61,6 +62,13 @@ pub fn generate(config: &ContainerConfig, rootfs: &Path) -> Result<Spec> {
         ));
     }
 
+    let caps = capabilities(id, &config.capabilities, config.privileged)?;
+    // The filter follows the final capability set: CAP_SYS_ADMIN unlocks mount(2) and so on.
+    let seccomp = config.seccomp.linux_seccomp(
+        id,
+        caps.bounding().as_ref().unwrap_or(&Capabilities::new()),
+        config.privileged,
+    )?;
     let mut process = Process::default();
     process
         .set_terminal(Some(false))
@@ -68,11 +76,7 @@ pub fn generate(config: &ContainerConfig, rootfs: &Path) -> Result<Spec> {
         .set_env(Some(env))
         .set_cwd(PathBuf::from(cwd))
         .set_user(user_of(&resolved, &config.supplemental_groups))
-        .set_capabilities(Some(capabilities(
-            id,
-            &config.capabilities,
-            config.privileged,
-        )?))
+        .set_capabilities(Some(caps))
         .set_no_new_privileges(Some(config.no_new_privileges))
         .set_oom_score_adj(oom_score_adj(id, config.resources.oom_score_adj)?)
         .set_rlimits(None);
@@ -94,7 +98,7 @@ pub fn generate(config: &ContainerConfig, rootfs: &Path) -> Result<Spec> {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect()
         }))
-        .set_linux(Some(linux(id, config)?));
+        .set_linux(Some(linux(id, config, seccomp)?));
     Ok(spec)
 }
 
@@ -308,7 +312,11 @@ fn bind_mount(id: &str, bind: &BindMount) -> Result<Mount> {
     Ok(m)
 }
 
-fn linux(id: &str, config: &ContainerConfig) -> Result<oci_spec::runtime::Linux> {
+fn linux(
+    id: &str,
+    config: &ContainerConfig,
+    seccomp: Option<LinuxSeccomp>,
+) -> Result<oci_spec::runtime::Linux> {
     let mut linux = oci_spec::runtime::Linux::default();
     linux
         .set_namespaces(Some(namespaces(config)))
@@ -324,7 +332,7 @@ fn linux(id: &str, config: &ContainerConfig) -> Result<oci_spec::runtime::Linux>
         }))
         .set_uid_mappings(None)
         .set_gid_mappings(None)
-        .set_seccomp(None);
+        .set_seccomp(seccomp);
     if config.privileged {
         linux.set_masked_paths(None).set_readonly_paths(None);
     } else {

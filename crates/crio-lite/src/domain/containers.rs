@@ -20,7 +20,6 @@ use super::entry::Entry;
 use super::error::{SandboxError, SandboxResult};
 use super::images::Images;
 use super::sandbox::Sandbox;
-use crate::config::ResolvedRuntime;
 use crate::store::{Loaded, Store, is_sandbox_id, new_sandbox_id};
 
 /// How long a SIGKILLed container may take to be reported gone.
@@ -107,6 +106,10 @@ struct Handler {
 /// Runs, stops, removes and recovers containers.
 pub(crate) struct Containers {
     handlers: BTreeMap<String, Handler>,
+    /// `crio.runtime.hooks_dir`: read at each creation, so a new hook applies at once.
+    hooks_dirs: Vec<PathBuf>,
+    /// `crio.runtime.seccomp_profile`: the RuntimeDefault profile when set.
+    default_seccomp: Option<PathBuf>,
     default_handler: String,
     images: Images,
     store: Store<Container>,
@@ -117,12 +120,14 @@ pub(crate) struct Containers {
 
 impl Containers {
     pub(crate) fn new(
-        runtimes: &BTreeMap<String, ResolvedRuntime>,
-        default_handler: &str,
+        config: &crate::config::Config,
         images: Images,
         store: Store<Container>,
-        run_dir: PathBuf,
     ) -> Containers {
+        let runtimes = config.runtime_handlers();
+        let run_dir = config.crio.runroot.clone();
+        let default_handler = config.crio.runtime.default_runtime.as_str();
+        let seccomp = &config.crio.runtime.seccomp_profile;
         let handlers = runtimes
             .iter()
             .map(|(name, r)| {
@@ -134,6 +139,8 @@ impl Containers {
             .collect();
         Containers {
             handlers,
+            hooks_dirs: config.crio.runtime.hooks_dir.clone(),
+            default_seccomp: (!seccomp.as_os_str().is_empty()).then(|| seccomp.clone()),
             default_handler: default_handler.to_owned(),
             images,
             store,
@@ -332,7 +339,14 @@ impl Containers {
                 .map_err(|e| SandboxError::image(&request.image, e))?
         };
         let pod_files = self.pod_files(sandbox).await?;
-        let config = Self::oci_config(container, sandbox, request, image_config, &pod_files)?;
+        let config = Self::oci_config(
+            self.default_seccomp.as_deref(),
+            container,
+            sandbox,
+            request,
+            image_config,
+            &pod_files,
+        )?;
         let bundle = self.bundle(&id);
         std::fs::create_dir_all(&bundle).map_err(|source| SandboxError::Io {
             what: format!("container {id}: cannot create its bundle"),
@@ -341,8 +355,18 @@ impl Containers {
         })?;
         let spec = {
             let (bundle, rootfs_path, cid) = (bundle.clone(), rootfs.path.clone(), id.clone());
+            let hooks_dirs = self.hooks_dirs.clone();
+            let annotations = request.annotations.clone();
+            let has_bind_mounts = !request.mounts.is_empty();
             blocking(move || -> oci_container::Result<oci_spec::runtime::Spec> {
-                let spec = oci_container::generate(&config, &rootfs_path)?;
+                let mut spec = oci_container::generate(&config, &rootfs_path)?;
+                let (hooks, problems) = oci_container::Hooks::load(&hooks_dirs);
+                for problem in problems {
+                    tracing::warn!(error = %problem, "OCI hook file refused");
+                }
+                for file in hooks.apply(&mut spec, &annotations, has_bind_mounts) {
+                    tracing::info!(container = %cid, hook = %file.display(), "OCI hook injected");
+                }
                 oci_container::write_bundle(&cid, &bundle, &spec)?;
                 Ok(spec)
             })
@@ -433,6 +457,7 @@ impl Containers {
     }
 
     fn oci_config(
+        default_seccomp: Option<&Path>,
         container: &Container,
         sandbox: &Sandbox,
         request: &ContainerRequest,
@@ -526,6 +551,16 @@ impl Containers {
                 container.id
             ))),
             annotations,
+            seccomp: match &request.seccomp {
+                Seccomp::Unconfined => oci_container::Seccomp::Unconfined,
+                Seccomp::Localhost(path) => oci_container::Seccomp::Localhost(path.clone()),
+                // An empty profile is the node's default, as CRI-O's
+                // seccomp_use_default_when_empty (true through CRI-O 1.29) made it.
+                Seccomp::RuntimeDefault | Seccomp::Unset => match default_seccomp {
+                    Some(path) => oci_container::Seccomp::Localhost(path.to_owned()),
+                    None => oci_container::Seccomp::RuntimeDefault,
+                },
+            },
         })
     }
 

@@ -6,6 +6,7 @@ use oci_spec::runtime::{Capability, LinuxNamespaceType};
 use super::*;
 use crate::config::NamespacePaths;
 use crate::defaults::{DEFAULT_MASKED_PATHS, DEFAULT_READONLY_PATHS};
+use crate::seccomp::Seccomp;
 
 fn image(config: serde_json::Value) -> ImageConfiguration {
     serde_json::from_value(serde_json::json!({
@@ -529,6 +530,68 @@ fn bundle_round_trips_through_config_json() {
         .to_string();
     assert!(
         err.starts_with("container c1: ") && err.contains("gone/config.json"),
+        "{err}"
+    );
+}
+
+#[test]
+fn seccomp_follows_the_final_capabilities_and_privilege() {
+    let root = rootfs();
+    let allows_mount = |spec: &Spec| {
+        spec.linux().as_ref().unwrap().seccomp().as_ref().map(|s| {
+            s.syscalls()
+                .iter()
+                .flatten()
+                .any(|r| r.names().iter().any(|n| n == "mount"))
+        })
+    };
+    // (seccomp, add, drop, privileged, filter that allows mount(2)?)
+    type Case<'a> = (Seccomp, &'a [&'a str], &'a [&'a str], bool, Option<bool>);
+    let cases: &[Case<'_>] = &[
+        (Seccomp::Unconfined, &[], &[], false, None),
+        (Seccomp::RuntimeDefault, &[], &[], false, Some(false)),
+        (
+            Seccomp::RuntimeDefault,
+            &["SYS_ADMIN"],
+            &[],
+            false,
+            Some(true),
+        ),
+        (Seccomp::RuntimeDefault, &["ALL"], &[], false, Some(true)),
+        (
+            Seccomp::RuntimeDefault,
+            &["ALL"],
+            &["CAP_SYS_ADMIN"],
+            false,
+            Some(false),
+        ),
+        (Seccomp::RuntimeDefault, &[], &[], true, None),
+    ];
+    for (seccomp, add, drop, privileged, want) in cases {
+        let c = ContainerConfig {
+            seccomp: seccomp.clone(),
+            capabilities: CapabilityChanges {
+                add: strs(add),
+                drop: strs(drop),
+            },
+            privileged: *privileged,
+            ..config("c1")
+        };
+        let spec = generate(&c, root.path()).unwrap();
+        assert_eq!(
+            allows_mount(&spec),
+            *want,
+            "{seccomp:?} {add:?} {drop:?} {privileged}"
+        );
+    }
+    // a bad profile fails generate, naming the container and the file
+    let c = ContainerConfig {
+        seccomp: Seccomp::Localhost(root.path().join("etc/passwd")),
+        ..config("c1")
+    };
+    let err = generate(&c, root.path()).unwrap_err().to_string();
+    assert!(
+        err.starts_with("container c1: seccomp profile ") && err.contains("etc/passwd: not JSON"),
         "{err}"
     );
 }

@@ -4,7 +4,9 @@
 
 mod control;
 mod exec;
+mod hooks;
 mod lifecycle;
 mod monitor;
+mod seccomp;
 mod stats;
 mod support;

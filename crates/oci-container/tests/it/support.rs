@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use oci_container::{ContainerConfig, ProcessIdentity, Runtime};
+use oci_spec::runtime::Spec;
 use tempfile::TempDir;
 
 pub(crate) const CONMON: &str = "/usr/bin/conmon";
@@ -72,10 +73,31 @@ impl Fixture {
     /// Writes the bundle for `config` with `rootfs` and returns its directory.
     pub(crate) fn bundle(&self, config: &ContainerConfig, rootfs: &Path) -> PathBuf {
         let spec = oci_container::generate(config, rootfs).unwrap();
-        let bundle = self.dir.path().join("bundles").join(&config.id);
+        self.bundle_of(&config.id, &spec)
+    }
+
+    /// Writes the bundle of the container `id` whose spec is `spec` and returns its directory.
+    pub(crate) fn bundle_of(&self, id: &str, spec: &Spec) -> PathBuf {
+        let bundle = self.dir.path().join("bundles").join(id);
         std::fs::create_dir_all(&bundle).unwrap();
-        oci_container::write_bundle(&config.id, &bundle, &spec).unwrap();
+        oci_container::write_bundle(id, &bundle, spec).unwrap();
         bundle
+    }
+
+    /// Creates, starts, waits for and deletes the container `id` of `bundle`; returns its exit
+    /// code and the text of its log's lines, stdout and stderr.
+    pub(crate) async fn run_to_end(&self, id: &str, bundle: &Path) -> (i32, Vec<String>) {
+        let log = self.log_path(id);
+        self.runtime.create(id, bundle, &log).await.unwrap();
+        self.runtime.start(id).await.unwrap();
+        let code = self
+            .runtime
+            .wait(id, Duration::from_secs(20))
+            .await
+            .unwrap();
+        self.runtime.delete(id).await.unwrap();
+        let lines = cri_lines(&log).into_iter().map(|(_, text)| text).collect();
+        (code, lines)
     }
 
     pub(crate) fn log_path(&self, id: &str) -> PathBuf {
