@@ -27,8 +27,14 @@ struct Setup {
 
 async fn setup(tag: &str) -> Setup {
     let registry = Registry::start();
+    // busybox, then a layer of the applets the tests run by name (exec runs no shell).
+    let mut applets = Tar::new().dir("bin", 0o755);
+    for name in ["cat", "echo", "hostname", "ps", "sleep", "true"] {
+        applets = applets.symlink(&format!("bin/{name}"), "busybox");
+    }
     let image = ImageBuilder::new()
         .layer(Layer::new(&Tar::busybox().build(), Compression::Gzip))
+        .layer(Layer::new(&applets.build(), Compression::Zstd))
         .build();
     registry.push_image("e2e/busybox", Some("1"), &image, Upload::Monolithic);
     let mut node = Node::new(tag);
@@ -434,7 +440,12 @@ async fn check_exec_sync(client: &mut Client, server: &str) {
     let out = exec(client, &server, &["cat", "/etc/hostname"], 10)
         .await
         .expect("ExecSync");
-    assert_eq!((out.exit_code, out.stdout.as_slice()), (0, &b"web\n"[..]));
+    assert_eq!(
+        (out.exit_code, out.stdout.as_slice()),
+        (0, &b"web\n"[..]),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let out = exec(client, &server, &["sh", "-c", "echo err >&2; exit 3"], 10)
         .await
         .expect("ExecSync");
@@ -449,11 +460,13 @@ async fn check_exec_sync(client: &mut Client, server: &str) {
         .expect_err("an ExecSync past its timeout fails");
     assert_eq!(slow.code(), tonic::Code::DeadlineExceeded, "{slow}");
     assert!(started.elapsed() < Duration::from_secs(10));
-    let ps = exec(client, &server, &["ps", "-o", "comm"], 10)
+    // A killed command the container's pid 1 has not reaped shows as `[sleep]`, without its
+    // arguments; a live one as `sleep 30`.
+    let ps = exec(client, &server, &["ps", "-o", "stat,args"], 10)
         .await
         .expect("ExecSync ps");
     assert!(
-        !String::from_utf8_lossy(&ps.stdout).contains("sleep"),
+        !String::from_utf8_lossy(&ps.stdout).contains("sleep 30"),
         "the timed-out command was killed: {}",
         String::from_utf8_lossy(&ps.stdout)
     );
