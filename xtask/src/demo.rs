@@ -26,10 +26,13 @@ const NETWORK: &str = "ocicni-default";
 
 pub(crate) const USAGE: &str = "usage: cargo xtask demo
 
-crio-lite end to end, as root: builds the daemon and a CRI client, starts the daemon in a node
-network namespace of its own, creates three pod sandboxes over CRI, pings between them, shows the
-status API and the metrics, removes everything and checks that nothing leaked. Installs the Debian
-packages it needs (containernetworking-plugins, iptables, iproute2, iputils-ping) with apt-get.";
+crio-lite end to end, as root: builds the daemon and a CRI client, starts a local registry and the
+daemon in a node network namespace of its own, pulls a busybox image it built, creates three pod
+sandboxes over CRI, pings between them, runs a busybox httpd container in one pod and fetches its
+page from a container in another, shows the status API and the metrics, removes everything and
+checks that nothing leaked. Installs the Debian packages it needs (containernetworking-plugins,
+iptables, iproute2, iputils-ping, docker-registry, busybox-static, crun, runc, conmon) with
+apt-get.";
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
     if let Some(arg) = args.first() {

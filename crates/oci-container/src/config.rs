@@ -104,6 +104,8 @@ pub struct NamespacePaths {
     pub host_pid: bool,
     /// The container uses the node's IPC namespace (`ipc` is then ignored).
     pub host_ipc: bool,
+    /// The container uses the node's UTS namespace and hostname (`uts` is then ignored).
+    pub host_uts: bool,
     /// The pod's network namespace.
     pub network: Option<PathBuf>,
     /// The pod's IPC namespace.

@@ -86,6 +86,7 @@ mod error;
 mod exec;
 pub mod hooks;
 mod monitor;
+mod pod;
 mod record;
 mod runtime;
 pub mod seccomp;
@@ -104,6 +105,7 @@ pub use error::{Error, Result, validate_id};
 pub use exec::{EXEC_TIMEOUT_EXIT_CODE, ExecOutput};
 pub use hooks::Hooks;
 pub use monitor::Exit;
+pub use pod::{POD_SHM_SIZE, PodNamespaces, pin_pod, unpin_pod};
 pub use record::{ContainerRecord, ProcessIdentity};
 pub use runtime::{
     ContainerState, DEFAULT_CREATE_TIMEOUT, DEFAULT_TIMEOUT, Records, Runtime, Status,

@@ -252,7 +252,7 @@ fn oom_score_adj(id: &str, value: Option<i32>) -> Result<Option<i32>> {
 
 /// The hostname, unless the container joins a UTS namespace (runtimes refuse to set one then).
 fn hostname(config: &ContainerConfig) -> Option<String> {
-    if config.namespaces.uts.is_some() {
+    if config.namespaces.uts.is_some() || config.namespaces.host_uts {
         return None;
     }
     Some(config.hostname.clone().unwrap_or_else(|| {
@@ -384,7 +384,7 @@ fn namespaces(config: &ContainerConfig) -> Vec<LinuxNamespace> {
             paths.host_network,
         ),
         (LinuxNamespaceType::Ipc, &paths.ipc, paths.host_ipc),
-        (LinuxNamespaceType::Uts, &paths.uts, false),
+        (LinuxNamespaceType::Uts, &paths.uts, paths.host_uts),
         (LinuxNamespaceType::Mount, &None, false),
     ]
     .into_iter()

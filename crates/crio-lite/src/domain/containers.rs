@@ -450,10 +450,14 @@ impl Containers {
         .await?
         .map_err(|source| SandboxError::Io {
             what: format!("sandbox {}: cannot write the pod's /etc files", sandbox.id),
-            path: dir,
+            path: dir.clone(),
             source,
         })?;
-        Ok(files)
+        let (pod, hostname) = (sandbox.id.clone(), pod_hostname(sandbox));
+        let pins = blocking(move || oci_container::pin_pod(&pod, &dir, &hostname))
+            .await?
+            .map_err(|e| SandboxError::runtime(&sandbox.id, e))?;
+        Ok(PodFiles { pins, ..files })
     }
 
     fn oci_config(
@@ -468,7 +472,7 @@ impl Containers {
         for (i, m) in request.mounts.iter().enumerate() {
             mounts.push(bind_mount(i, m)?);
         }
-        for (destination, source) in pod_files.mounts(sandbox) {
+        for (destination, source) in pod_files.mounts(sandbox, request.host_ipc) {
             if !mounts
                 .iter()
                 .any(|m: &oci_container::BindMount| m.destination == destination)
@@ -519,9 +523,13 @@ impl Containers {
             mounts,
             namespaces: NamespacePaths {
                 network: sandbox.netns_path.clone(),
+                ipc: Some(pod_files.pins.ipc.clone()),
+                uts: Some(pod_files.pins.uts.clone()),
                 host_network: sandbox.host_network,
                 host_pid: request.host_pid,
                 host_ipc: request.host_ipc,
+                // A pod on the node's network has the node's hostname, as in Kubernetes.
+                host_uts: sandbox.host_network,
                 ..NamespacePaths::default()
             },
             capabilities: oci_container::CapabilityChanges {
@@ -846,12 +854,7 @@ impl Containers {
         if let Some(e) = first {
             return Err(e);
         }
-        let dir = self.pod_dir(sandbox_id);
-        remove_dir(&dir).map_err(|source| SandboxError::Io {
-            what: format!("sandbox {sandbox_id}: cannot remove the pod's /etc files"),
-            path: dir,
-            source,
-        })
+        remove_pod_dir(sandbox_id, &self.pod_dir(sandbox_id))
     }
 
     /// Runs a command in a running container and returns its output and exit code.
@@ -1024,7 +1027,7 @@ impl Containers {
             }
         }
         self.mark_lost().await;
-        self.remove_strays().await;
+        self.remove_strays(sandboxes).await;
         tracing::info!(containers = self.index().len(), "containers recovered");
     }
 
@@ -1067,7 +1070,7 @@ impl Containers {
         }
     }
 
-    async fn remove_strays(&self) {
+    async fn remove_strays(&self, sandboxes: &HashSet<String>) {
         let known: HashSet<String> = self.index().keys().cloned().collect();
         for handler in self.handlers.values() {
             let Ok(records) = handler.runtime.records() else {
@@ -1092,25 +1095,30 @@ impl Containers {
                 }
             }
         }
-        for dir in ["containers", "pods"] {
+        for (dir, owned) in [("containers", &known), ("pods", sandboxes)] {
             let Ok(entries) = std::fs::read_dir(self.run_dir.join(dir)) else {
                 continue;
             };
             for entry in entries.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
-                let owned = if dir == "containers" {
-                    known.contains(&name)
-                } else {
-                    sandboxes_of(&self.index()).contains(&name)
-                };
-                if is_sandbox_id(&name)
-                    && !owned
-                    && entry.file_type().is_ok_and(|t| t.is_dir())
-                    && let Err(e) = remove_dir(&entry.path())
+                if !is_sandbox_id(&name)
+                    || owned.contains(&name)
+                    || !entry.file_type().is_ok_and(|t| t.is_dir())
                 {
-                    {
-                        tracing::warn!(path = %entry.path().display(), error = %e, "cannot remove a stray directory");
-                    }
+                    continue;
+                }
+                tracing::info!(path = %entry.path().display(), "removing a directory nothing owns");
+                let removed = if dir == "pods" {
+                    remove_pod_dir(&name, &entry.path())
+                } else {
+                    remove_dir(&entry.path()).map_err(|source| SandboxError::Io {
+                        what: format!("container {name}: cannot remove its bundle"),
+                        path: entry.path(),
+                        source,
+                    })
+                };
+                if let Err(e) = removed {
+                    tracing::warn!(error = %e, "cannot remove a stray directory");
                 }
             }
         }
@@ -1141,14 +1149,6 @@ impl Containers {
             command: Vec::new(),
         }
     }
-}
-
-fn sandboxes_of(index: &HashMap<String, Arc<Entry<Container>>>) -> HashSet<String> {
-    index
-        .values()
-        .filter_map(|e| e.get())
-        .map(|c| c.sandbox_id)
-        .collect()
 }
 
 fn require_running(container: &Container) -> SandboxResult<()> {
@@ -1183,6 +1183,8 @@ struct PodFiles {
     hosts: PathBuf,
     resolv: PathBuf,
     hostname: PathBuf,
+    /// The IPC and UTS namespaces and `/dev/shm` the pod's containers share.
+    pins: oci_container::PodNamespaces,
 }
 
 impl PodFiles {
@@ -1191,6 +1193,7 @@ impl PodFiles {
             hosts: dir.join("hosts"),
             resolv: dir.join("resolv.conf"),
             hostname: dir.join("hostname"),
+            pins: oci_container::PodNamespaces::under(dir),
         }
     }
 
@@ -1214,12 +1217,15 @@ impl PodFiles {
         out
     }
 
-    /// `(destination, source)` of each file the pod has.
-    fn mounts(&self, sandbox: &Sandbox) -> Vec<(&'static str, PathBuf)> {
+    /// `(destination, source)` of each file the pod has, and its `/dev/shm`.
+    fn mounts(&self, sandbox: &Sandbox, host_ipc: bool) -> Vec<(&'static str, PathBuf)> {
         let mut out = vec![
             ("/etc/hosts", self.hosts.clone()),
             ("/etc/hostname", self.hostname.clone()),
         ];
+        if !host_ipc {
+            out.push(("/dev/shm", self.pins.shm.clone()));
+        }
         if resolv_conf(sandbox).is_some() {
             out.push(("/etc/resolv.conf", self.resolv.clone()));
         }
@@ -1327,6 +1333,16 @@ fn parse_signal(text: &str) -> Result<i32, String> {
     name.parse::<Signal>()
         .map(|s| s as i32)
         .map_err(|_| format!("stop signal {text:?} is not a signal name"))
+}
+
+/// A pod's directory: its namespace pins and `/dev/shm` unmounted, then its files.
+fn remove_pod_dir(sandbox_id: &str, dir: &Path) -> SandboxResult<()> {
+    oci_container::unpin_pod(sandbox_id, dir).map_err(|e| SandboxError::runtime(sandbox_id, e))?;
+    remove_dir(dir).map_err(|source| SandboxError::Io {
+        what: format!("sandbox {sandbox_id}: cannot remove the pod's directory"),
+        path: dir.to_owned(),
+        source,
+    })
 }
 
 fn remove_dir(path: &Path) -> std::io::Result<()> {

@@ -29,7 +29,7 @@ async fn setup(tag: &str) -> Setup {
     let registry = Registry::start();
     // busybox, then a layer of the applets the tests run by name (exec runs no shell).
     let mut applets = Tar::new().dir("bin", 0o755);
-    for name in ["cat", "echo", "hostname", "ps", "sleep", "true"] {
+    for name in ["cat", "echo", "hostname", "ps", "readlink", "sleep", "true"] {
         applets = applets.symlink(&format!("bin/{name}"), "busybox");
     }
     let image = ImageBuilder::new()
@@ -329,6 +329,7 @@ async fn a_pod_of_two_containers_talks_over_localhost_execs_logs_and_goes() {
     assert_eq!(labelled[0].id, server);
 
     check_exec_sync(&mut client, &server).await;
+    check_pod_shares(&mut client, &server, &client_id).await;
 
     check_stats(&mut client, &server).await;
 
@@ -558,6 +559,41 @@ async fn check_stop_and_remove(
         logs.join("client/0.log").exists(),
         "the log stays for kubelet"
     );
+}
+
+/// The pod's containers share its IPC and UTS namespaces (pinned, no pause container) and its
+/// `/dev/shm`; the hostname is the pod's.
+async fn check_pod_shares(client: &mut Client, server: &str, client_id: &str) {
+    let mut seen = Vec::new();
+    for id in [server, client_id] {
+        let out = exec(
+            client,
+            id,
+            &[
+                "sh",
+                "-c",
+                "readlink /proc/self/ns/ipc; readlink /proc/self/ns/uts; hostname",
+            ],
+            10,
+        )
+        .await
+        .expect("ExecSync");
+        seen.push(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    assert_eq!(seen[0], seen[1], "both containers see the same namespaces");
+    assert!(seen[0].ends_with("\nweb\n"), "{}", seen[0]);
+    exec(
+        client,
+        server,
+        &["sh", "-c", "echo shared > /dev/shm/note"],
+        10,
+    )
+    .await
+    .expect("write to /dev/shm");
+    let note = exec(client, client_id, &["cat", "/dev/shm/note"], 10)
+        .await
+        .expect("read /dev/shm");
+    assert_eq!(note.stdout, b"shared\n");
 }
 
 async fn status_info_pid(client: &mut Client, id: &str) -> i64 {

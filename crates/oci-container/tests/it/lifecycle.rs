@@ -301,3 +301,40 @@ async fn crun_refuses_hybrid_cgroups_naming_the_reason() {
         "nothing left"
     );
 }
+
+#[test]
+#[ignore = "needs root: cargo xtask test"]
+fn a_pods_ipc_and_uts_namespaces_and_shm_are_pinned_and_unpinned() {
+    let dir = test_support::temp_dir("oci-container-pod");
+    let pod_dir = dir.path().join("pod");
+    let pins = oci_container::pin_pod("pod-1", &pod_dir, "web-pod").expect("pin the pod");
+    let inode = |p: &std::path::Path| {
+        use std::os::unix::fs::MetadataExt as _;
+        std::fs::metadata(p).map(|m| m.ino()).unwrap()
+    };
+    // A pin holds a namespace of its own, not the test's.
+    assert_ne!(
+        inode(&pins.ipc),
+        inode(std::path::Path::new("/proc/self/ns/ipc"))
+    );
+    assert_ne!(
+        inode(&pins.uts),
+        inode(std::path::Path::new("/proc/self/ns/uts"))
+    );
+    let hostname = std::process::Command::new("nsenter")
+        .arg(format!("--uts={}", pins.uts.display()))
+        .arg("hostname")
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&hostname.stdout), "web-pod\n");
+    let mounts = test_support::fs::mounts_at_or_below(&pod_dir);
+    assert_eq!(mounts.len(), 3, "ipc, uts and shm: {mounts:?}");
+    // Pinning again keeps the same namespaces.
+    let again = oci_container::pin_pod("pod-1", &pod_dir, "web-pod").unwrap();
+    assert_eq!(inode(&again.ipc), inode(&pins.ipc));
+
+    oci_container::unpin_pod("pod-1", &pod_dir).expect("unpin");
+    assert!(test_support::fs::mounts_at_or_below(&pod_dir).is_empty());
+    assert!(!pins.ipc.exists() && !pins.uts.exists() && !pins.shm.exists());
+    oci_container::unpin_pod("pod-1", &pod_dir).expect("unpinning twice is fine");
+}

@@ -1,0 +1,184 @@
+//! What a pod's containers share besides the network: an IPC and a UTS namespace pinned to files
+//! (the UTS one carrying the pod's hostname), and a `/dev/shm` of the pod's own, as CRI-O's
+//! `pinns` and its shm mount give them without an infra container.
+//!
+//! ```text
+//! <dir>/ipc   an IPC namespace, bind-mounted over an empty file
+//! <dir>/uts   a UTS namespace whose hostname is the pod's
+//! <dir>/shm   a tmpfs (mode 1777, 64 MiB), bind-mounted into each container at /dev/shm
+//! ```
+//!
+//! The namespaces are made by a thread of their own that `unshare`s and ends: namespaces belong
+//! to threads, so the caller's are never touched. A pin is a mount: [`unpin_pod`] detaches each
+//! (one that is not mounted is fine) before the directory goes.
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::sched::{CloneFlags, unshare};
+
+use crate::error::{Error, Result};
+
+/// The size of a pod's `/dev/shm`, as CRI-O's default `shm_size`.
+pub const POD_SHM_SIZE: &str = "65536k";
+
+/// The shared parts of a pod, as [`pin_pod`] made them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodNamespaces {
+    /// The pinned IPC namespace.
+    pub ipc: PathBuf,
+    /// The pinned UTS namespace.
+    pub uts: PathBuf,
+    /// The pod's `/dev/shm` tmpfs.
+    pub shm: PathBuf,
+}
+
+impl PodNamespaces {
+    /// Where [`pin_pod`] puts them under `dir`.
+    pub fn under(dir: &Path) -> PodNamespaces {
+        PodNamespaces {
+            ipc: dir.join("ipc"),
+            uts: dir.join("uts"),
+            shm: dir.join("shm"),
+        }
+    }
+}
+
+/// Pins a new IPC namespace and a new UTS namespace with `hostname` under `dir` (made if
+/// missing), and mounts the pod's `/dev/shm` tmpfs there. `pod` names the pod in errors. Pins
+/// that exist already are kept: calling it again for the same pod is a no-op.
+///
+/// # Errors
+///
+/// [`Error::Io`] naming the pin when a file cannot be made, the namespaces cannot be unshared
+/// (not root), the hostname is refused or a mount fails; what was made is undone.
+pub fn pin_pod(pod: &str, dir: &Path, hostname: &str) -> Result<PodNamespaces> {
+    let pins = PodNamespaces::under(dir);
+    if is_mounted(&pins.ipc) && is_mounted(&pins.uts) && is_mounted(&pins.shm) {
+        return Ok(pins);
+    }
+    // Half of a set (a crash between two mounts): start again.
+    unpin_pod(pod, dir)?;
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(pod, "create directory", dir, e))?;
+    let made = make(pod, &pins, hostname);
+    if made.is_err() {
+        let _ = unpin_pod(pod, dir);
+    }
+    made.map(|()| pins)
+}
+
+fn make(pod: &str, pins: &PodNamespaces, hostname: &str) -> Result<()> {
+    for file in [&pins.ipc, &pins.uts] {
+        OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o000)
+            .open(file)
+            .map_err(|e| Error::io(pod, "create pin", file, e))?;
+    }
+    let (ipc, uts, name) = (pins.ipc.clone(), pins.uts.clone(), hostname.to_owned());
+    let pod_owned = pod.to_owned();
+    std::thread::Builder::new()
+        .name("pin-pod".to_owned())
+        .spawn(move || -> Result<()> {
+            let pod = pod_owned.as_str();
+            unshare(CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS)
+                .map_err(|e| Error::io(pod, "unshare IPC and UTS for", &ipc, e.into()))?;
+            nix::unistd::sethostname(&name)
+                .map_err(|e| Error::io(pod, "set the hostname in", &uts, e.into()))?;
+            let tid = nix::unistd::gettid();
+            for (kind, pin) in [("ipc", &ipc), ("uts", &uts)] {
+                let own = PathBuf::from(format!("/proc/self/task/{tid}/ns/{kind}"));
+                mount(
+                    Some(&own),
+                    pin.as_path(),
+                    None::<&str>,
+                    MsFlags::MS_BIND,
+                    None::<&str>,
+                )
+                .map_err(|e| Error::io(pod, "pin", pin, e.into()))?;
+            }
+            // The thread ends here, and its namespaces live on in the pins.
+            Ok(())
+        })
+        .map_err(|e| Error::io(pod, "start a thread to pin", &pins.ipc, e))?
+        .join()
+        .map_err(|_| {
+            Error::io(
+                pod,
+                "pin",
+                &pins.ipc,
+                std::io::Error::other("thread panicked"),
+            )
+        })??;
+    std::fs::create_dir_all(&pins.shm)
+        .map_err(|e| Error::io(pod, "create directory", &pins.shm, e))?;
+    let data = format!("mode=1777,size={POD_SHM_SIZE}");
+    mount(
+        Some("shm"),
+        pins.shm.as_path(),
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+        Some(data.as_str()),
+    )
+    .map_err(|e| Error::io(pod, "mount /dev/shm at", &pins.shm, e.into()))
+}
+
+/// Detaches the pod's pins and `/dev/shm` under `dir` and removes them; what is not there is
+/// fine. The directory itself stays (it may hold other files of the pod's).
+///
+/// # Errors
+///
+/// [`Error::Io`] naming the path that cannot be unmounted or removed.
+pub fn unpin_pod(pod: &str, dir: &Path) -> Result<()> {
+    let pins = PodNamespaces::under(dir);
+    for path in [&pins.ipc, &pins.uts, &pins.shm] {
+        loop {
+            match umount2(path.as_path(), MntFlags::MNT_DETACH) {
+                // Peel every mount stacked there.
+                Ok(()) => {}
+                Err(Errno::EINVAL | Errno::ENOENT) => break,
+                Err(e) => return Err(Error::io(pod, "unmount", path, e.into())),
+            }
+        }
+        let removed = if path == &pins.shm {
+            std::fs::remove_dir(path)
+        } else {
+            std::fs::remove_file(path)
+        };
+        match removed {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::io(pod, "remove", path, e));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// Whether something is mounted at `path` (its mount id differs from its parent's).
+fn is_mounted(path: &Path) -> bool {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return false;
+    };
+    let Ok(path) = std::path::absolute(path) else {
+        return false;
+    };
+    let wanted = path.to_string_lossy();
+    info.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .any(|point| unescape(point) == wanted)
+}
+
+/// mountinfo escapes space, tab, newline and backslash as octal.
+fn unescape(field: &str) -> String {
+    field
+        .replace("\\040", " ")
+        .replace("\\011", "\t")
+        .replace("\\012", "\n")
+        .replace("\\134", "\\")
+}
