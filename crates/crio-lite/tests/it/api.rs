@@ -98,7 +98,10 @@ fn invalid_requests() -> Vec<(cri::RunPodSandboxRequest, &'static str)> {
             "config.port_mappings[0].host_ip",
         ),
         (bad_dns, "config.dns_config.servers[0]"),
-        (handler, "runtime_handler: unknown handler \"kata\""),
+        (
+            handler,
+            "runtime_handler: unknown runtime handler \"kata\": this node has crun, runc",
+        ),
     ]
 }
 
@@ -185,7 +188,7 @@ async fn invalid_requests_name_the_field() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn container_rpcs_are_refused_plainly_and_an_empty_image_store_answers() {
+async fn container_rpcs_check_their_requests_and_streaming_is_refused_plainly() {
     let Harness {
         dir: _dir,
         cni: _,
@@ -194,19 +197,48 @@ async fn container_rpcs_are_refused_plainly_and_an_empty_image_store_answers() {
     } = support::harness().await;
     let mut images = support::image_client(daemon.socket_path()).await;
 
+    // Container calls with nothing in them name what is missing.
+    let empty = [
+        (
+            client
+                .create_container(cri::CreateContainerRequest::default())
+                .await
+                .unwrap_err(),
+            "pod_sandbox_id: empty",
+        ),
+        (
+            client
+                .start_container(cri::StartContainerRequest::default())
+                .await
+                .unwrap_err(),
+            "container_id: empty",
+        ),
+        (
+            client
+                .exec_sync(cri::ExecSyncRequest::default())
+                .await
+                .unwrap_err(),
+            "cmd: empty",
+        ),
+    ];
+    for (err, wanted) in empty {
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert!(err.message().starts_with(wanted), "{}", err.message());
+    }
+    let missing = client
+        .container_status(cri::ContainerStatusRequest {
+            container_id: "f00d".into(),
+            verbose: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound);
+    assert!(
+        missing.message().contains("\"f00d\""),
+        "{}",
+        missing.message()
+    );
     let refusals = [
-        client
-            .create_container(cri::CreateContainerRequest::default())
-            .await
-            .unwrap_err(),
-        client
-            .start_container(cri::StartContainerRequest::default())
-            .await
-            .unwrap_err(),
-        client
-            .exec_sync(cri::ExecSyncRequest::default())
-            .await
-            .unwrap_err(),
         client.exec(cri::ExecRequest::default()).await.unwrap_err(),
         client
             .port_forward(cri::PortForwardRequest::default())
@@ -220,13 +252,12 @@ async fn container_rpcs_are_refused_plainly_and_an_empty_image_store_answers() {
     for err in refusals {
         assert_eq!(err.code(), Code::Unimplemented, "{err:?}");
         assert!(
-            err.message().contains("crio-lite runs no containers"),
+            err.message().contains("not served yet"),
             "{}",
             err.message()
         );
     }
-    // What kubelet and crictl ps/stats/statsp poll: empty lists, not errors, as CRI-O with no
-    // containers answers.
+    // What kubelet and crictl ps/stats/statsp poll: empty lists, not errors.
     let containers = client
         .list_containers(cri::ListContainersRequest::default())
         .await
