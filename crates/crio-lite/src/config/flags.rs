@@ -47,6 +47,10 @@ pub struct Overrides {
     #[arg(long, value_name = "PATH", value_parser = path_or_empty(),
           value_hint = clap::ValueHint::FilePath)]
     pub seccomp_profile: Option<PathBuf>,
+    /// The most processes a container may have; 0 or -1 for none [crio.runtime.pids_limit; env
+    /// CONTAINER_PIDS_LIMIT].
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub pids_limit: Option<i64>,
     /// Credentials for pulls that bring none, in containers-auth.json format
     /// [crio.image.global_auth_file; env CONTAINER_GLOBAL_AUTH_FILE].
     #[arg(long, value_name = "PATH", value_parser = path_or_empty(),
@@ -148,36 +152,7 @@ impl Overrides {
             &mut crio.api.listen,
             self.listen.as_ref(),
         );
-        let runtime = &mut crio.runtime;
-        set.one(
-            "crio.runtime.log_level",
-            &mut runtime.log_level,
-            self.log_level.as_ref(),
-        );
-        set.one(
-            "crio.runtime.namespaces_dir",
-            &mut runtime.namespaces_dir,
-            self.namespaces_dir.as_ref(),
-        );
-        set.one(
-            "crio.runtime.default_runtime",
-            &mut runtime.default_runtime,
-            self.default_runtime.as_ref(),
-        );
-        set.one(
-            "crio.runtime.conmon",
-            &mut runtime.conmon,
-            self.conmon.as_ref(),
-        );
-        if !self.hooks_dir.is_empty() {
-            runtime.hooks_dir.clone_from(&self.hooks_dir);
-            set.0.push("crio.runtime.hooks_dir");
-        }
-        set.one(
-            "crio.runtime.seccomp_profile",
-            &mut runtime.seccomp_profile,
-            self.seccomp_profile.as_ref(),
-        );
+        self.apply_runtime(&mut crio.runtime, &mut set);
         let image = &mut crio.image;
         set.one(
             "crio.image.global_auth_file",
@@ -236,6 +211,43 @@ impl Overrides {
     }
 
     /// The `[crio_lite]` half of [`Overrides::apply`].
+    fn apply_runtime(&self, runtime: &mut super::RuntimeTable, set: &mut Setter) {
+        set.one(
+            "crio.runtime.log_level",
+            &mut runtime.log_level,
+            self.log_level.as_ref(),
+        );
+        set.one(
+            "crio.runtime.namespaces_dir",
+            &mut runtime.namespaces_dir,
+            self.namespaces_dir.as_ref(),
+        );
+        set.one(
+            "crio.runtime.default_runtime",
+            &mut runtime.default_runtime,
+            self.default_runtime.as_ref(),
+        );
+        set.one(
+            "crio.runtime.conmon",
+            &mut runtime.conmon,
+            self.conmon.as_ref(),
+        );
+        if !self.hooks_dir.is_empty() {
+            runtime.hooks_dir.clone_from(&self.hooks_dir);
+            set.0.push("crio.runtime.hooks_dir");
+        }
+        set.one(
+            "crio.runtime.seccomp_profile",
+            &mut runtime.seccomp_profile,
+            self.seccomp_profile.as_ref(),
+        );
+        set.one(
+            "crio.runtime.pids_limit",
+            &mut runtime.pids_limit,
+            self.pids_limit.as_ref(),
+        );
+    }
+
     fn apply_lite(&self, config: &mut Config, set: &mut Setter) {
         let lite = &mut config.crio_lite;
         set.one(

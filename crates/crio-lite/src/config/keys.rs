@@ -110,6 +110,14 @@ pub const KEYS: &[Key] = &[
               one.",
     },
     Key {
+        path: "crio.runtime.pids_limit",
+        flag: "--pids-limit",
+        env: "CONTAINER_PIDS_LIMIT",
+        crio: true,
+        doc: "The most processes a container may have (pids.max), so a fork bomb stays in its\n\
+              cgroup; 0 or -1 for none. CRI-O's default before 1.25.",
+    },
+    Key {
         path: "crio.image.global_auth_file",
         flag: "--global-auth-file",
         env: "CONTAINER_GLOBAL_AUTH_FILE",

@@ -127,6 +127,9 @@ pub struct RuntimeTable {
     /// `seccomp_profile`: the seccomp profile of `RuntimeDefault` containers, a JSON file;
     /// empty for crio-lite's built-in profile.
     pub seccomp_profile: PathBuf,
+    /// `pids_limit`: the most processes a container may have (its cgroup's `pids.max`); 0 or
+    /// -1 for no limit.
+    pub pids_limit: i64,
     /// `[crio.runtime.runtimes.NAME]`: runtime handlers beside the built-in `crun` and `runc`
     /// (a table named like a built-in one replaces it).
     pub runtimes: BTreeMap<String, RuntimeHandler>,
@@ -141,6 +144,7 @@ impl Default for RuntimeTable {
             conmon: PathBuf::from("/usr/bin/conmon"),
             hooks_dir: vec![PathBuf::from("/usr/share/containers/oci/hooks.d")],
             seccomp_profile: PathBuf::new(),
+            pids_limit: 1024,
             runtimes: BTreeMap::new(),
         }
     }
@@ -553,6 +557,15 @@ impl Config {
                     "{:?} is neither a built-in runtime (crun, runc) nor a \
                      [crio.runtime.runtimes.NAME] table",
                     crio.runtime.default_runtime
+                ),
+            ));
+        }
+        if crio.runtime.pids_limit < -1 {
+            problems.push((
+                "crio.runtime.pids_limit",
+                format!(
+                    "{} is not a limit: a positive number, or 0 or -1 for none",
+                    crio.runtime.pids_limit
                 ),
             ));
         }

@@ -110,6 +110,8 @@ pub(crate) struct Containers {
     hooks_dirs: Vec<PathBuf>,
     /// `crio.runtime.seccomp_profile`: the RuntimeDefault profile when set.
     default_seccomp: Option<PathBuf>,
+    /// `crio.runtime.pids_limit`, when positive.
+    pids_limit: Option<i64>,
     default_handler: String,
     images: Images,
     store: Store<Container>,
@@ -141,6 +143,7 @@ impl Containers {
             handlers,
             hooks_dirs: config.crio.runtime.hooks_dir.clone(),
             default_seccomp: (!seccomp.as_os_str().is_empty()).then(|| seccomp.clone()),
+            pids_limit: Some(config.crio.runtime.pids_limit).filter(|&n| n > 0),
             default_handler: default_handler.to_owned(),
             images,
             store,
@@ -339,7 +342,7 @@ impl Containers {
                 .map_err(|e| SandboxError::image(&request.image, e))?
         };
         let pod_files = self.pod_files(sandbox).await?;
-        let config = Self::oci_config(
+        let mut config = Self::oci_config(
             self.default_seccomp.as_deref(),
             container,
             sandbox,
@@ -347,6 +350,7 @@ impl Containers {
             image_config,
             &pod_files,
         )?;
+        config.resources.pids_limit = self.pids_limit;
         let bundle = self.bundle(&id);
         std::fs::create_dir_all(&bundle).map_err(|source| SandboxError::Io {
             what: format!("container {id}: cannot create its bundle"),

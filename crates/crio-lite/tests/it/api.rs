@@ -197,47 +197,7 @@ async fn container_rpcs_check_their_requests_and_streaming_is_refused_plainly() 
     } = support::harness().await;
     let mut images = support::image_client(daemon.socket_path()).await;
 
-    // Container calls with nothing in them name what is missing.
-    let empty = [
-        (
-            client
-                .create_container(cri::CreateContainerRequest::default())
-                .await
-                .unwrap_err(),
-            "pod_sandbox_id: empty",
-        ),
-        (
-            client
-                .start_container(cri::StartContainerRequest::default())
-                .await
-                .unwrap_err(),
-            "container_id: empty",
-        ),
-        (
-            client
-                .exec_sync(cri::ExecSyncRequest::default())
-                .await
-                .unwrap_err(),
-            "cmd: empty",
-        ),
-    ];
-    for (err, wanted) in empty {
-        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
-        assert!(err.message().starts_with(wanted), "{}", err.message());
-    }
-    let missing = client
-        .container_status(cri::ContainerStatusRequest {
-            container_id: "f00d".into(),
-            verbose: false,
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(missing.code(), Code::NotFound);
-    assert!(
-        missing.message().contains("\"f00d\""),
-        "{}",
-        missing.message()
-    );
+    check_empty_container_requests(&mut client).await;
     let refusals = [
         client.exec(cri::ExecRequest::default()).await.unwrap_err(),
         client
@@ -555,4 +515,52 @@ async fn network_sysctls_are_applied_and_others_refused() {
     let pin = std::fs::read_to_string(dir.path().join("run/netns").join(&id)).unwrap();
     assert_eq!(pin, "net.ipv4.ip_unprivileged_port_start=0\n");
     daemon.shutdown().await.unwrap();
+}
+
+/// Container calls with nothing in them name what is missing; an unknown container is NotFound.
+async fn check_empty_container_requests(
+    client: &mut cri_api::v1::runtime_service_client::RuntimeServiceClient<
+        tonic::transport::Channel,
+    >,
+) {
+    let empty = [
+        (
+            client
+                .create_container(cri::CreateContainerRequest::default())
+                .await
+                .unwrap_err(),
+            "pod_sandbox_id: empty",
+        ),
+        (
+            client
+                .start_container(cri::StartContainerRequest::default())
+                .await
+                .unwrap_err(),
+            "container_id: empty",
+        ),
+        (
+            client
+                .exec_sync(cri::ExecSyncRequest::default())
+                .await
+                .unwrap_err(),
+            "cmd: empty",
+        ),
+    ];
+    for (err, wanted) in empty {
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert!(err.message().starts_with(wanted), "{}", err.message());
+    }
+    let missing = client
+        .container_status(cri::ContainerStatusRequest {
+            container_id: "f00d".into(),
+            verbose: false,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound);
+    assert!(
+        missing.message().contains("\"f00d\""),
+        "{}",
+        missing.message()
+    );
 }

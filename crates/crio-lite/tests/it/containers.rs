@@ -29,7 +29,9 @@ async fn setup(tag: &str) -> Setup {
     let registry = Registry::start();
     // busybox, then a layer of the applets the tests run by name (exec runs no shell).
     let mut applets = Tar::new().dir("bin", 0o755);
-    for name in ["cat", "echo", "hostname", "ps", "readlink", "sleep", "true"] {
+    for name in [
+        "cat", "echo", "grep", "head", "hostname", "ls", "ps", "readlink", "sleep", "true", "yes",
+    ] {
         applets = applets.symlink(&format!("bin/{name}"), "busybox");
     }
     let image = ImageBuilder::new()
@@ -710,4 +712,160 @@ async fn bad_requests_and_an_oom_kill_are_reported_and_the_daemon_keeps_serving(
     assert!(node.sigterm().await);
     assert_no_container_left(&node);
     remove_cgroups(&node, &["bad"]);
+}
+
+/// A thousand children run in `storm`; more forks are refused at the pids limit.
+async fn check_fork_limit(client: &mut Client, storm: &str) {
+    let count = |out: &cri::ExecSyncResponse| -> u32 {
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    };
+    let procs = exec(
+        client,
+        storm,
+        &["sh", "-c", "ls /proc | grep -c '^[0-9]'"],
+        10,
+    )
+    .await
+    .expect("ExecSync in the storm");
+    assert!(
+        count(&procs) > 1000,
+        "a thousand children run: {}",
+        count(&procs)
+    );
+    // More runs into the limit: the shell that forks them is refused and says so.
+    let more = exec(
+        client,
+        storm,
+        &[
+            "sh",
+            "-c",
+            "i=0; while [ $i -lt 100 ]; do sleep 600 >/dev/null 2>&1 & i=$((i+1)); done",
+        ],
+        10,
+    )
+    .await
+    .expect("ExecSync of more forks");
+    assert_ne!(more.exit_code, 0);
+    assert!(
+        String::from_utf8_lossy(&more.stderr).contains("can't fork"),
+        "{}",
+        String::from_utf8_lossy(&more.stderr)
+    );
+    let procs = exec(
+        client,
+        storm,
+        &["sh", "-c", "ls /proc | grep -c '^[0-9]'"],
+        10,
+    )
+    .await
+    .expect("ExecSync in the storm");
+    assert!(
+        count(&procs) <= 1024,
+        "bounded by the limit: {}",
+        count(&procs)
+    );
+}
+
+/// The daemon's resident memory, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("the daemon runs");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + netns + runc: cargo xtask test"]
+async fn a_log_flood_and_a_fork_storm_stay_in_their_containers() {
+    let Setup {
+        mut node,
+        image,
+        _registry,
+    } = setup("ctrflood").await;
+    let mut client = node.client().await;
+    let sandbox = client
+        .run_pod_sandbox(pod(&node, "flood"))
+        .await
+        .expect("RunPodSandbox")
+        .into_inner()
+        .pod_sandbox_id;
+    let rss_before = rss_kib(node.daemon_pid());
+
+    // 100 MB of log lines: conmon writes them, the daemon never holds them.
+    let flood = run(
+        &mut client,
+        &sandbox,
+        container_config(
+            &image,
+            "flood",
+            "yes 0123456789012345678901234567890123456789012345678901234567890123456789 \
+             | head -c 100000000; echo done",
+        ),
+    )
+    .await;
+    // A thousand children, under the pids limit (crio.runtime.pids_limit, 1024).
+    let storm = run(
+        &mut client,
+        &sandbox,
+        container_config(
+            &image,
+            "storm",
+            "i=0; while [ $i -lt 1000 ]; do sleep 600 & i=$((i+1)); done; echo forked; wait",
+        ),
+    )
+    .await;
+    let flooded = wait_exited(&mut client, &flood, Duration::from_secs(120)).await;
+    assert_eq!(
+        (flooded.exit_code, flooded.reason.as_str()),
+        (0, "Completed")
+    );
+    let log = std::fs::metadata(node.path("logs/flood/flood/0.log")).expect("the flood's log");
+    assert!(
+        log.len() > 100_000_000,
+        "the whole flood is logged: {} bytes",
+        log.len()
+    );
+    wait_log(&node.path("logs/flood/storm/0.log"), "forked").await;
+    let stats = client
+        .container_stats(cri::ContainerStatsRequest {
+            container_id: storm.clone(),
+        })
+        .await
+        .expect("ContainerStats of the storm")
+        .into_inner()
+        .stats
+        .expect("stats");
+    check_fork_limit(&mut client, &storm).await;
+    assert!(stats.memory.is_some());
+    // The daemon is unaffected: it answers, and holds no more memory than it did.
+    let rss_after = rss_kib(node.daemon_pid());
+    assert!(
+        rss_after < rss_before + 16 * 1024,
+        "daemon RSS went from {rss_before} KiB to {rss_after} KiB"
+    );
+    let started = Instant::now();
+    client
+        .stop_container(cri::StopContainerRequest {
+            container_id: storm.clone(),
+            timeout: 0,
+        })
+        .await
+        .expect("StopContainer of the storm");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    assert_eq!(
+        status(&mut client, &storm).await.state,
+        cri::ContainerState::ContainerExited as i32
+    );
+
+    e2e_support::stop(&mut client, &sandbox).await;
+    e2e_support::remove(&mut client, &sandbox).await;
+    drop(client);
+    assert!(node.sigterm().await);
+    assert_no_container_left(&node);
+    remove_cgroups(&node, &["flood"]);
 }

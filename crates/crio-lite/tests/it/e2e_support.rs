@@ -245,6 +245,11 @@ impl Node {
         }
     }
 
+    /// The running daemon's pid.
+    pub(crate) fn daemon_pid(&self) -> u32 {
+        self.daemon.as_ref().expect("the daemon is running").id()
+    }
+
     pub(crate) fn is_running(&self) -> bool {
         self.daemon.is_some()
     }
