@@ -607,12 +607,16 @@ impl Demo {
         if !lines.contains(&"hello from a crio-lite container") {
             bail!("the fetcher's log does not hold the page: {lines:?}");
         }
-        let exec = self.client(bins, &["exec", &httpd, "--", "hostname"])?;
+        // The image links only sh to busybox; its shell runs the other applets by name.
+        let exec = self.client(bins, &["exec", &httpd, "--", "sh", "-c", "hostname"])?;
+        let hostname = exec["stdout"].as_str().unwrap_or_default().trim();
         println!(
-            "    $ cri-client exec httpd -- hostname: {} (exit {})",
-            exec["stdout"].as_str().unwrap_or_default().trim(),
+            "    $ cri-client exec httpd -- sh -c hostname: {hostname} (exit {})",
             exec["exit_code"]
         );
+        if exec["exit_code"] != 0 || hostname != web.name {
+            bail!("ExecSync in httpd answered {exec}, not the pod's hostname");
+        }
         let stats = self.client(bins, &["stats", &httpd])?;
         println!(
             "    $ cri-client stats httpd: {} bytes of memory in its working set, {} ns of CPU",

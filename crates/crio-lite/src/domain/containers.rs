@@ -1059,17 +1059,36 @@ impl Containers {
             let Ok(runtime) = self.runtime(&container.runtime_handler) else {
                 continue;
             };
-            if let Err(oci_container::Error::NotFound { .. }) = runtime.state(&container.id).await {
-                tracing::warn!(container = %container.id, "the runtime lost the container: recording it exited");
-                container.exit = Some(Exit {
-                    code: 255,
-                    at: now_nanos(),
-                    oom_killed: false,
-                    message: "the runtime no longer knows this container (the node rebooted?)"
-                        .to_owned(),
-                });
-                let _ = self.record_exit(&mut container).await;
-                entry.set(Some(container));
+            match runtime.state(&container.id).await {
+                Err(oci_container::Error::NotFound { .. }) => {
+                    tracing::warn!(container = %container.id, "the runtime lost the container: recording it exited");
+                    container.exit = Some(Exit {
+                        code: 255,
+                        at: now_nanos(),
+                        oom_killed: false,
+                        message: "the runtime no longer knows this container (the node rebooted?)"
+                            .to_owned(),
+                    });
+                    let _ = self.record_exit(&mut container).await;
+                    entry.set(Some(container));
+                }
+                // Killed between the runtime's start and saving it: the runtime says what is.
+                Ok(state)
+                    if container.state == ContainerState::Created
+                        && matches!(
+                            state.status,
+                            oci_container::Status::Running | oci_container::Status::Paused
+                        ) =>
+                {
+                    tracing::info!(container = %container.id, "started before the daemon was killed: recording it running");
+                    container.state = ContainerState::Running;
+                    container.started_at = now_nanos();
+                    if let Err(e) = self.save(&container, Store::save).await {
+                        tracing::warn!(container = %container.id, error = %e, "cannot save it");
+                    }
+                    entry.set(Some(container));
+                }
+                _ => {}
             }
         }
     }

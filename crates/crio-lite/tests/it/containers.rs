@@ -392,9 +392,24 @@ async fn containers_outlive_a_killed_daemon_and_report_right_after_its_restart()
     .await
     .expect("CreateContainer");
     let pid_before = status_info_pid(&mut client, &long).await;
+    let started = run(
+        &mut client,
+        &sandbox,
+        container_config(&image, "started", "exec sleep 3600"),
+    )
+    .await;
 
     drop(client);
     node.sigkill();
+    // As if killed after the runtime started `started` but before the daemon saved that.
+    let state_file = node.state_dir().join(format!("containers/{started}.json"));
+    let text = std::fs::read_to_string(&state_file).expect("the state file");
+    assert!(text.contains("\"state\": \"running\""), "{text}");
+    std::fs::write(
+        &state_file,
+        text.replace("\"state\": \"running\"", "\"state\": \"created\""),
+    )
+    .expect("rewrite the state file");
     // The short one exits while the daemon is down.
     tokio::time::sleep(Duration::from_secs(3)).await;
     node.start().await;
@@ -424,6 +439,11 @@ async fn containers_outlive_a_killed_daemon_and_report_right_after_its_restart()
     assert_eq!(
         status(&mut client, &created).await.state,
         cri::ContainerState::ContainerCreated as i32
+    );
+    assert_eq!(
+        status(&mut client, &started).await.state,
+        cri::ContainerState::ContainerRunning as i32,
+        "the runtime's word wins over a state saved before the start"
     );
 
     e2e_support::stop(&mut client, &sandbox).await;
