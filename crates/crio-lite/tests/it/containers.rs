@@ -477,6 +477,12 @@ async fn check_exec_sync(client: &mut Client, server: &str) {
         .await
         .expect("ExecSync of a missing command answers with its exit code");
     assert_ne!(out.exit_code, 0);
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("\\\"no-such-command\\\": executable file not found"),
+        "the runtime's reason is in stderr: {:?}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let started = Instant::now();
     let slow = exec(client, &server, &["sleep", "30"], 1)
         .await
