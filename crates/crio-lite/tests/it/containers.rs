@@ -18,14 +18,18 @@ use crate::support;
 
 type Client = RuntimeServiceClient<Channel>;
 
-/// A node set up for containers, the registry it pulls from, and busybox pulled as `image`.
+/// A node set up for containers, the registry it pulls from, busybox pulled as `image`, and a
+/// ready pod `pod` whose sandbox is `sandbox`.
 struct Setup {
     node: Node,
     _registry: Registry,
     image: String,
+    client: Client,
+    sandbox: String,
+    pod: &'static str,
 }
 
-async fn setup(tag: &str) -> Setup {
+async fn setup(tag: &str, pod_name: &'static str) -> Setup {
     let registry = Registry::start();
     // busybox, then a layer of the applets the tests run by name (exec runs no shell).
     let mut applets = Tar::new().dir("bin", 0o755);
@@ -56,10 +60,41 @@ async fn setup(tag: &str) -> Setup {
         })
         .await
         .unwrap_or_else(|e| panic!("pull {reference}: {e}\n{}", node.logs()));
+    let mut client = node.client().await;
+    let sandbox = client
+        .run_pod_sandbox(pod(&node, pod_name))
+        .await
+        .expect("RunPodSandbox")
+        .into_inner()
+        .pod_sandbox_id;
     Setup {
         node,
         _registry: registry,
         image: reference,
+        client,
+        sandbox,
+        pod: pod_name,
+    }
+}
+
+impl Setup {
+    /// stopp and rmp, SIGTERM, and nothing of the containers or the pod may be left.
+    async fn finish(mut self) {
+        e2e_support::stop(&mut self.client, &self.sandbox).await;
+        e2e_support::remove(&mut self.client, &self.sandbox).await;
+        assert!(
+            list(&mut self.client, cri::ContainerFilter::default())
+                .await
+                .is_empty()
+        );
+        drop(self.client);
+        assert!(
+            self.node.sigterm().await,
+            "the daemon exits cleanly on SIGTERM"
+        );
+        assert_no_container_left(&self.node);
+        self.node.assert_nothing_leaked(&[self.sandbox]);
+        remove_cgroups(&self.node, &[self.pod]);
     }
 }
 
@@ -265,21 +300,12 @@ fn remove_cgroups(node: &Node, names: &[&str]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root + netns + runc: cargo xtask test"]
 async fn a_pod_of_two_containers_talks_over_localhost_execs_logs_and_goes() {
-    let Setup {
-        mut node,
-        image,
-        _registry,
-    } = setup("ctr").await;
-    let mut client = node.client().await;
-    let sandbox = client
-        .run_pod_sandbox(pod(&node, "web"))
-        .await
-        .expect("RunPodSandbox")
-        .into_inner()
-        .pod_sandbox_id;
+    let mut setup = setup("ctr", "web").await;
+    let (image, sandbox) = (setup.image.clone(), setup.sandbox.clone());
+    let (node, client) = (&mut setup.node, &mut setup.client);
 
     let server = run(
-        &mut client,
+        client,
         &sandbox,
         container_config(
             &image,
@@ -290,7 +316,7 @@ async fn a_pod_of_two_containers_talks_over_localhost_execs_logs_and_goes() {
     )
     .await;
     let client_id = run(
-        &mut client,
+        client,
         &sandbox,
         container_config(
             &image,
@@ -314,13 +340,13 @@ async fn a_pod_of_two_containers_talks_over_localhost_execs_logs_and_goes() {
     wait_log(&logs.join("server/0.log"), "serving").await;
 
     // crictl ps, ps --state, ps --label
-    let all = list(&mut client, cri::ContainerFilter::default()).await;
+    let all = list(client, cri::ContainerFilter::default()).await;
     assert_eq!(all.len(), 2);
     assert!(all.iter().all(|c| c.pod_sandbox_id == sandbox
         && c.state == cri::ContainerState::ContainerRunning as i32
         && c.image_id.starts_with("sha256:")));
     let labelled = list(
-        &mut client,
+        client,
         cri::ContainerFilter {
             label_selector: HashMap::from([("container".to_owned(), "server".to_owned())]),
             ..cri::ContainerFilter::default()
@@ -330,76 +356,58 @@ async fn a_pod_of_two_containers_talks_over_localhost_execs_logs_and_goes() {
     assert_eq!(labelled.len(), 1);
     assert_eq!(labelled[0].id, server);
 
-    check_exec_sync(&mut client, &server).await;
-    check_pod_shares(&mut client, &server, &client_id).await;
+    check_exec_sync(client, &server).await;
+    check_pod_shares(client, &server, &client_id).await;
 
-    check_stats(&mut client, &server).await;
+    check_stats(client, &server).await;
 
-    check_stop_and_remove(&mut client, &sandbox, &image, &client_id, &logs).await;
+    check_stop_and_remove(client, &sandbox, &image, &client_id, &logs).await;
 
     // stopp stops the server, rmp removes what is left.
-    e2e_support::stop(&mut client, &sandbox).await;
-    let server_status = status(&mut client, &server).await;
+    e2e_support::stop(client, &sandbox).await;
+    let server_status = status(client, &server).await;
     assert_eq!(
         server_status.state,
         cri::ContainerState::ContainerExited as i32
     );
-    e2e_support::remove(&mut client, &sandbox).await;
-    assert!(
-        list(&mut client, cri::ContainerFilter::default())
-            .await
-            .is_empty()
-    );
-    drop(client);
-    assert!(node.sigterm().await, "the daemon exits cleanly on SIGTERM");
-    assert_no_container_left(&node);
-    node.assert_nothing_leaked(&[sandbox]);
-    remove_cgroups(&node, &["web"]);
+    setup.finish().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root + netns + runc: cargo xtask test"]
 async fn containers_outlive_a_killed_daemon_and_report_right_after_its_restart() {
-    let Setup {
-        mut node,
-        image,
-        _registry,
-    } = setup("ctrkill").await;
-    let mut client = node.client().await;
-    let sandbox = client
-        .run_pod_sandbox(pod(&node, "db"))
-        .await
-        .expect("RunPodSandbox")
-        .into_inner()
-        .pod_sandbox_id;
+    let mut setup = setup("ctrkill", "db").await;
+    let (image, sandbox) = (setup.image.clone(), setup.sandbox.clone());
+    let client = &mut setup.client;
     let long = run(
-        &mut client,
+        client,
         &sandbox,
         container_config(&image, "long", "echo started; exec sleep 3600"),
     )
     .await;
     let short = run(
-        &mut client,
+        client,
         &sandbox,
         container_config(&image, "short", "sleep 2; echo finished; exit 7"),
     )
     .await;
     let created = create(
-        &mut client,
+        client,
         &sandbox,
         container_config(&image, "idle", "echo never"),
     )
     .await
     .expect("CreateContainer");
-    let pid_before = status_info_pid(&mut client, &long).await;
+    let pid_before = status_info_pid(client, &long).await;
     let started = run(
-        &mut client,
+        client,
         &sandbox,
         container_config(&image, "started", "exec sleep 3600"),
     )
     .await;
 
-    drop(client);
+    // The client's connection dies with the daemon; a new one is made after the restart.
+    let node = &mut setup.node;
     node.sigkill();
     // As if killed after the runtime started `started` but before the daemon saved that.
     let state_file = node.state_dir().join(format!("containers/{started}.json"));
@@ -414,19 +422,20 @@ async fn containers_outlive_a_killed_daemon_and_report_right_after_its_restart()
     tokio::time::sleep(Duration::from_secs(3)).await;
     node.start().await;
     node.wait_recovered().await;
-    let mut client = node.client().await;
+    setup.client = setup.node.client().await;
+    let (node, client) = (&setup.node, &mut setup.client);
 
-    let long_status = status(&mut client, &long).await;
+    let long_status = status(client, &long).await;
     assert_eq!(
         long_status.state,
         cri::ContainerState::ContainerRunning as i32
     );
-    assert_eq!(status_info_pid(&mut client, &long).await, pid_before);
-    let out = exec(&mut client, &long, &["echo", "still here"], 10)
+    assert_eq!(status_info_pid(client, &long).await, pid_before);
+    let out = exec(client, &long, &["echo", "still here"], 10)
         .await
         .expect("ExecSync after the restart");
     assert_eq!(out.stdout, b"still here\n");
-    let short_status = wait_exited(&mut client, &short, Duration::from_secs(10)).await;
+    let short_status = wait_exited(client, &short, Duration::from_secs(10)).await;
     assert_eq!(
         (short_status.exit_code, short_status.reason.as_str()),
         (7, "Error")
@@ -437,22 +446,16 @@ async fn containers_outlive_a_killed_daemon_and_report_right_after_its_restart()
         "the log written while the daemon was down is there: {lines:?}"
     );
     assert_eq!(
-        status(&mut client, &created).await.state,
+        status(client, &created).await.state,
         cri::ContainerState::ContainerCreated as i32
     );
     assert_eq!(
-        status(&mut client, &started).await.state,
+        status(client, &started).await.state,
         cri::ContainerState::ContainerRunning as i32,
         "the runtime's word wins over a state saved before the start"
     );
 
-    e2e_support::stop(&mut client, &sandbox).await;
-    e2e_support::remove(&mut client, &sandbox).await;
-    drop(client);
-    assert!(node.sigterm().await);
-    assert_no_container_left(&node);
-    node.assert_nothing_leaked(&[sandbox]);
-    remove_cgroups(&node, &["db"]);
+    setup.finish().await;
 }
 
 /// `crictl exec -s`: output, exit codes, a missing command, a timeout that kills the command,
@@ -641,21 +644,12 @@ async fn status_info_pid(client: &mut Client, id: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root + netns + runc: cargo xtask test"]
 async fn bad_requests_and_an_oom_kill_are_reported_and_the_daemon_keeps_serving() {
-    let Setup {
-        mut node,
-        image,
-        _registry,
-    } = setup("ctrbad").await;
-    let mut client = node.client().await;
-    let sandbox = client
-        .run_pod_sandbox(pod(&node, "bad"))
-        .await
-        .expect("RunPodSandbox")
-        .into_inner()
-        .pod_sandbox_id;
+    let mut setup = setup("ctrbad", "bad").await;
+    let (image, sandbox) = (setup.image.clone(), setup.sandbox.clone());
+    let client = &mut setup.client;
 
     let missing_image = create(
-        &mut client,
+        client,
         &sandbox,
         container_config("127.0.0.1:1/nothing:here", "x", "true"),
     )
@@ -667,7 +661,7 @@ async fn bad_requests_and_an_oom_kill_are_reported_and_the_daemon_keeps_serving(
         "{missing_image}"
     );
     assert!(missing_image.message().contains("nothing:here"));
-    let missing_sandbox = create(&mut client, "f00d", container_config(&image, "x", "true"))
+    let missing_sandbox = create(client, "f00d", container_config(&image, "x", "true"))
         .await
         .expect_err("a sandbox that does not exist");
     assert_eq!(missing_sandbox.code(), tonic::Code::NotFound);
@@ -677,7 +671,7 @@ async fn bad_requests_and_an_oom_kill_are_reported_and_the_daemon_keeps_serving(
         host_path: "/tmp".to_owned(),
         ..cri::Mount::default()
     }];
-    let refused = create(&mut client, &sandbox, bad_mount)
+    let refused = create(client, &sandbox, bad_mount)
         .await
         .expect_err("a mount outside what is allowed");
     assert_eq!(refused.code(), tonic::Code::InvalidArgument);
@@ -707,8 +701,8 @@ async fn bad_requests_and_an_oom_kill_are_reported_and_the_daemon_keeps_serving(
         }),
         security_context: None,
     });
-    let hog = run(&mut client, &sandbox, hog).await;
-    let killed = wait_exited(&mut client, &hog, Duration::from_secs(60)).await;
+    let hog = run(client, &sandbox, hog).await;
+    let killed = wait_exited(client, &hog, Duration::from_secs(60)).await;
     assert_eq!(
         (killed.reason.as_str(), killed.exit_code),
         ("OOMKilled", 137),
@@ -723,21 +717,11 @@ async fn bad_requests_and_an_oom_kill_are_reported_and_the_daemon_keeps_serving(
     );
 
     // The daemon serves on.
-    let ok = run(
-        &mut client,
-        &sandbox,
-        container_config(&image, "ok", "exit 0"),
-    )
-    .await;
-    let done = wait_exited(&mut client, &ok, Duration::from_secs(10)).await;
+    let ok = run(client, &sandbox, container_config(&image, "ok", "exit 0")).await;
+    let done = wait_exited(client, &ok, Duration::from_secs(10)).await;
     assert_eq!(done.exit_code, 0);
 
-    e2e_support::stop(&mut client, &sandbox).await;
-    e2e_support::remove(&mut client, &sandbox).await;
-    drop(client);
-    assert!(node.sigterm().await);
-    assert_no_container_left(&node);
-    remove_cgroups(&node, &["bad"]);
+    setup.finish().await;
 }
 
 /// A thousand children run in `storm`; more forks are refused at the pids limit.
@@ -808,23 +792,14 @@ fn rss_kib(pid: u32) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root + netns + runc: cargo xtask test"]
 async fn a_log_flood_and_a_fork_storm_stay_in_their_containers() {
-    let Setup {
-        mut node,
-        image,
-        _registry,
-    } = setup("ctrflood").await;
-    let mut client = node.client().await;
-    let sandbox = client
-        .run_pod_sandbox(pod(&node, "flood"))
-        .await
-        .expect("RunPodSandbox")
-        .into_inner()
-        .pod_sandbox_id;
+    let mut setup = setup("ctrflood", "flood").await;
+    let (image, sandbox) = (setup.image.clone(), setup.sandbox.clone());
+    let (node, client) = (&mut setup.node, &mut setup.client);
     let rss_before = rss_kib(node.daemon_pid());
 
     // 100 MB of log lines: conmon writes them, the daemon never holds them.
     let flood = run(
-        &mut client,
+        client,
         &sandbox,
         container_config(
             &image,
@@ -836,7 +811,7 @@ async fn a_log_flood_and_a_fork_storm_stay_in_their_containers() {
     .await;
     // A thousand children, under the pids limit (crio.runtime.pids_limit, 1024).
     let storm = run(
-        &mut client,
+        client,
         &sandbox,
         container_config(
             &image,
@@ -845,7 +820,7 @@ async fn a_log_flood_and_a_fork_storm_stay_in_their_containers() {
         ),
     )
     .await;
-    let flooded = wait_exited(&mut client, &flood, Duration::from_secs(120)).await;
+    let flooded = wait_exited(client, &flood, Duration::from_secs(120)).await;
     assert_eq!(
         (flooded.exit_code, flooded.reason.as_str()),
         (0, "Completed")
@@ -866,7 +841,7 @@ async fn a_log_flood_and_a_fork_storm_stay_in_their_containers() {
         .into_inner()
         .stats
         .expect("stats");
-    check_fork_limit(&mut client, &storm).await;
+    check_fork_limit(client, &storm).await;
     assert!(stats.memory.is_some());
     // The daemon is unaffected: it answers, and holds no more memory than it did.
     let rss_after = rss_kib(node.daemon_pid());
@@ -884,14 +859,9 @@ async fn a_log_flood_and_a_fork_storm_stay_in_their_containers() {
         .expect("StopContainer of the storm");
     assert!(started.elapsed() < Duration::from_secs(20));
     assert_eq!(
-        status(&mut client, &storm).await.state,
+        status(client, &storm).await.state,
         cri::ContainerState::ContainerExited as i32
     );
 
-    e2e_support::stop(&mut client, &sandbox).await;
-    e2e_support::remove(&mut client, &sandbox).await;
-    drop(client);
-    assert!(node.sigterm().await);
-    assert_no_container_left(&node);
-    remove_cgroups(&node, &["flood"]);
+    setup.finish().await;
 }
