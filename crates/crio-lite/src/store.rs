@@ -238,32 +238,11 @@ pub(crate) fn new_sandbox_id() -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{SandboxName, SandboxState};
 
     fn sandbox(id: &str) -> Sandbox {
         Sandbox {
-            id: id.to_owned(),
-            name: SandboxName {
-                name: "p".into(),
-                namespace: "ns".into(),
-                uid: "u".into(),
-                attempt: 1,
-            },
-            state: SandboxState::Ready,
-            created_at: 1,
-            host_network: false,
             netns_path: Some(PathBuf::from("/run/x")),
-            hostname: String::new(),
-            dns: crate::domain::DnsSettings::default(),
-            labels: std::collections::BTreeMap::new(),
-            annotations: std::collections::BTreeMap::new(),
-            port_mappings: Vec::new(),
-            cgroup_parent: String::new(),
-            namespace_options: crate::domain::NamespaceModes::default(),
-            runtime_handler: String::new(),
-            log_directory: String::new(),
-            attachments: Vec::new(),
-            sysctls: std::collections::BTreeMap::new(),
+            ..Sandbox::example(id)
         }
     }
 

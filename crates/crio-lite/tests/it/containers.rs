@@ -278,12 +278,7 @@ fn assert_no_container_left(node: &Node) {
                 .collect(),
         ),
     ];
-    let found: Vec<String> = leaks
-        .iter()
-        .filter(|(_, left)| !left.is_empty())
-        .map(|(what, left)| format!("{what}: {left:?}"))
-        .collect();
-    assert!(found.is_empty(), "leaked:\n{}", found.join("\n"));
+    e2e_support::assert_none_left(&leaks);
 }
 
 fn remove_cgroups(node: &Node, names: &[&str]) {

@@ -408,12 +408,7 @@ impl Node {
             ),
             ("iptables rules of pods", self.pod_rules(ids)),
         ];
-        let found: Vec<String> = leaks
-            .iter()
-            .filter(|(_, left)| !left.is_empty())
-            .map(|(what, left)| format!("{what}: {left:?}"))
-            .collect();
-        assert!(found.is_empty(), "leaked:\n{}", found.join("\n"));
+        assert_none_left(&leaks);
     }
 
     /// Listens on TCP port `port` inside pod `id`; a thread answers the first connection with
@@ -527,6 +522,16 @@ impl Node {
             let _ = output("umount", &["-l", &point]);
         }
     }
+}
+
+/// Fails the test naming every kind of leftover that is not empty.
+pub(crate) fn assert_none_left(leaks: &[(&str, Vec<String>)]) {
+    let found: Vec<String> = leaks
+        .iter()
+        .filter(|(_, left)| !left.is_empty())
+        .map(|(what, left)| format!("{what}: {left:?}"))
+        .collect();
+    assert!(found.is_empty(), "leaked:\n{}", found.join("\n"));
 }
 
 /// A TCP port on 127.0.0.1 inside a network namespace that forwards every connection to
