@@ -173,3 +173,67 @@ pub(crate) fn devices() -> Vec<LinuxDevice> {
         })
         .collect()
 }
+
+/// The kernel's number of a capability (`capability.h`), for masks such as `CapBnd`.
+pub(crate) fn cap_number(cap: Capability) -> Option<u32> {
+    use Capability as C;
+    Some(match cap {
+        C::Chown => 0,
+        C::DacOverride => 1,
+        C::DacReadSearch => 2,
+        C::Fowner => 3,
+        C::Fsetid => 4,
+        C::Kill => 5,
+        C::Setgid => 6,
+        C::Setuid => 7,
+        C::Setpcap => 8,
+        C::LinuxImmutable => 9,
+        C::NetBindService => 10,
+        C::NetBroadcast => 11,
+        C::NetAdmin => 12,
+        C::NetRaw => 13,
+        C::IpcLock => 14,
+        C::IpcOwner => 15,
+        C::SysModule => 16,
+        C::SysRawio => 17,
+        C::SysChroot => 18,
+        C::SysPtrace => 19,
+        C::SysPacct => 20,
+        C::SysAdmin => 21,
+        C::SysBoot => 22,
+        C::SysNice => 23,
+        C::SysResource => 24,
+        C::SysTime => 25,
+        C::SysTtyConfig => 26,
+        C::Mknod => 27,
+        C::Lease => 28,
+        C::AuditWrite => 29,
+        C::AuditControl => 30,
+        C::Setfcap => 31,
+        C::MacOverride => 32,
+        C::MacAdmin => 33,
+        C::Syslog => 34,
+        C::WakeAlarm => 35,
+        C::BlockSuspend => 36,
+        C::AuditRead => 37,
+        C::Perfmon => 38,
+        C::Bpf => 39,
+        C::CheckpointRestore => 40,
+        #[allow(unreachable_patterns)]
+        _ => return None,
+    })
+}
+
+/// This process's capability bounding set (`CapBnd` in `/proc/self/status`); `None` when it
+/// cannot be read.
+pub(crate) fn own_bounding_set() -> Option<u64> {
+    let status = safe_file::read_regular(
+        std::path::Path::new("/proc/self/status"),
+        64 << 10,
+        safe_file::Symlinks::Follow,
+    )
+    .ok()?;
+    let text = String::from_utf8_lossy(&status);
+    let hex = text.lines().find_map(|l| l.strip_prefix("CapBnd:"))?.trim();
+    u64::from_str_radix(hex, 16).ok()
+}

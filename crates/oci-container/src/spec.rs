@@ -207,7 +207,18 @@ fn capabilities(
 ) -> Result<LinuxCapabilities> {
     let is_all = |n: &String| n.eq_ignore_ascii_case("ALL") || n.eq_ignore_ascii_case("CAP_ALL");
     let mut caps: Capabilities = if privileged {
-        ALL_CAPABILITIES.iter().copied().collect()
+        // Every capability this process may still grant: one outside its bounding set (a
+        // node whose own runtime runs without CAP_SYS_RESOURCE) makes the runtime refuse the
+        // whole container.
+        let bounding = defaults::own_bounding_set();
+        ALL_CAPABILITIES
+            .iter()
+            .copied()
+            .filter(|c| {
+                bounding
+                    .is_none_or(|set| defaults::cap_number(*c).is_none_or(|n| set & (1 << n) != 0))
+            })
+            .collect()
     } else {
         let mut caps: Capabilities = DEFAULT_CAPABILITIES.iter().copied().collect();
         if changes.add.iter().any(is_all) {

@@ -595,3 +595,14 @@ fn seccomp_follows_the_final_capabilities_and_privilege() {
         "{err}"
     );
 }
+
+#[test]
+fn every_capability_has_its_kernel_number_once() {
+    let mut seen = std::collections::BTreeSet::new();
+    for cap in crate::ALL_CAPABILITIES {
+        let n = crate::defaults::cap_number(*cap).expect("a number");
+        assert!(seen.insert(n), "{cap:?} shares number {n}");
+    }
+    assert_eq!(seen.len(), crate::ALL_CAPABILITIES.len());
+    assert!(crate::defaults::own_bounding_set().is_some());
+}

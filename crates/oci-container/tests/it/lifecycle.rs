@@ -338,3 +338,26 @@ fn a_pods_ipc_and_uts_namespaces_and_shm_are_pinned_and_unpinned() {
     assert!(!pins.ipc.exists() && !pins.uts.exists() && !pins.shm.exists());
     oci_container::unpin_pod("pod-1", &pod_dir).expect("unpinning twice is fine");
 }
+
+/// A privileged container gets every capability the caller can still grant: on a node whose
+/// runtime runs without some (this machine's has no CAP_SYS_RESOURCE), asking for all of them
+/// made runc refuse the container.
+#[tokio::test]
+#[ignore = "needs root: cargo xtask test"]
+async fn a_privileged_container_runs_with_the_capabilities_the_node_has() {
+    for (name, runtime) in runtimes() {
+        let fx = Fixture::new(&runtime);
+        let id = format!("priv-{name}");
+        let config = oci_container::ContainerConfig {
+            privileged: true,
+            ..config(&id, &["sh", "-c", "grep CapEff /proc/self/status"])
+        };
+        let bundle = fx.bundle(&config, &fx.rootfs);
+        let (code, lines) = fx.run_to_end(&id, &bundle).await;
+        assert_eq!(code, 0, "{name}: {lines:?}");
+        assert!(
+            lines.iter().any(|l| l.contains("CapEff")),
+            "{name}: {lines:?}"
+        );
+    }
+}
