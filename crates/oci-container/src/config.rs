@@ -40,6 +40,8 @@ pub struct ContainerConfig {
     pub hostname: Option<String>,
     /// Bind mounts from the host.
     pub mounts: Vec<BindMount>,
+    /// Host devices made in the container (and allowed in its device cgroup).
+    pub devices: Vec<DeviceMapping>,
     /// Namespaces to join instead of creating.
     pub namespaces: NamespacePaths,
     /// Capabilities added to and dropped from CRI-O's default set.
@@ -79,6 +81,17 @@ pub struct BindMount {
     pub readonly: bool,
     /// How mount events propagate between host and container.
     pub propagation: Propagation,
+}
+
+/// A host device the container gets, as CRI's `Device`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceMapping {
+    /// The device node on the host (a link to one is followed, as `/dev/disk/by-id/...`).
+    pub host_path: PathBuf,
+    /// Where it appears in the container.
+    pub container_path: String,
+    /// What the container may do with it: `r`, `w` and `m` (mknod), as cgroups write them.
+    pub permissions: String,
 }
 
 /// Mount propagation of a [`BindMount`].
@@ -143,6 +156,8 @@ pub struct Resources {
     pub memory_limit: Option<i64>,
     /// The container processes' `oom_score_adj` (-1000 to 1000).
     pub oom_score_adj: Option<i32>,
+    /// hugetlb limits: `(page size such as "2MB", bytes)`.
+    pub hugepage_limits: Vec<(String, u64)>,
     /// Maximum number of processes.
     pub pids_limit: Option<i64>,
 }

@@ -99,6 +99,7 @@ mod tests {
             memory_limit: Some(64 << 20),
             oom_score_adj: None,
             pids_limit: Some(100),
+            hugepage_limits: Vec::new(),
         };
         let json = serde_json::to_value(spec::limits("c1", &r).unwrap()).unwrap();
         assert_eq!(

@@ -95,7 +95,8 @@ pub mod user;
 
 pub use cgroup::ContainerStats;
 pub use config::{
-    BindMount, CapabilityChanges, ContainerConfig, NamespacePaths, Propagation, Resources,
+    BindMount, CapabilityChanges, ContainerConfig, DeviceMapping, NamespacePaths, Propagation,
+    Resources,
 };
 pub use defaults::{
     ALL_CAPABILITIES, DEFAULT_CAPABILITIES, DEFAULT_MASKED_PATHS, DEFAULT_PATH,

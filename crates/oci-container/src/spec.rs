@@ -331,8 +331,21 @@ fn linux(
     let mut linux = oci_spec::runtime::Linux::default();
     linux
         .set_namespaces(Some(namespaces(config)))
-        .set_devices(Some(defaults::devices()))
-        .set_resources(Some(resources(id, &config.resources, config.privileged)?))
+        .set_devices(Some({
+            let mut all = defaults::devices();
+            all.extend(
+                host_devices(id, &config.devices)?
+                    .into_iter()
+                    .map(|(d, _)| d),
+            );
+            all
+        }))
+        .set_resources(Some(resources(
+            id,
+            &config.resources,
+            config.privileged,
+            &config.devices,
+        )?))
         .set_cgroups_path(config.cgroups_path.clone())
         .set_sysctl((!config.sysctls.is_empty()).then(|| {
             config
@@ -409,7 +422,12 @@ fn namespaces(config: &ContainerConfig) -> Vec<LinuxNamespace> {
     .collect()
 }
 
-fn resources(id: &str, r: &Resources, privileged: bool) -> Result<LinuxResources> {
+fn resources(
+    id: &str,
+    r: &Resources,
+    privileged: bool,
+    devices: &[crate::config::DeviceMapping],
+) -> Result<LinuxResources> {
     let mut out = limits(id, r)?;
     // Deny every device, then allow the defaults; a privileged container may use them all.
     let mut deny_all = LinuxDeviceCgroup::default();
@@ -423,8 +441,97 @@ fn resources(id: &str, r: &Resources, privileged: bool) -> Result<LinuxResources
             rule.set_allow(true).set_access(Some("rwm".to_owned()));
             rule
         }));
+        for (device, access) in host_devices(id, devices)? {
+            let mut rule = LinuxDeviceCgroup::from(&device);
+            rule.set_allow(true).set_access(Some(access));
+            rules.push(rule);
+        }
     }
     out.set_devices(Some(rules));
+    if !r.hugepage_limits.is_empty() {
+        let mut limits = Vec::new();
+        for (size, bytes) in &r.hugepage_limits {
+            let valid = size.strip_suffix("B").is_some_and(|n| {
+                let digits = n.trim_end_matches(['K', 'M', 'G', 'T', 'P']);
+                !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+            });
+            if !valid {
+                return Err(Error::config(
+                    id,
+                    format!("hugepage size {size:?} is not a size such as 2MB or 1GB"),
+                ));
+            }
+            let mut limit = oci_spec::runtime::LinuxHugepageLimit::default();
+            limit
+                .set_page_size(size.clone())
+                .set_limit(i64::try_from(*bytes).unwrap_or(i64::MAX));
+            limits.push(limit);
+        }
+        out.set_hugepage_limits(Some(limits));
+    }
+    Ok(out)
+}
+
+/// The host devices a container gets, each with the cgroup access its permissions allow; a
+/// path that is not a character or block device is refused naming it.
+fn host_devices(
+    id: &str,
+    devices: &[crate::config::DeviceMapping],
+) -> Result<Vec<(oci_spec::runtime::LinuxDevice, String)>> {
+    use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+    let mut out = Vec::new();
+    for d in devices {
+        if !d.container_path.starts_with('/') || d.container_path.contains("/../") {
+            return Err(Error::config(
+                id,
+                format!(
+                    "device path {:?} in the container is not absolute",
+                    d.container_path
+                ),
+            ));
+        }
+        let access = if d.permissions.is_empty() {
+            "rwm".to_owned()
+        } else {
+            d.permissions.clone()
+        };
+        if !access.bytes().all(|b| matches!(b, b'r' | b'w' | b'm')) {
+            return Err(Error::config(
+                id,
+                format!(
+                    "device {}: permissions {:?} are not made of r, w and m",
+                    d.host_path.display(),
+                    d.permissions
+                ),
+            ));
+        }
+        let meta = std::fs::metadata(&d.host_path)
+            .map_err(|e| Error::io(id, "inspect device", &d.host_path, e))?;
+        let typ = if meta.file_type().is_char_device() {
+            oci_spec::runtime::LinuxDeviceType::C
+        } else if meta.file_type().is_block_device() {
+            oci_spec::runtime::LinuxDeviceType::B
+        } else {
+            return Err(Error::config(
+                id,
+                format!(
+                    "{} is not a device node (only character and block devices are)",
+                    d.host_path.display()
+                ),
+            ));
+        };
+        let rdev = meta.rdev();
+        let mut device = oci_spec::runtime::LinuxDevice::default();
+        device
+            .set_path(PathBuf::from(&d.container_path))
+            .set_typ(typ)
+            .set_major(i64::from(nix::sys::stat::major(rdev) as u32))
+            .set_minor(i64::from(nix::sys::stat::minor(rdev) as u32))
+            .set_file_mode(Some(meta.mode() & 0o777))
+            .set_uid(Some(meta.uid()))
+            .set_gid(Some(meta.gid()));
+        out.push((device, access));
+    }
     Ok(out)
 }
 

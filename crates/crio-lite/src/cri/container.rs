@@ -56,12 +56,13 @@ pub(crate) fn request(
             "a terminal or stdin needs Attach, a streaming call crio-lite does not serve yet",
         ));
     }
-    if !config.devices.is_empty() || !config.cdi_devices.is_empty() {
+    if !config.cdi_devices.is_empty() {
         return Err(invalid(
-            "config.devices",
-            "host devices are not supported yet: run the container privileged to see them all",
+            "config.CDI_devices",
+            "CDI devices are not supported: name host devices in config.devices",
         ));
     }
+    let devices = devices(config.devices)?;
     check_metadata_size(&config.labels, &config.annotations)?;
     let mut env = Vec::new();
     for (i, kv) in config.envs.into_iter().enumerate() {
@@ -73,21 +74,7 @@ pub(crate) fn request(
         }
         env.push((kv.key, kv.value));
     }
-    let mut mounts = Vec::new();
-    for (i, m) in config.mounts.into_iter().enumerate() {
-        if m.image.is_some_and(|i| !i.image.is_empty()) {
-            return Err(invalid(
-                &format!("config.mounts[{i}].image"),
-                "image volumes are not supported yet",
-            ));
-        }
-        mounts.push(MountSpec {
-            container_path: m.container_path,
-            host_path: PathBuf::from(m.host_path),
-            readonly: m.readonly,
-            propagation: m.propagation,
-        });
-    }
+    let mounts = mounts(config.mounts)?;
     let linux = config.linux.unwrap_or_default();
     let resources = linux.resources.unwrap_or_default();
     let security = security(linux.security_context.unwrap_or_default())?;
@@ -117,6 +104,7 @@ pub(crate) fn request(
             working_dir,
             env,
             mounts,
+            devices,
             labels: config.labels.into_iter().collect(),
             annotations: config.annotations.into_iter().collect(),
             log_path: config.log_path,
@@ -202,6 +190,59 @@ fn security(sc: cri::LinuxContainerSecurityContext) -> SandboxResult<ContainerRe
     })
 }
 
+/// Bind mounts as asked (checked further when the container is made); image volumes refused.
+fn mounts(mounts: Vec<cri::Mount>) -> SandboxResult<Vec<MountSpec>> {
+    let mut out = Vec::new();
+    for (i, m) in mounts.into_iter().enumerate() {
+        if m.image.is_some_and(|i| !i.image.is_empty()) {
+            return Err(invalid(
+                &format!("config.mounts[{i}].image"),
+                "image volumes are not supported yet",
+            ));
+        }
+        out.push(MountSpec {
+            container_path: m.container_path,
+            host_path: PathBuf::from(m.host_path),
+            readonly: m.readonly,
+            propagation: m.propagation,
+        });
+    }
+    Ok(out)
+}
+
+/// Host devices: absolute paths, permissions of r, w and m.
+fn devices(devices: Vec<cri::Device>) -> SandboxResult<Vec<oci_container::DeviceMapping>> {
+    let mut out = Vec::new();
+    for (i, d) in devices.into_iter().enumerate() {
+        let host = PathBuf::from(&d.host_path);
+        if !host.is_absolute() || !d.container_path.starts_with('/') {
+            return Err(invalid(
+                &format!("config.devices[{i}]"),
+                format!(
+                    "{:?} -> {:?}: both paths must be absolute",
+                    d.host_path, d.container_path
+                ),
+            ));
+        }
+        if !d
+            .permissions
+            .bytes()
+            .all(|b| matches!(b, b'r' | b'w' | b'm'))
+        {
+            return Err(invalid(
+                &format!("config.devices[{i}].permissions"),
+                format!("{:?} is not made of r, w and m", d.permissions),
+            ));
+        }
+        out.push(oci_container::DeviceMapping {
+            host_path: host,
+            container_path: d.container_path,
+            permissions: d.permissions,
+        });
+    }
+    Ok(out)
+}
+
 /// The deprecated `seccomp_profile_path`: `runtime/default`, `unconfined`, `localhost/<path>`.
 fn legacy_seccomp(path: &str) -> SandboxResult<Seccomp> {
     match path {
@@ -271,6 +312,11 @@ pub(crate) fn limits(r: &cri::LinuxContainerResources) -> Limits {
         oom_score_adj: r.oom_score_adj,
         cpuset_cpus: r.cpuset_cpus.clone(),
         cpuset_mems: r.cpuset_mems.clone(),
+        hugepage_limits: r
+            .hugepage_limits
+            .iter()
+            .map(|h| (h.page_size.clone(), h.limit))
+            .collect(),
     }
 }
 
@@ -384,6 +430,15 @@ pub(crate) fn status(c: &Container) -> cri::ContainerStatus {
                 oom_score_adj: c.limits.oom_score_adj,
                 cpuset_cpus: c.limits.cpuset_cpus.clone(),
                 cpuset_mems: c.limits.cpuset_mems.clone(),
+                hugepage_limits: c
+                    .limits
+                    .hugepage_limits
+                    .iter()
+                    .map(|(page_size, limit)| cri::HugepageLimit {
+                        page_size: page_size.clone(),
+                        limit: *limit,
+                    })
+                    .collect(),
                 ..cri::LinuxContainerResources::default()
             }),
             windows: None,

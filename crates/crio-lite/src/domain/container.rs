@@ -81,6 +81,9 @@ pub struct Limits {
     pub cpuset_cpus: String,
     /// Memory nodes allowed.
     pub cpuset_mems: String,
+    /// hugetlb limits: page size (`2MB`) and bytes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hugepage_limits: Vec<(String, u64)>,
 }
 
 /// How the container's process ended.

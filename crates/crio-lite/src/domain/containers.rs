@@ -48,6 +48,8 @@ pub struct ContainerRequest {
     pub env: Vec<(String, String)>,
     /// Bind mounts.
     pub mounts: Vec<MountSpec>,
+    /// Host devices.
+    pub devices: Vec<oci_container::DeviceMapping>,
     /// CRI labels.
     pub labels: BTreeMap<String, String>,
     /// CRI annotations.
@@ -489,8 +491,6 @@ impl Containers {
                 });
             }
         }
-        let limits = &request.limits;
-        let positive = |v: i64| (v > 0).then_some(v);
         let cgroup_parent = if sandbox.cgroup_parent.is_empty() {
             "/crio-lite".to_owned()
         } else if sandbox.cgroup_parent.starts_with('/') {
@@ -546,17 +546,8 @@ impl Containers {
             masked_paths: request.masked_paths.clone(),
             readonly_paths: request.readonly_paths.clone(),
             sysctls: BTreeMap::new(),
-            resources: oci_container::Resources {
-                cpu_shares: positive(limits.cpu_shares).map(|v| v as u64),
-                cpu_quota: positive(limits.cpu_quota),
-                cpu_period: positive(limits.cpu_period).map(|v| v as u64),
-                cpuset_cpus: Some(limits.cpuset_cpus.clone()).filter(|s| !s.is_empty()),
-                cpuset_mems: Some(limits.cpuset_mems.clone()).filter(|s| !s.is_empty()),
-                memory_limit: positive(limits.memory_limit_in_bytes),
-                oom_score_adj: (limits.oom_score_adj != 0)
-                    .then(|| i32::try_from(limits.oom_score_adj).unwrap_or(1000)),
-                pids_limit: None,
-            },
+            resources: oci_resources(&request.limits),
+            devices: request.devices.clone(),
             cgroups_path: Some(PathBuf::from(format!(
                 "{}/crio-lite-{}",
                 cgroup_parent.trim_end_matches('/'),
@@ -915,16 +906,10 @@ impl Containers {
         self.observe(&mut container);
         require_running(&container)?;
         let runtime = self.runtime(&container.runtime_handler)?;
-        let positive = |v: i64| (v > 0).then_some(v);
+        // The OOM score is set at creation and cannot change.
         let resources = oci_container::Resources {
-            cpu_shares: positive(limits.cpu_shares).map(|v| v as u64),
-            cpu_quota: positive(limits.cpu_quota),
-            cpu_period: positive(limits.cpu_period).map(|v| v as u64),
-            cpuset_cpus: Some(limits.cpuset_cpus.clone()).filter(|s| !s.is_empty()),
-            cpuset_mems: Some(limits.cpuset_mems.clone()).filter(|s| !s.is_empty()),
-            memory_limit: positive(limits.memory_limit_in_bytes),
             oom_score_adj: None,
-            pids_limit: None,
+            ..oci_resources(&limits)
         };
         runtime
             .update(&container.id, &resources)
@@ -1171,6 +1156,23 @@ impl Containers {
             user: (0, 0, Vec::new()),
             command: Vec::new(),
         }
+    }
+}
+
+/// CRI limits (0 for unset) as oci-container's resources.
+fn oci_resources(limits: &Limits) -> oci_container::Resources {
+    let positive = |v: i64| (v > 0).then_some(v);
+    oci_container::Resources {
+        cpu_shares: positive(limits.cpu_shares).and_then(|v| u64::try_from(v).ok()),
+        cpu_quota: positive(limits.cpu_quota),
+        cpu_period: positive(limits.cpu_period).and_then(|v| u64::try_from(v).ok()),
+        cpuset_cpus: Some(limits.cpuset_cpus.clone()).filter(|s| !s.is_empty()),
+        cpuset_mems: Some(limits.cpuset_mems.clone()).filter(|s| !s.is_empty()),
+        memory_limit: positive(limits.memory_limit_in_bytes),
+        oom_score_adj: (limits.oom_score_adj != 0)
+            .then(|| i32::try_from(limits.oom_score_adj).unwrap_or(1000)),
+        pids_limit: None,
+        hugepage_limits: limits.hugepage_limits.clone(),
     }
 }
 

@@ -676,6 +676,33 @@ async fn bad_requests_and_an_oom_kill_are_reported_and_the_daemon_keeps_serving(
             .contains("config.mounts[0].container_path"),
         "{refused}"
     );
+    let mut not_a_device = container_config(&image, "dev", "true");
+    not_a_device.devices = vec![cri::Device {
+        container_path: "/dev/x".to_owned(),
+        host_path: "/etc/hostname".to_owned(),
+        permissions: "rw".to_owned(),
+    }];
+    let refused = create(client, &sandbox, not_a_device)
+        .await
+        .expect_err("a host path that is not a device");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused}");
+    assert!(
+        refused
+            .message()
+            .contains("/etc/hostname is not a device node"),
+        "{refused}"
+    );
+    // A host device, under a name of the container's, usable as the permissions say.
+    let mut with_device =
+        container_config(&image, "devnull", "echo gone > /dev/xnull && ls /dev/xnull");
+    with_device.devices = vec![cri::Device {
+        container_path: "/dev/xnull".to_owned(),
+        host_path: "/dev/null".to_owned(),
+        permissions: "rw".to_owned(),
+    }];
+    let devnull = run(client, &sandbox, with_device).await;
+    let done = wait_exited(client, &devnull, Duration::from_secs(10)).await;
+    assert_eq!(done.exit_code, 0, "{done:?}");
     let missing_container = client
         .start_container(cri::StartContainerRequest {
             container_id: "deadbeef".to_owned(),

@@ -606,3 +606,69 @@ fn every_capability_has_its_kernel_number_once() {
     assert_eq!(seen.len(), crate::ALL_CAPABILITIES.len());
     assert!(crate::defaults::own_bounding_set().is_some());
 }
+
+#[test]
+fn host_devices_and_hugepages_reach_the_spec_and_bad_ones_are_refused() {
+    let root = rootfs();
+    let mut c = config("c1");
+    c.devices = vec![crate::config::DeviceMapping {
+        host_path: "/dev/null".into(),
+        container_path: "/dev/xnull".into(),
+        permissions: "rw".into(),
+    }];
+    c.resources.hugepage_limits = vec![("2MB".into(), 4 << 20)];
+    let spec = generate(&c, root.path()).unwrap();
+    let linux = spec.linux().as_ref().unwrap();
+    let xnull = linux
+        .devices()
+        .as_ref()
+        .unwrap()
+        .iter()
+        .find(|d| d.path() == std::path::Path::new("/dev/xnull"))
+        .expect("the device is in the spec");
+    assert_eq!((xnull.major(), xnull.minor()), (1, 3));
+    let resources = linux.resources().as_ref().unwrap();
+    let rule = resources
+        .devices()
+        .as_ref()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|r| r.major() == Some(1) && r.minor() == Some(3))
+        .expect("a cgroup rule for it");
+    assert_eq!(rule.access().as_deref(), Some("rw"));
+    let huge = resources.hugepage_limits().as_ref().unwrap();
+    assert_eq!(
+        (huge[0].page_size().as_str(), huge[0].limit()),
+        ("2MB", 4 << 20)
+    );
+
+    let file = root.path().join("etc/passwd");
+    for (mapping, size, wanted) in [
+        (
+            (file.clone(), "/dev/x", "rw"),
+            "2MB",
+            "is not a device node",
+        ),
+        (
+            ("/dev/null".into(), "/dev/x", "rwx"),
+            "2MB",
+            "not made of r, w and m",
+        ),
+        (("/dev/null".into(), "dev/x", "r"), "2MB", "is not absolute"),
+        (("/dev/null".into(), "/dev/x", "r"), "2XB", "is not a size"),
+    ] {
+        let mut c = config("c1");
+        c.devices = vec![crate::config::DeviceMapping {
+            host_path: mapping.0,
+            container_path: mapping.1.into(),
+            permissions: mapping.2.into(),
+        }];
+        c.resources.hugepage_limits = vec![(size.into(), 1)];
+        let err = generate(&c, root.path()).unwrap_err().to_string();
+        assert!(
+            err.contains(wanted) && err.contains("c1"),
+            "{wanted}: {err}"
+        );
+    }
+}
