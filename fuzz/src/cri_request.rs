@@ -18,9 +18,11 @@ pub fn check(data: &[u8]) {
         !sandbox.name.namespace.is_empty(),
         "accepted without a namespace"
     );
+    // A network sysctl (set in the pod's network namespace) or an IPC one (its containers').
     for (key, value) in &sandbox.sysctls {
         assert!(
-            ocicni::netns::check_sysctl(key, value).is_ok(),
+            ocicni::netns::check_sysctl(key, value).is_ok()
+                || oci_container::check_ipc_sysctl(key, value).is_ok(),
             "accepted sysctl {key:?}={value:?}"
         );
     }

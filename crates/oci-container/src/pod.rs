@@ -47,6 +47,43 @@ impl PodNamespaces {
     }
 }
 
+/// Whether `key` is a sysctl of the IPC namespace (`kernel.shm*`, `kernel.msg*`, `kernel.sem`,
+/// `fs.mqueue.*`): one a pod sets for its containers, which share its IPC namespace.
+pub fn is_ipc_sysctl(key: &str) -> bool {
+    let key = key.replace('/', ".");
+    matches!(
+        key.as_str(),
+        "kernel.shmmax"
+            | "kernel.shmall"
+            | "kernel.shmmni"
+            | "kernel.shm_rmid_forced"
+            | "kernel.msgmax"
+            | "kernel.msgmnb"
+            | "kernel.msgmni"
+            | "kernel.sem"
+    ) || key.strip_prefix("fs.mqueue.").is_some_and(|rest| {
+        !rest.is_empty() && rest.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
+    })
+}
+
+/// Checks an IPC sysctl's value as the kernel would read it: not empty, at most 4 KiB, no
+/// control characters.
+///
+/// # Errors
+///
+/// The reason, for the caller to name the key with.
+pub fn check_ipc_sysctl(key: &str, value: &str) -> std::result::Result<(), String> {
+    if !is_ipc_sysctl(key) {
+        return Err(format!("{key} is not a sysctl of the IPC namespace"));
+    }
+    if value.is_empty() || value.len() > 4096 || value.chars().any(char::is_control) {
+        return Err(format!(
+            "{key}={value:?}: the value must be 1 to 4096 bytes without control characters"
+        ));
+    }
+    Ok(())
+}
+
 /// Pins a new IPC namespace and a new UTS namespace with `hostname` under `dir` (made if
 /// missing), and mounts the pod's `/dev/shm` tmpfs there. `pod` names the pod in errors. Pins
 /// that exist already are kept: calling it again for the same pod is a no-op.
@@ -181,4 +218,36 @@ fn unescape(field: &str) -> String {
         .replace("\\011", "\t")
         .replace("\\012", "\n")
         .replace("\\134", "\\")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipc_sysctls_are_the_ipc_namespaces_and_no_others() {
+        for (key, ipc) in [
+            ("kernel.shm_rmid_forced", true),
+            ("kernel/shmmax", true),
+            ("kernel.msgmnb", true),
+            ("kernel.sem", true),
+            ("fs.mqueue.msg_max", true),
+            ("fs.mqueue.", false),
+            ("fs.mqueue.../x", false),
+            ("kernel.hostname", false),
+            ("kernel.shm", false),
+            ("net.ipv4.ip_forward", false),
+            ("vm.overcommit_memory", false),
+        ] {
+            assert_eq!(is_ipc_sysctl(key), ipc, "{key}");
+        }
+        assert!(check_ipc_sysctl("kernel.shm_rmid_forced", "1").is_ok());
+        for (key, value) in [
+            ("kernel.shm_rmid_forced", ""),
+            ("kernel.shm_rmid_forced", "1\n"),
+            ("kernel.hostname", "x"),
+        ] {
+            assert!(check_ipc_sysctl(key, value).is_err(), "{key}={value:?}");
+        }
+    }
 }

@@ -45,7 +45,11 @@ pub fn sandbox_from_request(request: cri::RunPodSandboxRequest) -> SandboxResult
         .and_then(|sc| sc.namespace_options)
         .unwrap_or_default();
     let host_network = check_namespaces(&options)?;
-    check_sysctls(&linux.sysctls, host_network)?;
+    check_sysctls(
+        &linux.sysctls,
+        host_network,
+        options.ipc == cri::NamespaceMode::Node as i32,
+    )?;
     let dns = config.dns_config.unwrap_or_default();
     check_dns_servers(&dns.servers)?;
     let mut port_mappings = Vec::new();
@@ -106,9 +110,26 @@ fn check_namespaces(options: &cri::NamespaceOption) -> SandboxResult<bool> {
     Ok(options.network == cri::NamespaceMode::Node as i32)
 }
 
-fn check_sysctls(sysctls: &HashMap<String, String>, host_network: bool) -> SandboxResult<()> {
+/// Network sysctls (set in the pod's network namespace) and IPC ones (set in its containers,
+/// which share the pod's IPC namespace); neither for a pod that uses the node's namespace.
+fn check_sysctls(
+    sysctls: &HashMap<String, String>,
+    host_network: bool,
+    host_ipc: bool,
+) -> SandboxResult<()> {
     for (key, value) in sysctls {
         let field = format!("config.linux.sysctls[{key:?}]");
+        if oci_container::is_ipc_sysctl(key) {
+            if host_ipc {
+                return Err(invalid(
+                    &field,
+                    "a pod in the node's IPC namespace cannot set IPC sysctls (they would change \
+                     the node)",
+                ));
+            }
+            oci_container::check_ipc_sysctl(key, value).map_err(|e| invalid(&field, &e))?;
+            continue;
+        }
         if host_network {
             return Err(invalid(
                 &field,

@@ -545,7 +545,18 @@ impl Containers {
             readonly_rootfs: request.readonly_rootfs,
             masked_paths: request.masked_paths.clone(),
             readonly_paths: request.readonly_paths.clone(),
-            sysctls: BTreeMap::new(),
+            // The pod's IPC sysctls, written by the runtime in the IPC namespace the pod's
+            // containers share.
+            sysctls: if request.host_ipc {
+                BTreeMap::new()
+            } else {
+                sandbox
+                    .sysctls
+                    .iter()
+                    .filter(|(k, _)| oci_container::is_ipc_sysctl(k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect()
+            },
             resources: oci_resources(&request.limits),
             devices: request.devices.clone(),
             cgroups_path: Some(PathBuf::from(format!(

@@ -247,8 +247,14 @@ impl Manager {
                     path: path.clone(),
                     source,
                 })?;
-            if !sandbox.sysctls.is_empty() {
-                let sysctls = sandbox.sysctls.clone().into_iter().collect();
+            // IPC sysctls are the containers' to set, in the pod's IPC namespace.
+            let sysctls: Vec<(String, String)> = sandbox
+                .sysctls
+                .iter()
+                .filter(|(k, _)| !oci_container::is_ipc_sysctl(k))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            if !sysctls.is_empty() {
                 self.netns.set_sysctls(path, sysctls).await.map_err(|e| {
                     SandboxError::invalid(
                         "config.linux.sysctls",

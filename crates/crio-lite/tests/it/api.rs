@@ -472,7 +472,7 @@ async fn oversized_metadata_is_refused_at_creation() {
 /// Pod sysctls used to be ignored silently. Network ones are set in the pod's namespace before its
 /// network; anything else is refused naming the key, before anything is created.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn network_sysctls_are_applied_and_others_refused() {
+async fn network_sysctls_are_applied_ipc_ones_kept_for_containers_and_others_refused() {
     let Harness {
         dir,
         cni,
@@ -489,7 +489,7 @@ async fn network_sysctls_are_applied_and_others_refused() {
         request
     };
     for (key, why) in [
-        ("kernel.shmmax", "only network sysctls"),
+        ("kernel.hostname", "only network sysctls"),
         ("net/../../etc/passwd", "'..'"),
     ] {
         let err = client
@@ -506,14 +506,38 @@ async fn network_sysctls_are_applied_and_others_refused() {
     let id = client
         .run_pod_sandbox(with_sysctls(
             "tuned",
-            &[("net.ipv4.ip_unprivileged_port_start", "0")],
+            &[
+                ("net.ipv4.ip_unprivileged_port_start", "0"),
+                ("kernel.shm_rmid_forced", "1"),
+            ],
         ))
         .await
         .unwrap()
         .into_inner()
         .pod_sandbox_id;
+    // The network one is written in the pod's network namespace; the IPC one is its
+    // containers' (the containers tests read it in one).
     let pin = std::fs::read_to_string(dir.path().join("run/netns").join(&id)).unwrap();
     assert_eq!(pin, "net.ipv4.ip_unprivileged_port_start=0\n");
+    let mut host_ipc = with_sysctls("hostipc", &[("kernel.shm_rmid_forced", "1")]);
+    host_ipc
+        .config
+        .as_mut()
+        .unwrap()
+        .linux
+        .get_or_insert_default()
+        .security_context
+        .get_or_insert_default()
+        .namespace_options
+        .get_or_insert_default()
+        .ipc = cri::NamespaceMode::Node as i32;
+    let err = client.run_pod_sandbox(host_ipc).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(
+        err.message().contains("node's IPC namespace"),
+        "{}",
+        err.message()
+    );
     daemon.shutdown().await.unwrap();
 }
 

@@ -105,6 +105,8 @@ fn pod(node: &Node, name: &str) -> cri::RunPodSandboxRequest {
         config.log_directory = node.path(&format!("logs/{name}")).display().to_string();
         config.linux = Some(cri::LinuxPodSandboxConfig {
             cgroup_parent: cgroup_parent(node, name),
+            // One of Kubernetes' safe sysctls, of the IPC namespace the pod's containers share.
+            sysctls: HashMap::from([("kernel.shm_rmid_forced".to_owned(), "1".to_owned())]),
             ..Default::default()
         });
     }
@@ -607,6 +609,15 @@ async fn check_pod_shares(client: &mut Client, server: &str, client_id: &str) {
         seen.push(String::from_utf8_lossy(&out.stdout).into_owned());
     }
     assert_eq!(seen[0], seen[1], "both containers see the same namespaces");
+    let rmid = exec(
+        client,
+        server,
+        &["cat", "/proc/sys/kernel/shm_rmid_forced"],
+        10,
+    )
+    .await
+    .expect("read the pod's IPC sysctl");
+    assert_eq!(rmid.stdout, b"1\n", "the pod's IPC sysctl is set");
     assert!(seen[0].ends_with("\nweb\n"), "{}", seen[0]);
     exec(
         client,
