@@ -1103,6 +1103,21 @@ impl Containers {
                     }
                 }
             }
+            // What the runtime itself holds (a `create` that finished after its caller was
+            // killed leaves no record of ours): a container is ours when its bundle is in our
+            // bundle directory, so others' containers in a shared runtime root are left alone.
+            let ours = self.run_dir.join("containers");
+            let Ok(listed) = handler.runtime.list().await else {
+                continue;
+            };
+            for state in listed {
+                if state.bundle.starts_with(&ours) && !known.contains(&state.id) {
+                    tracing::info!(container = %state.id, "runtime container of ours without a record: removing it");
+                    if let Err(e) = handler.runtime.remove(&state.id).await {
+                        tracing::warn!(container = %state.id, error = %e, "cannot remove it");
+                    }
+                }
+            }
         }
         if let Ok(owners) = self.images.rootfs_owners() {
             for id in owners.into_iter().filter(|id| !known.contains(id)) {

@@ -395,6 +395,13 @@ async fn containers_outlive_a_killed_daemon_and_report_right_after_its_restart()
     )
     .await
     .expect("CreateContainer");
+    let orphan = create(
+        client,
+        &sandbox,
+        container_config(&image, "orphan", "echo never"),
+    )
+    .await
+    .expect("CreateContainer");
     let pid_before = status_info_pid(client, &long).await;
     let started = run(
         client,
@@ -415,6 +422,13 @@ async fn containers_outlive_a_killed_daemon_and_report_right_after_its_restart()
         text.replace("\"state\": \"running\"", "\"state\": \"created\""),
     )
     .expect("rewrite the state file");
+    // As if killed while conmon ran `runc create` for `orphan`: the runtime has the container,
+    // crio-lite and oci-container no record of it.
+    std::fs::remove_file(node.state_dir().join(format!("containers/{orphan}.json")))
+        .expect("remove the orphan's state");
+    std::fs::remove_dir_all(node.run_dir().join(format!("oci/runc/containers/{orphan}")))
+        .expect("remove the orphan's runtime record");
+    assert!(node.runc_containers().contains(&orphan));
     // The short one exits while the daemon is down.
     tokio::time::sleep(Duration::from_secs(3)).await;
     node.start().await;
@@ -445,6 +459,10 @@ async fn containers_outlive_a_killed_daemon_and_report_right_after_its_restart()
     assert_eq!(
         status(client, &created).await.state,
         cri::ContainerState::ContainerCreated as i32
+    );
+    assert!(
+        !node.runc_containers().contains(&orphan),
+        "a runtime container in our bundle directory without a record is removed"
     );
     assert_eq!(
         status(client, &started).await.state,
