@@ -10,6 +10,10 @@
 //! - `images`: image-store's pull + unpack of a ~200 MB multi-layer image from a local registry
 //!   beside skopeo + umoci and containerd 1.6, cold, warm and unpack-only, and the disk's write
 //!   rate (targets: >= 1.5x the faster peer cold and warm, RSS < 50 MiB during the pull).
+//! - `containers`: crio-lite's container create + start + stop + remove at 1 and 8 in flight
+//!   beside the same bundle under bare runc and under conmon + runc (target: within 20% of the
+//!   floor + the monitor's start), and its pods beside containerd 1.6's, up and down, CPU time
+//!   and memory per pod (target: faster and cheaper per pod).
 //!
 //! Results go to `target/bench/` as JSON lines, and a table is printed.
 
@@ -23,6 +27,7 @@ use serde_json::{Value, json};
 use crate::cmd::{cargo, is_root, run_step, target_dir, workspace_root};
 use crate::packages;
 
+mod containers;
 mod crio;
 mod images;
 
@@ -32,7 +37,7 @@ struct Opts {
 }
 
 pub(crate) const USAGE: &str =
-    "usage: cargo xtask bench [--quick] [--only watch|peer|crio|front|images]
+    "usage: cargo xtask bench [--quick] [--only watch|peer|crio|front|images|containers]
 
 The benchmarks, as root, each beside its peer in the same run; a table and a MET/MISSED line per
 target, JSON lines in target/bench/. Builds (release) only what the chosen benchmarks need.
@@ -42,9 +47,10 @@ target, JSON lines in target/bench/. Builds (release) only what the chosen bench
   crio    crio-lite's RunPodSandbox and teardown over CRI beside ocicni alone, its memory
   front   Version round trips through crio-lite with and without its HTTP/2 front
   images  image-store's pull + unpack beside skopeo + umoci and containerd, cold and warm
+  containers  crio-lite's containers beside runc and conmon, its pods beside containerd 1.6
 
 options:
-  --quick         fewer pods, repeats and rounds, a smaller image
+  --quick         fewer pods, containers, repeats and rounds, a smaller image
   --only NAME     one benchmark";
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
@@ -64,19 +70,12 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         bail!("bench: needs root (it creates network namespaces)");
     }
     if let Some(only) = opts.only.as_deref()
-        && !["watch", "peer", "crio", "front", "images"].contains(&only)
+        && !["watch", "peer", "crio", "front", "images", "containers"].contains(&only)
     {
-        bail!("bench: --only {only:?}: watch, peer, crio, front or images");
+        bail!("bench: --only {only:?}: watch, peer, crio, front, images or containers");
     }
     let wants = |name: &str| opts.only.as_deref().is_none_or(|o| o == name);
-    packages::ensure(packages::NETWORK_PACKAGES)?;
-    if wants("peer") {
-        packages::ensure(packages::PEER_PACKAGES)?;
-    }
-    if wants("images") {
-        packages::ensure(packages::IMAGE_PACKAGES)?;
-        packages::ensure(packages::IMAGE_PEER_PACKAGES)?;
-    }
+    ensure_packages(&wants)?;
     // Only what the chosen benchmarks run: `--only watch` builds no gRPC stack and no daemon.
     let mut build = cargo();
     build.args(["build", "--release", "-p", "benches"]);
@@ -95,7 +94,10 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if wants("images") {
         build.args(["--bin", "image-bench", "--features", "images"]);
     }
-    if wants("crio") || wants("front") {
+    if wants("containers") {
+        build.args(["--bin", "container-bench", "--features", "containers"]);
+    }
+    if wants("crio") || wants("front") || wants("containers") {
         build.args([
             "--features",
             "crio",
@@ -125,6 +127,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if wants("images") {
         verdicts.extend(images::run(&bin, &out_dir, opts.quick)?);
     }
+    if wants("containers") {
+        verdicts.extend(containers::run(&bin, &out_dir, opts.quick)?);
+    }
     println!("\n== targets");
     let mut missed = 0;
     for v in &verdicts {
@@ -140,6 +145,24 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     println!("\nresults in {}", out_dir.display());
     if missed > 0 {
         println!("{missed} target(s) missed");
+    }
+    Ok(())
+}
+
+/// The Debian packages of the chosen benchmarks, installed when missing.
+fn ensure_packages(wants: &dyn Fn(&str) -> bool) -> Result<()> {
+    packages::ensure(packages::NETWORK_PACKAGES)?;
+    if wants("peer") {
+        packages::ensure(packages::PEER_PACKAGES)?;
+    }
+    if wants("images") {
+        packages::ensure(packages::IMAGE_PACKAGES)?;
+        packages::ensure(packages::IMAGE_PEER_PACKAGES)?;
+    }
+    if wants("containers") {
+        packages::ensure(packages::IMAGE_PACKAGES)?;
+        packages::ensure(packages::CONTAINER_PACKAGES)?;
+        packages::ensure(packages::CONTAINER_BENCH_PACKAGES)?;
     }
     Ok(())
 }

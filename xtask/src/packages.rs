@@ -94,6 +94,20 @@ pub(crate) const IMAGE_PEER_PACKAGES: &[(&str, &str)] = &[
     ),
 ];
 
+/// What the containers benchmark needs beyond [`CONTAINER_PACKAGES`] and [`IMAGE_PACKAGES`]
+/// (runc, conmon, the registry, busybox): its peer, Debian 12's containerd 1.6 (the CRI plugin
+/// built in, `containerd-shim-runc-v2`, runc as a dependency), and a reaper.
+pub(crate) const CONTAINER_BENCH_PACKAGES: &[(&str, &str)] = &[
+    (
+        "containerd",
+        "containerd 1.6 with its CRI plugin and runc shim, started privately beside crio-lite",
+    ),
+    (
+        "tini",
+        "`tini -s`: reaps the bench's orphaned monitors at once, as a node's init does",
+    ),
+];
+
 /// Packages `cargo xtask dist` needs to make the `.deb` files (dpkg-deb itself is in dpkg, which
 /// every Debian system has).
 pub(crate) const DEB_PACKAGES: &[(&str, &str)] = &[

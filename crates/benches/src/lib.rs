@@ -3,8 +3,10 @@
 //! a run left behind on the node.
 //!
 //! The binaries (`ocicni-bench`, `watch-bench`, `crio-bench` and `front-bench` with the `crio`
-//! feature, `image-bench` with the `images` feature) are built by `cargo xtask bench`, which builds only what the chosen benchmarks need: xtask itself
-//! depends on no workspace crate, so it starts on a machine where nothing is installed yet.
+//! feature, `image-bench` with the `images` feature, `container-bench` with the `containers`
+//! feature) are built by `cargo xtask bench`, which builds only what the chosen benchmarks need:
+//! xtask itself depends on no workspace crate, so it starts on a machine where nothing is
+//! installed yet.
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -72,7 +74,7 @@ pub fn stats(phase: &Phase, rate_key: &str) -> Value {
         "ops": ok + phase.errors, "errors": phase.errors, "wall_s": (phase.wall.as_secs_f64() * 1e3).round() / 1e3,
         rate_key: if phase.wall.is_zero() { 0.0 } else { (ok as f64 / phase.wall.as_secs_f64() * 1e3).round() / 1e3 },
         "mean_ms": mean, "min_ms": lat.first().map_or(0.0, |d| ms(*d)),
-        "p50_ms": pct(50.0), "p90_ms": pct(90.0), "p99_ms": pct(99.0), "max_ms": lat.last().map_or(0.0, |d| ms(*d)),
+        "p50_ms": pct(50.0), "p90_ms": pct(90.0), "p95_ms": pct(95.0), "p99_ms": pct(99.0), "max_ms": lat.last().map_or(0.0, |d| ms(*d)),
         "cpu": cpu,
     })
 }
@@ -269,10 +271,21 @@ pub async fn cri_client(
     cri_api::v1::runtime_service_client::RuntimeServiceClient<tonic::transport::Channel>,
     String,
 > {
+    Ok(cri_api::v1::runtime_service_client::RuntimeServiceClient::new(cri_channel(socket).await?))
+}
+
+/// A gRPC channel to a CRI socket, for a runtime and an image client on one connection, as
+/// kubelet holds them.
+///
+/// # Errors
+///
+/// When the socket does not answer.
+#[cfg(feature = "crio")]
+pub async fn cri_channel(socket: &Path) -> Result<tonic::transport::Channel, String> {
     use hyper_util::rt::TokioIo;
     use tonic::transport::{Endpoint, Uri};
     let socket = socket.to_owned();
-    let channel = Endpoint::try_from("http://[::]:50051")
+    Endpoint::try_from("http://[::]:50051")
         .map_err(|e| e.to_string())?
         .connect_with_connector(tower::service_fn(move |_: Uri| {
             let socket = socket.clone();
@@ -283,6 +296,5 @@ pub async fn cri_client(
             }
         }))
         .await
-        .map_err(|e| format!("connect: {e}"))?;
-    Ok(cri_api::v1::runtime_service_client::RuntimeServiceClient::new(channel))
+        .map_err(|e| format!("connect: {e}"))
 }

@@ -338,6 +338,7 @@ pub struct ImageBuilder {
     manifest_edit: Option<fn(&mut Value)>,
     labels: Vec<(String, String)>,
     user: Option<String>,
+    cmd: Option<Vec<String>>,
 }
 
 impl Default for ImageBuilder {
@@ -356,6 +357,7 @@ impl ImageBuilder {
             manifest_edit: None,
             labels: Vec::new(),
             user: None,
+            cmd: None,
         }
     }
 
@@ -369,6 +371,13 @@ impl ImageBuilder {
     /// The configuration's `User` (`1000`, `nobody`, `1000:1000`).
     pub fn user(mut self, user: &str) -> ImageBuilder {
         self.user = Some(user.into());
+        self
+    }
+
+    /// The configuration's `Cmd` (`/bin/sh` unless told): what a container of the image runs
+    /// when its request names no command, such as a pod's infra container.
+    pub fn cmd(mut self, cmd: &[&str]) -> ImageBuilder {
+        self.cmd = Some(cmd.iter().map(|&arg| arg.to_owned()).collect());
         self
     }
 
@@ -398,7 +407,7 @@ impl ImageBuilder {
             "os": os,
             "config": {
                 "Env": ["PATH=/bin"],
-                "Cmd": ["/bin/sh"],
+                "Cmd": self.cmd.clone().unwrap_or_else(|| vec!["/bin/sh".to_owned()]),
                 "Labels": self.labels.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<String, Value>>(),
             },
             "rootfs": {
