@@ -46,9 +46,12 @@ impl ProcessIdentity {
         })
     }
 
-    /// Whether this very process still runs (not a later one with the same pid).
+    /// Whether this very process still runs (not a later one with the same pid). A zombie (it
+    /// has exited, its parent has not reaped it yet) does not: where init reaps orphans late, a
+    /// conmon that is done would otherwise be waited for until its parent gets to it.
     pub fn is_alive(&self) -> bool {
-        start_time(self.pid) == Some(self.start_time)
+        ProcStat::of(self.pid)
+            .is_some_and(|s| s.start_time == self.start_time && !matches!(s.state, 'Z' | 'X'))
     }
 }
 
@@ -174,6 +177,22 @@ pub(crate) fn read_number(id: &str, path: &Path) -> Result<Option<i32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zombie_is_not_alive() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("0.05")
+            .spawn()
+            .unwrap();
+        let who = ProcessIdentity::of(i32::try_from(child.id()).unwrap()).unwrap();
+        assert!(who.is_alive());
+        // Exited, not reaped: a zombie until `wait`.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert_eq!(ProcStat::of(who.pid).map(|s| s.state), Some('Z'));
+        assert!(!who.is_alive());
+        child.wait().unwrap();
+        assert!(!who.is_alive());
+    }
 
     #[test]
     fn start_time_survives_odd_command_names() {

@@ -28,8 +28,24 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_CREATE_TIMEOUT: Duration = Duration::from_secs(120);
 /// The most read of conmon's report on its sync pipe.
 const SYNC_CAP: usize = 64 << 10;
-/// How often [`Runtime::wait`] looks for the exit file.
+/// The longest pause between two looks for an exit file or a process's end; the first pauses
+/// are shorter (see [`Backoff`]).
 const POLL: Duration = Duration::from_millis(20);
+
+/// Pauses of 1 ms doubling up to [`POLL`]: a container killed a moment ago is seen gone within
+/// a millisecond or two, one that runs on costs a look every 20 ms.
+struct Backoff(Duration);
+
+impl Backoff {
+    fn new() -> Backoff {
+        Backoff(Duration::from_millis(1))
+    }
+
+    async fn pause(&mut self) {
+        tokio::time::sleep(self.0).await;
+        self.0 = (self.0 * 2).min(POLL);
+    }
+}
 
 /// An OCI runtime driven through conmon, with its own state directory.
 #[derive(Debug, Clone)]
@@ -493,10 +509,11 @@ impl Runtime {
     /// [`Runtime::exit_code`].
     pub async fn wait(&self, id: &str, timeout: Duration) -> Result<i32> {
         let deadline = Instant::now() + timeout;
+        let mut backoff = Backoff::new();
         loop {
             match self.exit_code(id) {
                 Err(Error::NotExited { .. }) if Instant::now() < deadline => {
-                    tokio::time::sleep(POLL).await;
+                    backoff.pause().await;
                 }
                 other => return other,
             }
@@ -553,8 +570,9 @@ impl Runtime {
         };
         let Some(conmon) = conmon else { return };
         let deadline = Instant::now() + self.timeout.min(Duration::from_secs(5));
+        let mut backoff = Backoff::new();
         while conmon.is_alive() && Instant::now() < deadline {
-            tokio::time::sleep(POLL).await;
+            backoff.pause().await;
         }
         if conmon.is_alive() {
             tracing::warn!(
