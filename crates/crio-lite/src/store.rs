@@ -143,6 +143,18 @@ impl<T: Stored> Store<T> {
         }
     }
 
+    /// Deletes the item's state without syncing the directory (see
+    /// [`Store::save_unsynced`]); a missing file is fine.
+    pub(crate) fn delete_unsynced(&self, id: &str) -> Result<()> {
+        let path = self.path_of(id);
+        match fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::io(context(T::KIND, "delete"), &path, e))
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn sync_dir(&self) -> Result<()> {
         safe_file::sync_dir(&self.dir)
             .map_err(|e| Error::io("cannot sync state directory", &self.dir, e.into_io()))

@@ -1,6 +1,12 @@
 //! The container manager: the state machine of [`super::container`], run against the image
 //! store (root file systems), `oci-container` (spec, runtime and conmon) and the state store.
 //!
+//! Container records are written atomically but not fsynced (and deleted without syncing the
+//! directory): a killed daemon finds them in the page cache, and a power loss takes what they
+//! describe with it (conmon, the runtime's state and the bundles live in the run directory), so a
+//! record older than the last step only leads recovery to undo or mark exited what is gone
+//! anyway.
+//!
 //! Operations on one container are serialized by a per-container async mutex; readers see a
 //! snapshot and never wait for a running operation. Creation is serialized with the sandbox's
 //! own operations by the sandbox manager, which calls [`Containers::create`] under the
@@ -401,7 +407,7 @@ impl Containers {
             .map_err(|e| SandboxError::runtime(&id, e))?;
         container.pid = Some(pid);
         container.state = ContainerState::Created;
-        self.save(container, Store::save).await?;
+        self.save(container, Store::save_unsynced).await?;
         tracing::info!(pid, "container created");
         Ok(())
     }
@@ -607,7 +613,7 @@ impl Containers {
         }
         let store = self.store.clone();
         let cid = id.clone();
-        blocking(move || store.delete(&cid))
+        blocking(move || store.delete_unsynced(&cid))
             .await?
             .map_err(|source| SandboxError::State {
                 sandbox: id.clone(),
@@ -688,7 +694,7 @@ impl Containers {
             .map_err(|e| SandboxError::runtime(&container.id, e))?;
         container.state = ContainerState::Running;
         container.started_at = now_nanos();
-        self.save(container, Store::save).await?;
+        self.save(container, Store::save_unsynced).await?;
         entry.set(Some(container.clone()));
         tracing::info!(container = %container.id, "container started");
         Ok(())
@@ -738,7 +744,7 @@ impl Containers {
             && container.state != ContainerState::Removing
         {
             container.state = ContainerState::Exited;
-            self.save(container, Store::save).await?;
+            self.save(container, Store::save_unsynced).await?;
             tracing::info!(container = %container.id, exit = ?container.exit, "container stopped");
         }
         Ok(())
@@ -790,7 +796,7 @@ impl Containers {
         if container.state != ContainerState::Removing {
             self.observe(container);
             container.state = ContainerState::Removing;
-            self.save(container, Store::save).await?;
+            self.save(container, Store::save_unsynced).await?;
         }
         let runtime = self.runtime(&container.runtime_handler)?.clone();
         self.take_down(container, &runtime).await?;
@@ -930,7 +936,7 @@ impl Containers {
             oom_score_adj: container.limits.oom_score_adj,
             ..limits
         };
-        self.save(&container, Store::save).await?;
+        self.save(&container, Store::save_unsynced).await?;
         entry.set(Some(container));
         Ok(())
     }
@@ -1079,7 +1085,7 @@ impl Containers {
                     tracing::info!(container = %container.id, "started before the daemon was killed: recording it running");
                     container.state = ContainerState::Running;
                     container.started_at = now_nanos();
-                    if let Err(e) = self.save(&container, Store::save).await {
+                    if let Err(e) = self.save(&container, Store::save_unsynced).await {
                         tracing::warn!(container = %container.id, error = %e, "cannot save it");
                     }
                     entry.set(Some(container));
