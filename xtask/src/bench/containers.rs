@@ -29,7 +29,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use super::Verdict;
+use super::{Verdict, ip, num};
 
 const ADDED_TARGET_PCT: f64 = 20.0;
 /// A run that takes longer than this is stuck; it is killed and counts as failed.
@@ -139,17 +139,6 @@ fn cgroup_dirs(root: &str) -> Vec<PathBuf> {
     out
 }
 
-fn ip(args: &[&str]) -> Result<()> {
-    let status = Command::new("ip")
-        .args(args)
-        .status()
-        .context("cannot run ip (iproute2)")?;
-    if !status.success() {
-        bail!("ip {} failed ({status})", args.join(" "));
-    }
-    Ok(())
-}
-
 /// Runs `container-bench`, writes `containers.jsonl`, prints the tables and the target lines.
 pub(super) fn run(bin: &Path, out_dir: &Path, quick: bool) -> Result<Vec<Verdict>> {
     let (cycles, pods) = if quick { ("20", "8") } else { ("200", "50") };
@@ -201,13 +190,6 @@ pub(super) fn run(bin: &Path, out_dir: &Path, quick: bool) -> Result<Vec<Verdict
         );
     }
     Ok(verdicts(&v))
-}
-
-fn num(v: &Value, path: &[&str]) -> f64 {
-    path.iter()
-        .try_fold(v, |v, k| v.get(*k))
-        .and_then(Value::as_f64)
-        .unwrap_or(f64::NAN)
 }
 
 /// `mean/p50/p95` of a step, or `-`.

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use super::Verdict;
+use super::{Verdict, ip, num};
 use crate::cmd::workspace_root;
 
 const ADDED_TARGET_MS: f64 = 5.0;
@@ -70,17 +70,6 @@ impl Drop for Node {
             .status();
         let _ = std::fs::remove_dir_all(&self.work);
     }
-}
-
-fn ip(args: &[&str]) -> Result<()> {
-    let status = Command::new("ip")
-        .args(args)
-        .status()
-        .context("cannot run ip (iproute2)")?;
-    if !status.success() {
-        bail!("ip {} failed ({status})", args.join(" "));
-    }
-    Ok(())
 }
 
 /// Runs every scenario, writes `crio.jsonl`, prints the table and returns the target lines.
@@ -150,13 +139,6 @@ pub(super) fn run(bin: &Path, out_dir: &Path, quick: bool) -> Result<Vec<Verdict
         bail!("the crio benchmark failed in {} scenario(s)", failed.len());
     }
     Ok(verdicts(&rows))
-}
-
-fn num(row: &Value, path: &[&str]) -> f64 {
-    path.iter()
-        .try_fold(row, |v, k| v.get(*k))
-        .and_then(Value::as_f64)
-        .unwrap_or(f64::NAN)
 }
 
 fn print_table(rows: &[Value]) {
