@@ -202,6 +202,13 @@ fn capabilities_default_add_drop_privileged() {
     let mut with_net_admin = default.clone();
     with_net_admin.insert(Capability::NetAdmin);
     with_net_admin.remove(&Capability::Kill);
+    // Privileged: every capability this process's bounding set still holds.
+    let bounding = crate::defaults::own_bounding_set().expect("CapBnd");
+    let grantable: Capabilities = ALL_CAPABILITIES
+        .iter()
+        .copied()
+        .filter(|c| crate::defaults::cap_number(*c).is_some_and(|n| bounding & (1 << n) != 0))
+        .collect();
     // (add, drop, privileged, expected)
     let cases: Vec<(&[&str], &[&str], bool, Capabilities)> = vec![
         (&[], &[], false, default.clone()),
@@ -209,7 +216,7 @@ fn capabilities_default_add_drop_privileged() {
         (&[], &["ALL"], false, Capabilities::new()),
         (&["NET_RAW"], &["ALL"], false, set(&[Capability::NetRaw])),
         (&["ALL"], &[], false, set(ALL_CAPABILITIES)),
-        (&[], &["ALL"], true, set(ALL_CAPABILITIES)),
+        (&[], &["ALL"], true, grantable),
     ];
     for (add, drop, privileged, want) in cases {
         let c = ContainerConfig {
