@@ -550,6 +550,26 @@ fn save_peer_summary(summary: &PeerSummary) {
     );
 }
 
+/// Runs `ip` (iproute2) with `args`, failing with its status.
+fn ip(args: &[&str]) -> Result<()> {
+    let status = Command::new("ip")
+        .args(args)
+        .status()
+        .context("cannot run ip (iproute2)")?;
+    if !status.success() {
+        bail!("ip {} failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
+/// The number at `path` in a result row, NaN when it is missing.
+fn num(row: &Value, path: &[&str]) -> f64 {
+    path.iter()
+        .try_fold(row, |v, k| v.get(*k))
+        .and_then(Value::as_f64)
+        .unwrap_or(f64::NAN)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -588,24 +608,4 @@ mod tests {
         assert!(!found("peer real c=8: own overhead < 10% of plugin time"));
         assert_eq!(verdicts.len(), 3);
     }
-}
-
-/// Runs `ip` (iproute2) with `args`, failing with its status.
-fn ip(args: &[&str]) -> Result<()> {
-    let status = Command::new("ip")
-        .args(args)
-        .status()
-        .context("cannot run ip (iproute2)")?;
-    if !status.success() {
-        bail!("ip {} failed ({status})", args.join(" "));
-    }
-    Ok(())
-}
-
-/// The number at `path` in a result row, NaN when it is missing.
-fn num(row: &Value, path: &[&str]) -> f64 {
-    path.iter()
-        .try_fold(row, |v, k| v.get(*k))
-        .and_then(Value::as_f64)
-        .unwrap_or(f64::NAN)
 }
