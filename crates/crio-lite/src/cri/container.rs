@@ -475,7 +475,7 @@ pub(crate) fn stats(
     writable: image_store::Usage,
     storage_root: &str,
 ) -> cri::ContainerStats {
-    let now = now_nanos();
+    let now = super::now_nanos();
     let v = |x: Option<u64>| x.map(|value| cri::UInt64Value { value });
     cri::ContainerStats {
         attributes: Some(cri::ContainerAttributes {
@@ -512,12 +512,6 @@ pub(crate) fn stats(
         }),
         swap: None,
     }
-}
-
-fn now_nanos() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

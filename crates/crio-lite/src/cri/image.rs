@@ -2,7 +2,6 @@
 //! calls, images and store errors turned into CRI answers and statuses.
 
 use std::collections::HashMap;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use cri_api::v1 as cri;
 use cri_api::v1::image_service_server::ImageService;
@@ -165,12 +164,6 @@ fn verbose_info(image: &Image, config: Option<&ImageConfiguration>) -> HashMap<S
     HashMap::from([("info".to_owned(), info.to_string())])
 }
 
-fn now_nanos() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-}
-
 impl ImageApi {
     /// The image with its configuration; a configuration that cannot be read leaves uid and
     /// user name empty, logged (the image itself is still listed).
@@ -282,7 +275,7 @@ impl ImageService for ImageApi {
     ) -> Result<Response<cri::ImageFsInfoResponse>, Status> {
         let usage = self.images.disk_usage().map_err(|e| status_of(&e))?;
         let image_fs = cri::FilesystemUsage {
-            timestamp: now_nanos(),
+            timestamp: super::now_nanos(),
             fs_id: Some(cri::FilesystemIdentifier {
                 mountpoint: self.images.root().display().to_string(),
             }),

@@ -15,6 +15,13 @@ pub use runtime::{CRI_API_VERSION, RUNTIME_NAME};
 
 use tonic::Status;
 
+/// Now, in nanoseconds since the epoch: the timestamps of stats and file system answers.
+fn now_nanos() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
+
 use crate::domain::SandboxError;
 
 impl From<SandboxError> for Status {

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use nix::sys::signal::Signal;
 use oci_container::{ContainerConfig, NamespacePaths, Runtime};
@@ -25,6 +25,7 @@ use super::container::{Container, ContainerState, Exit, Limits, MountSpec};
 use super::entry::Entry;
 use super::error::{SandboxError, SandboxResult};
 use super::images::Images;
+use super::now_nanos;
 use super::sandbox::Sandbox;
 use crate::store::{Loaded, Store, is_sandbox_id, new_sandbox_id};
 
@@ -1413,12 +1414,6 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| SandboxError::Internal(format!("a worker task failed: {e}")))
-}
-
-fn now_nanos() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(1, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

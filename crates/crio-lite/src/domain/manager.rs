@@ -8,13 +8,14 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use ocicni::{CniPlugin, NetworkSelection, PodNetwork, RuntimeConfig};
 use tracing::Instrument as _;
 
 use super::containers::{ContainerRequest, Containers};
 use super::error::{SandboxError, SandboxResult};
+use super::now_nanos;
 use super::sandbox::{Attachment, Sandbox, SandboxName, SandboxState};
 use crate::error::Result;
 use crate::metrics::Metrics;
@@ -916,10 +917,4 @@ fn request_span(sandbox: &Sandbox) -> tracing::Span {
         pod = %sandbox.name.name,
         namespace = %sandbox.name.namespace,
     )
-}
-
-fn now_nanos() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(1, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }

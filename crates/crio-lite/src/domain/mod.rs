@@ -17,3 +17,11 @@ pub use error::{SandboxError, SandboxResult};
 pub use images::{DEFAULT_POLICIES, Images, STORAGE_DIR};
 pub(crate) use manager::Manager;
 pub use sandbox::{Attachment, DnsSettings, NamespaceModes, Sandbox, SandboxName, SandboxState};
+
+/// Now, in nanoseconds since the epoch, as sandboxes and containers record times; 1 for a clock
+/// before the epoch, so a time is never the CRI's "unset" 0.
+pub(crate) fn now_nanos() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+}
