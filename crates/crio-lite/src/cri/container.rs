@@ -7,9 +7,10 @@ use std::path::PathBuf;
 use cri_api::v1 as cri;
 
 use super::convert::{check_metadata_size, to_hash_map};
+use oci_container::Seccomp;
+
 use crate::domain::{
     Container, ContainerRequest, ContainerState, Limits, MountSpec, SandboxError, SandboxResult,
-    Seccomp,
 };
 
 fn invalid(field: &str, reason: impl Into<String>) -> SandboxError {
@@ -150,11 +151,11 @@ fn security(sc: cri::LinuxContainerSecurityContext) -> SandboxResult<ContainerRe
     #[allow(deprecated)]
     let legacy = sc.seccomp_profile_path.clone();
     let seccomp = match sc.seccomp.clone() {
-        None if legacy.is_empty() => Seccomp::Unset,
-        None => legacy_seccomp(&legacy)?,
+        None if legacy.is_empty() => None,
+        None => Some(legacy_seccomp(&legacy)?),
         Some(profile) => match cri::security_profile::ProfileType::try_from(profile.profile_type) {
-            Ok(cri::security_profile::ProfileType::RuntimeDefault) => Seccomp::RuntimeDefault,
-            Ok(cri::security_profile::ProfileType::Unconfined) => Seccomp::Unconfined,
+            Ok(cri::security_profile::ProfileType::RuntimeDefault) => Some(Seccomp::RuntimeDefault),
+            Ok(cri::security_profile::ProfileType::Unconfined) => Some(Seccomp::Unconfined),
             Ok(cri::security_profile::ProfileType::Localhost) => {
                 let path = PathBuf::from(&profile.localhost_ref);
                 if !path.is_absolute() {
@@ -163,7 +164,7 @@ fn security(sc: cri::LinuxContainerSecurityContext) -> SandboxResult<ContainerRe
                         format!("{:?} is not an absolute path", profile.localhost_ref),
                     ));
                 }
-                Seccomp::Localhost(path)
+                Some(Seccomp::Localhost(path))
             }
             Err(_) => {
                 return Err(invalid(
@@ -564,7 +565,7 @@ mod tests {
         );
         assert_eq!(req.env, vec![("A".to_owned(), "b=c".to_owned())]);
         assert_eq!(req.user, None);
-        assert!(matches!(req.seccomp, Seccomp::Unset));
+        assert_eq!(req.seccomp, None);
     }
 
     #[test]

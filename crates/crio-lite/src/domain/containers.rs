@@ -87,23 +87,9 @@ pub struct ContainerRequest {
     pub host_pid: bool,
     /// The IPC namespace is the node's.
     pub host_ipc: bool,
-    /// The seccomp profile.
-    pub seccomp: Seccomp,
-}
-
-/// The seccomp profile a container asks for.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Seccomp {
-    /// The request names none: the runtime default, as CRI-O's
-    /// `seccomp_use_default_when_empty`.
-    #[default]
-    Unset,
-    /// The node's default profile.
-    RuntimeDefault,
-    /// No filter.
-    Unconfined,
-    /// A profile file on the node.
-    Localhost(PathBuf),
+    /// The seccomp profile; `None` when the request names none (the node's default then, as
+    /// CRI-O's `seccomp_use_default_when_empty`).
+    pub seccomp: Option<oci_container::Seccomp>,
 }
 
 /// A runtime handler's runtime.
@@ -442,7 +428,7 @@ impl Containers {
     /// written once per sandbox.
     async fn pod_files(&self, sandbox: &Sandbox) -> SandboxResult<PodFiles> {
         let dir = self.pod_dir(&sandbox.id);
-        let files = PodFiles::new(&dir, sandbox);
+        let files = PodFiles::new(&dir);
         let writes = files.contents(sandbox);
         let dir2 = dir.clone();
         blocking(move || -> std::io::Result<()> {
@@ -573,14 +559,13 @@ impl Containers {
             ))),
             annotations,
             seccomp: match &request.seccomp {
-                Seccomp::Unconfined => oci_container::Seccomp::Unconfined,
-                Seccomp::Localhost(path) => oci_container::Seccomp::Localhost(path.clone()),
                 // An empty profile is the node's default, as CRI-O's
                 // seccomp_use_default_when_empty (true through CRI-O 1.29) made it.
-                Seccomp::RuntimeDefault | Seccomp::Unset => match default_seccomp {
+                Some(oci_container::Seccomp::RuntimeDefault) | None => match default_seccomp {
                     Some(path) => oci_container::Seccomp::Localhost(path.to_owned()),
                     None => oci_container::Seccomp::RuntimeDefault,
                 },
+                Some(asked) => asked.clone(),
             },
         })
     }
@@ -1246,7 +1231,7 @@ struct PodFiles {
 }
 
 impl PodFiles {
-    fn new(dir: &Path, _sandbox: &Sandbox) -> PodFiles {
+    fn new(dir: &Path) -> PodFiles {
         PodFiles {
             hosts: dir.join("hosts"),
             resolv: dir.join("resolv.conf"),

@@ -12,7 +12,7 @@ mod sandbox;
 
 pub use container::{Container, ContainerState, Exit, Limits, MountSpec};
 pub(crate) use containers::Containers;
-pub use containers::{ContainerRequest, EXEC_OUTPUT_CAP, Seccomp};
+pub use containers::{ContainerRequest, EXEC_OUTPUT_CAP};
 pub use error::{SandboxError, SandboxResult};
 pub use images::{DEFAULT_POLICIES, Images, STORAGE_DIR};
 pub(crate) use manager::Manager;
