@@ -370,7 +370,7 @@ impl Containers {
                 Ok(spec)
             })
             .await?
-            .map_err(|e| SandboxError::runtime(&id, e))?
+            .map_err(SandboxError::runtime)?
         };
         if let Some(process) = spec.process() {
             let user = process.user();
@@ -391,7 +391,7 @@ impl Containers {
         let pid = runtime
             .create(&id, &bundle, &container.log_path)
             .await
-            .map_err(|e| SandboxError::runtime(&id, e))?;
+            .map_err(SandboxError::runtime)?;
         container.pid = Some(pid);
         container.state = ContainerState::Created;
         self.save(container, Store::save_unsynced).await?;
@@ -455,7 +455,7 @@ impl Containers {
         let (pod, hostname) = (sandbox.id.clone(), pod_hostname(sandbox));
         let pins = blocking(move || oci_container::pin_pod(&pod, &dir, &hostname))
             .await?
-            .map_err(|e| SandboxError::runtime(&sandbox.id, e))?;
+            .map_err(SandboxError::runtime)?;
         Ok(PodFiles { pins, ..files })
     }
 
@@ -577,7 +577,7 @@ impl Containers {
         let id = &container.id;
         let mut first = None;
         if let Err(e) = runtime.remove(id).await {
-            first = first.or(Some(SandboxError::runtime(id, e)));
+            first = first.or(Some(SandboxError::runtime(e)));
         }
         let images = self.images.clone();
         let cid = id.clone();
@@ -677,7 +677,7 @@ impl Containers {
         runtime
             .start(&container.id)
             .await
-            .map_err(|e| SandboxError::runtime(&container.id, e))?;
+            .map_err(SandboxError::runtime)?;
         container.state = ContainerState::Running;
         container.started_at = now_nanos();
         self.save(container, Store::save_unsynced).await?;
@@ -718,7 +718,7 @@ impl Containers {
         runtime
             .wait(&id, KILL_WAIT)
             .await
-            .map_err(|e| SandboxError::runtime(&id, e))?;
+            .map_err(SandboxError::runtime)?;
         self.observe(container);
         self.record_exit(container).await
     }
@@ -875,7 +875,7 @@ impl Containers {
         runtime
             .exec_sync(&container.id, command, timeout, EXEC_OUTPUT_CAP)
             .await
-            .map_err(|e| SandboxError::runtime(&container.id, e))
+            .map_err(SandboxError::runtime)
     }
 
     /// CPU, memory and writable-layer use of a running container; `None` for the cgroup part
@@ -917,7 +917,7 @@ impl Containers {
         runtime
             .update(&container.id, &resources)
             .await
-            .map_err(|e| SandboxError::runtime(&container.id, e))?;
+            .map_err(SandboxError::runtime)?;
         container.limits = Limits {
             oom_score_adj: container.limits.oom_score_adj,
             ..limits
@@ -938,7 +938,7 @@ impl Containers {
         } else {
             runtime.resume(&container.id).await
         };
-        done.map_err(|e| SandboxError::runtime(&container.id, e))
+        done.map_err(SandboxError::runtime)
     }
 
     /// Asks the container's conmon to reopen its log file (after kubelet rotated it).
@@ -949,7 +949,7 @@ impl Containers {
         runtime
             .reopen_log(&container.id)
             .await
-            .map_err(|e| SandboxError::runtime(&container.id, e))
+            .map_err(SandboxError::runtime)
     }
 
     /// Brings containers back after a restart: those caught being created are undone, those
@@ -1217,7 +1217,7 @@ async fn signal(runtime: &Runtime, id: &str, signal: Signal) -> SandboxResult<()
     // runc refuses to signal a container whose process is gone but not yet reaped.
     match runtime.state(id).await {
         Ok(s) if s.status == oci_container::Status::Stopped => Ok(()),
-        _ => Err(SandboxError::runtime(id, e)),
+        _ => Err(SandboxError::runtime(e)),
     }
 }
 
@@ -1380,7 +1380,7 @@ fn parse_signal(text: &str) -> Result<i32, String> {
 
 /// A pod's directory: its namespace pins and `/dev/shm` unmounted, then its files.
 fn remove_pod_dir(sandbox_id: &str, dir: &Path) -> SandboxResult<()> {
-    oci_container::unpin_pod(sandbox_id, dir).map_err(|e| SandboxError::runtime(sandbox_id, e))?;
+    oci_container::unpin_pod(sandbox_id, dir).map_err(SandboxError::runtime)?;
     remove_dir(dir).map_err(|source| SandboxError::Io {
         what: format!("sandbox {sandbox_id}: cannot remove the pod's directory"),
         path: dir.to_owned(),

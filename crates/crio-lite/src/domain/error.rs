@@ -188,7 +188,7 @@ impl SandboxError {
         }
     }
 
-    pub(crate) fn runtime(_container: &str, source: oci_container::Error) -> Self {
+    pub(crate) fn runtime(source: oci_container::Error) -> Self {
         SandboxError::Runtime(Box::new(source))
     }
 
