@@ -103,7 +103,7 @@ impl Runtime {
         let stderr = child.stderr.take();
         let (mut out, mut err) = (Capped::default(), Capped::default());
         let mut status = None;
-        let mut timed_out = false;
+        let mut escalation = Escalation::default();
         {
             let reading = async {
                 tokio::join!(
@@ -125,13 +125,12 @@ impl Runtime {
                         until = until.min(Instant::now() + GRACE);
                     }
                     () = tokio::time::sleep_until(until.into()) => {
-                        if status.is_some() || timed_out {
-                            // the streams are held open by something else: keep what we have
+                        // With the status in, the streams are held open by something else:
+                        // keep what we have.
+                        if status.is_some()
+                            || !escalation.step(id, runtime_pid, &files.pid).await
+                        {
                             break;
-                        }
-                        timed_out = true;
-                        if let Some(pid) = runtime_pid {
-                            kill_exec(id, pid, &files.pid).await;
                         }
                         until = Instant::now() + GRACE;
                     }
@@ -140,7 +139,7 @@ impl Runtime {
         }
         let truncated = out.truncated || err.truncated;
         // Without a timeout the loop above only ends once the runtime's status is known.
-        let (false, Some(status)) = (timed_out, status) else {
+        let (false, Some(status)) = (escalation.timed_out, status) else {
             return Ok(ExecOutput {
                 stdout: out.kept,
                 stderr: err.kept,
@@ -248,16 +247,51 @@ fn process_for(config: &[u8], command: &[String]) -> std::result::Result<Vec<u8>
     serde_json::to_vec(process).map_err(|e| format!("cannot serialize the process: {e}"))
 }
 
+/// What an exec past its deadline has been through: the command killed (the runtime resumed to
+/// reap it), then, if the runtime still did not end, the runtime with what is left.
+#[derive(Default)]
+struct Escalation {
+    timed_out: bool,
+    runtime_killed: bool,
+}
+
+impl Escalation {
+    /// The next step at a deadline passed with the runtime still running; false when none is
+    /// left and the caller stops waiting.
+    async fn step(&mut self, id: &str, runtime_pid: Option<u32>, pid_file: &Path) -> bool {
+        if !self.timed_out {
+            self.timed_out = true;
+            if let Some(pid) = runtime_pid {
+                self.runtime_killed = !kill_exec(id, pid, pid_file).await;
+            }
+            return true;
+        }
+        if self.runtime_killed {
+            return false;
+        }
+        self.runtime_killed = true;
+        if let Some(pid) = runtime_pid {
+            command::kill_group(pid);
+        }
+        true
+    }
+}
+
 /// Kills an exec that timed out: the command (named by the pid file) and any other child of the
 /// runtime, with the process groups they lead (runc makes the command a session leader, so its
-/// children are in its group, not the runtime's), then the runtime's own process group.
+/// children are in its group, not the runtime's). Returns whether the runtime was resumed to
+/// reap them and exit on its own; when it could not be stopped, its process group is killed
+/// at once instead (false).
 ///
 /// The runtime is stopped first. It is the command's parent and, stopped, cannot reap it, so
 /// the command's pid, and the group it leads, stay the command's until it is killed: no reused
-/// pid is signalled. The runtime itself is our unreaped child.
-async fn kill_exec(id: &str, runtime_pid: u32, pid_file: &Path) {
+/// pid is signalled. The runtime itself is our unreaped child. Resumed, it reaps the command
+/// before it exits, so once its status is in the command is gone: a check right after the
+/// timeout (critest's "timeout exec process should be gone") finds nothing, not even a zombie
+/// left to the node's init.
+async fn kill_exec(id: &str, runtime_pid: u32, pid_file: &Path) -> bool {
     let Ok(runtime) = i32::try_from(runtime_pid) else {
-        return;
+        return false;
     };
     let stopped =
         kill(Pid::from_raw(runtime), Signal::SIGSTOP).is_ok() && wait_stopped(runtime).await;
@@ -284,8 +318,12 @@ async fn kill_exec(id: &str, runtime_pid: u32, pid_file: &Path) {
         }
         kill_identity(who, Signal::SIGKILL);
     }
+    if stopped && kill(Pid::from_raw(runtime), Signal::SIGCONT).is_ok() {
+        return true;
+    }
     // SIGKILL ends a stopped process too.
     command::kill_group(runtime_pid);
+    false
 }
 
 /// Waits until every thread of `pid` has stopped, so no reap it had under way is still to come.
@@ -404,18 +442,27 @@ mod tests {
         };
         let leader = ProcessIdentity::of(leader).unwrap();
 
-        kill_exec("c1", runtime_pid, &pid_file).await;
+        assert!(
+            kill_exec("c1", runtime_pid, &pid_file).await,
+            "the runtime was stopped, then resumed"
+        );
         let status = tokio::time::timeout(Duration::from_secs(10), runtime.wait())
             .await
             .unwrap()
             .unwrap();
         assert_eq!(
             status.signal(),
-            Some(libc::SIGKILL),
-            "the runtime is killed"
+            None,
+            "the resumed runtime saw its command end and exited on its own"
+        );
+        // The runtime reaped its command before it exited: not even a zombie is left of it.
+        assert!(
+            ProcStat::of(leader.pid).is_none_or(|s| s.start_time != leader.start_time),
+            "the command is still there after the runtime exited: {:?}",
+            ProcStat::of(leader.pid)
         );
         let deadline = Instant::now() + Duration::from_secs(10);
-        // the leader is reaped by init once its parent died; the sleeper likewise
+        // the sleeper, whose parent died, is reaped by init
         while leader.is_alive() || sleeper.is_alive() {
             let zombie = |who: &ProcessIdentity| {
                 ProcStat::of(who.pid)
