@@ -62,7 +62,12 @@ pub fn generate(config: &ContainerConfig, rootfs: &Path) -> Result<Spec> {
         ));
     }
 
-    let caps = capabilities(id, &config.capabilities, config.privileged)?;
+    let caps = capabilities(
+        id,
+        &config.capabilities,
+        config.privileged,
+        defaults::own_bounding_set(),
+    )?;
     // The filter follows the final capability set: CAP_SYS_ADMIN unlocks mount(2) and so on.
     let seccomp = config.seccomp.linux_seccomp(
         id,
@@ -200,32 +205,41 @@ fn parse_capability(id: &str, name: &str) -> Result<Capability> {
         .map_err(|_| Error::config(id, format!("unknown capability {name:?}")))
 }
 
+/// The container's capability sets; `bounding` is the mask this process may grant (`None`:
+/// unknown, everything).
 fn capabilities(
     id: &str,
     changes: &CapabilityChanges,
     privileged: bool,
+    bounding: Option<u64>,
 ) -> Result<LinuxCapabilities> {
     let is_all = |n: &String| n.eq_ignore_ascii_case("ALL") || n.eq_ignore_ascii_case("CAP_ALL");
+    // "All" is every capability this process may still grant: one outside its bounding set (a
+    // node whose own runtime runs without CAP_SYS_RESOURCE) makes the runtime refuse the whole
+    // container.
+    let grantable = |c: Capability| {
+        bounding.is_none_or(|set| defaults::cap_number(c).is_none_or(|n| set & (1 << n) != 0))
+    };
+    let all = || ALL_CAPABILITIES.iter().copied().filter(|c| grantable(*c));
     let mut caps: Capabilities = if privileged {
-        // Every capability this process may still grant: one outside its bounding set (a
-        // node whose own runtime runs without CAP_SYS_RESOURCE) makes the runtime refuse the
-        // whole container.
-        let bounding = defaults::own_bounding_set();
-        ALL_CAPABILITIES
-            .iter()
-            .copied()
-            .filter(|c| {
-                bounding
-                    .is_none_or(|set| defaults::cap_number(*c).is_none_or(|n| set & (1 << n) != 0))
-            })
-            .collect()
+        all().collect()
     } else {
         let mut caps: Capabilities = DEFAULT_CAPABILITIES.iter().copied().collect();
         if changes.add.iter().any(is_all) {
-            caps.extend(ALL_CAPABILITIES.iter().copied());
+            caps.extend(all());
         }
         for name in changes.add.iter().filter(|n| !is_all(n)) {
-            caps.insert(parse_capability(id, name)?);
+            let cap = parse_capability(id, name)?;
+            if !grantable(cap) {
+                return Err(Error::config(
+                    id,
+                    format!(
+                        "capability {name:?} is outside this node's bounding set: the runtime \
+                         cannot grant it"
+                    ),
+                ));
+            }
+            caps.insert(cap);
         }
         caps
     };
