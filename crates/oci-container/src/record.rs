@@ -73,6 +73,54 @@ pub(crate) struct ProcStat {
     pub(crate) start_time: u64,
 }
 
+/// What a process does with one signal now, as `/proc/<pid>/status` shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignalDisposition {
+    /// It is the init (pid 1) of a PID namespace of its own: the kernel drops a signal other
+    /// than SIGKILL and SIGSTOP sent to it from outside unless it has a handler for it.
+    pub namespace_init: bool,
+    /// It has a handler for the signal.
+    pub caught: bool,
+    /// It ignores the signal.
+    pub ignored: bool,
+}
+
+impl SignalDisposition {
+    /// What `pid` does with `signal` (a number from 1 to 64), or `None` when there is no such
+    /// process or `/proc` does not say.
+    pub fn of(pid: i32, signal: i32) -> Option<SignalDisposition> {
+        if pid <= 0 || !(1..=64).contains(&signal) {
+            return None;
+        }
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        SignalDisposition::parse(&status, signal)
+    }
+
+    fn parse(status: &str, signal: i32) -> Option<SignalDisposition> {
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(str::trim)
+        };
+        let mask = |name: &str| u64::from_str_radix(field(name)?, 16).ok();
+        let bit = 1u64 << (signal - 1);
+        // NSpid lists the pid in each namespace from the outermost: 1 last means init.
+        let ns_pids: Vec<&str> = field("NSpid:")?.split_whitespace().collect();
+        Some(SignalDisposition {
+            namespace_init: ns_pids.len() > 1 && ns_pids.last() == Some(&"1"),
+            caught: mask("SigCgt:")? & bit != 0,
+            ignored: mask("SigIgn:")? & bit != 0,
+        })
+    }
+
+    /// Whether a signal sent now from outside the process's namespace is dropped unseen: it is
+    /// a namespace's init without a handler for it (and does not ignore it on purpose).
+    pub fn dropped(&self) -> bool {
+        self.namespace_init && !self.caught && !self.ignored
+    }
+}
+
 impl ProcStat {
     /// The process `pid` as `/proc` shows it now, or `None` when there is none.
     pub(crate) fn of(pid: i32) -> Option<ProcStat> {
@@ -177,6 +225,47 @@ pub(crate) fn read_number(id: &str, path: &Path) -> Result<Option<i32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_namespace_init_without_a_handler_drops_the_signal() {
+        let status = |nspid: &str, caught: &str, ignored: &str| {
+            format!("Name:\ttop\nNSpid:\t{nspid}\nSigIgn:\t{ignored}\nSigCgt:\t{caught}\n")
+        };
+        let term = 15;
+        // SIGTERM is bit 14: 0x4000.
+        let cases = [
+            (
+                status("4242\t1", "0000000000000000", "0000000000000000"),
+                true,
+            ),
+            (
+                status("4242\t1", "0000000000004000", "0000000000000000"),
+                false,
+            ),
+            (
+                status("4242\t1", "0000000000000000", "0000000000004000"),
+                false,
+            ),
+            // Not an init: the default action (death) applies.
+            (
+                status("4242\t7", "0000000000000000", "0000000000000000"),
+                false,
+            ),
+            (
+                status("4242", "0000000000000000", "0000000000000000"),
+                false,
+            ),
+        ];
+        for (text, dropped) in cases {
+            let d = SignalDisposition::parse(&text, term).unwrap();
+            assert_eq!(d.dropped(), dropped, "{text}");
+        }
+        assert_eq!(SignalDisposition::parse("Name:\tx\n", term), None);
+        // This test process: not an init, SIGTERM not caught.
+        let me = SignalDisposition::of(i32::try_from(std::process::id()).unwrap(), term).unwrap();
+        assert!(!me.dropped());
+        assert_eq!(SignalDisposition::of(1, 0), None);
+    }
 
     #[test]
     fn a_zombie_is_not_alive() {

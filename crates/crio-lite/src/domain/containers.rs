@@ -98,13 +98,36 @@ struct Handler {
     runtime: Runtime,
 }
 
+/// What a container's seccomp profile is when its request says RuntimeDefault or nothing.
+struct SeccompDefaults {
+    /// `crio.runtime.seccomp_profile`: the RuntimeDefault profile when set.
+    profile: Option<PathBuf>,
+    /// `crio.runtime.seccomp_use_default_when_empty`: no profile asked is RuntimeDefault (else
+    /// unconfined, the CRI's meaning).
+    when_empty: bool,
+}
+
+impl SeccompDefaults {
+    fn of(&self, asked: Option<&oci_container::Seccomp>) -> oci_container::Seccomp {
+        let asked = asked.map_or_else(
+            || oci_container::Seccomp::for_empty_profile(self.when_empty),
+            Clone::clone,
+        );
+        match (asked, &self.profile) {
+            (oci_container::Seccomp::RuntimeDefault, Some(path)) => {
+                oci_container::Seccomp::Localhost(path.clone())
+            }
+            (asked, _) => asked,
+        }
+    }
+}
+
 /// Runs, stops, removes and recovers containers.
 pub(crate) struct Containers {
     handlers: BTreeMap<String, Handler>,
     /// `crio.runtime.hooks_dir`: read at each creation, so a new hook applies at once.
     hooks_dirs: Vec<PathBuf>,
-    /// `crio.runtime.seccomp_profile`: the RuntimeDefault profile when set.
-    default_seccomp: Option<PathBuf>,
+    seccomp: SeccompDefaults,
     /// `crio.runtime.pids_limit`, when positive.
     pids_limit: Option<i64>,
     default_handler: String,
@@ -137,7 +160,10 @@ impl Containers {
         Containers {
             handlers,
             hooks_dirs: config.crio.runtime.hooks_dir.clone(),
-            default_seccomp: (!seccomp.as_os_str().is_empty()).then(|| seccomp.clone()),
+            seccomp: SeccompDefaults {
+                profile: (!seccomp.as_os_str().is_empty()).then(|| seccomp.clone()),
+                when_empty: config.crio.runtime.seccomp_use_default_when_empty,
+            },
             pids_limit: Some(config.crio.runtime.pids_limit).filter(|&n| n > 0),
             default_handler: default_handler.to_owned(),
             images,
@@ -338,7 +364,7 @@ impl Containers {
         };
         let pod_files = self.pod_files(sandbox).await?;
         let mut config = Self::oci_config(
-            self.default_seccomp.as_deref(),
+            &self.seccomp,
             container,
             sandbox,
             request,
@@ -460,7 +486,7 @@ impl Containers {
     }
 
     fn oci_config(
-        default_seccomp: Option<&Path>,
+        seccomp: &SeccompDefaults,
         container: &Container,
         sandbox: &Sandbox,
         request: &ContainerRequest,
@@ -558,15 +584,7 @@ impl Containers {
                 container.id
             ))),
             annotations,
-            seccomp: match &request.seccomp {
-                // An empty profile is the node's default, as CRI-O's
-                // seccomp_use_default_when_empty (true through CRI-O 1.29) made it.
-                Some(oci_container::Seccomp::RuntimeDefault) | None => match default_seccomp {
-                    Some(path) => oci_container::Seccomp::Localhost(path.to_owned()),
-                    None => oci_container::Seccomp::RuntimeDefault,
-                },
-                Some(asked) => asked.clone(),
-            },
+            seccomp: seccomp.of(request.seccomp.as_ref()),
         })
     }
 
@@ -687,9 +705,18 @@ impl Containers {
     }
 
     /// Stops a container: its stop signal, then SIGKILL after `timeout` (at once for zero).
-    /// A container that is not running is stopped already.
+    /// A container that is not running is stopped already; one that is not there too (the CRI's
+    /// idempotence, which critest checks), as with [`remove`].
+    ///
+    /// [`remove`]: Containers::remove
     pub(crate) async fn stop(&self, id: &str, timeout: Duration) -> SandboxResult<()> {
-        let (entry, _op, mut container) = self.locked(id).await?;
+        let (entry, _op, mut container) = match self.locked(id).await {
+            Err(SandboxError::ContainerNotFound { .. }) => {
+                tracing::debug!(container = %id, "StopContainer: no such container, nothing to stop");
+                return Ok(());
+            }
+            other => other?,
+        };
         let outcome = self.stop_locked(&mut container, timeout).await;
         entry.set(Some(container));
         outcome
@@ -707,8 +734,7 @@ impl Containers {
             signal(&runtime, &id, Signal::SIGKILL).await?;
         } else if !timeout.is_zero() {
             let first = Signal::try_from(container.stop_signal).unwrap_or(Signal::SIGTERM);
-            signal(&runtime, &id, first).await?;
-            if runtime.wait(&id, timeout).await.is_ok() {
+            if wait_after_signal(&runtime, &id, container.pid, first, timeout).await? {
                 self.observe(container);
                 return self.record_exit(container).await;
             }
@@ -1218,6 +1244,45 @@ async fn signal(runtime: &Runtime, id: &str, signal: Signal) -> SandboxResult<()
     match runtime.state(id).await {
         Ok(s) if s.status == oci_container::Status::Stopped => Ok(()),
         _ => Err(SandboxError::runtime(e)),
+    }
+}
+
+/// Sends the stop signal and waits up to `timeout` for the container to exit; whether it did.
+///
+/// The container's process is the init of its PID namespace, so the kernel drops a signal it
+/// has no handler for. One stopped right after it started may not have installed its handler
+/// yet (`top` sets its own a moment after exec): the signal, lost, is sent again once the handler
+/// is there, rather than the container sitting out its whole grace period until SIGKILL.
+/// critest's "stopping container" starts `top` and stops it at once.
+async fn wait_after_signal(
+    runtime: &Runtime,
+    id: &str,
+    pid: Option<i32>,
+    first: Signal,
+    timeout: Duration,
+) -> SandboxResult<bool> {
+    let disposition = || pid.and_then(|p| oci_container::SignalDisposition::of(p, first as i32));
+    // Dropped if no handler was there before the signal nor after it (a handler that came in
+    // between may have taken it: no second signal then).
+    let dropped_before = disposition().is_some_and(|d| d.dropped());
+    signal(runtime, id, first).await?;
+    let mut lost = dropped_before && disposition().is_some_and(|d| d.dropped());
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        if runtime.exit_code(id).is_ok() {
+            return Ok(true);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        if lost && disposition().is_some_and(|d| d.caught) {
+            tracing::debug!(container = %id, signal = ?first, "the handler is there now: signalling again");
+            lost = false;
+            signal(runtime, id, first).await?;
+        }
+        tokio::time::sleep(pause.min(deadline - tokio::time::Instant::now())).await;
+        pause = (pause * 2).min(Duration::from_millis(20));
     }
 }
 
