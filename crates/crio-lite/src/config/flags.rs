@@ -47,6 +47,12 @@ pub struct Overrides {
     #[arg(long, value_name = "PATH", value_parser = path_or_empty(),
           value_hint = clap::ValueHint::FilePath)]
     pub seccomp_profile: Option<PathBuf>,
+    /// Give containers whose request names no seccomp profile the RuntimeDefault one, not none
+    /// [crio.runtime.seccomp_use_default_when_empty; env
+    /// CONTAINER_SECCOMP_USE_DEFAULT_WHEN_EMPTY].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = parse_bool)]
+    pub seccomp_use_default_when_empty: Option<bool>,
     /// The most processes a container may have; 0 or -1 for none [crio.runtime.pids_limit; env
     /// CONTAINER_PIDS_LIMIT].
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
@@ -240,6 +246,11 @@ impl Overrides {
             "crio.runtime.seccomp_profile",
             &mut runtime.seccomp_profile,
             self.seccomp_profile.as_ref(),
+        );
+        set.one(
+            "crio.runtime.seccomp_use_default_when_empty",
+            &mut runtime.seccomp_use_default_when_empty,
+            self.seccomp_use_default_when_empty.as_ref(),
         );
         set.one(
             "crio.runtime.pids_limit",

@@ -110,6 +110,15 @@ pub const KEYS: &[Key] = &[
               one.",
     },
     Key {
+        path: "crio.runtime.seccomp_use_default_when_empty",
+        flag: "--seccomp-use-default-when-empty",
+        env: "CONTAINER_SECCOMP_USE_DEFAULT_WHEN_EMPTY",
+        crio: true,
+        doc: "Whether a container whose request names no seccomp profile gets the RuntimeDefault\n\
+              one rather than none (unconfined, the CRI's meaning of an empty profile). kubelet\n\
+              always names one.",
+    },
+    Key {
         path: "crio.runtime.pids_limit",
         flag: "--pids-limit",
         env: "CONTAINER_PIDS_LIMIT",

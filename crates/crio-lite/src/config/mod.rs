@@ -127,6 +127,10 @@ pub struct RuntimeTable {
     /// `seccomp_profile`: the seccomp profile of `RuntimeDefault` containers, a JSON file;
     /// empty for crio-lite's built-in profile.
     pub seccomp_profile: PathBuf,
+    /// `seccomp_use_default_when_empty`: whether a container whose request names no seccomp
+    /// profile gets the RuntimeDefault one (CRI-O's key and default) rather than none, which is
+    /// what the CRI says an empty profile means. kubelet always names one.
+    pub seccomp_use_default_when_empty: bool,
     /// `pids_limit`: the most processes a container may have (its cgroup's `pids.max`); 0 or
     /// -1 for no limit.
     pub pids_limit: i64,
@@ -144,6 +148,7 @@ impl Default for RuntimeTable {
             conmon: PathBuf::from("/usr/bin/conmon"),
             hooks_dir: vec![PathBuf::from("/usr/share/containers/oci/hooks.d")],
             seccomp_profile: PathBuf::new(),
+            seccomp_use_default_when_empty: oci_container::seccomp::USE_DEFAULT_WHEN_EMPTY,
             pids_limit: 1024,
             runtimes: BTreeMap::new(),
         }
