@@ -20,7 +20,7 @@ use crate::packages;
 const PODS: [&str; 3] = ["demo-pod-1", "demo-pod-2", "demo-pod-3"];
 /// Where the demo's registry listens, inside the node namespace (a fresh loopback: the port is
 /// free).
-const REGISTRY: &str = "127.0.0.1:5000";
+pub(crate) const REGISTRY: &str = "127.0.0.1:5000";
 /// The built-in default network's name (its leases live under `<cache>/networks/<name>`).
 const NETWORK: &str = "ocicni-default";
 
@@ -124,15 +124,16 @@ struct Pod {
 }
 
 /// The node namespace, the directories and the daemon; dropping it removes all of them.
-struct Demo {
+pub(crate) struct Demo {
     node: String,
     dir: PathBuf,
     daemon: Option<Child>,
-    registry: Option<Child>,
+    /// The local registry (the demo's docker-registry, or critest's test-registry).
+    pub(crate) registry: Option<Child>,
 }
 
 impl Demo {
-    fn new() -> Result<Demo> {
+    pub(crate) fn new() -> Result<Demo> {
         let pid = std::process::id();
         let stamp = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -155,11 +156,11 @@ impl Demo {
         Ok(demo)
     }
 
-    fn path(&self, sub: &str) -> PathBuf {
+    pub(crate) fn path(&self, sub: &str) -> PathBuf {
         self.dir.join(sub)
     }
 
-    fn socket(&self) -> PathBuf {
+    pub(crate) fn socket(&self) -> PathBuf {
         self.path("run/crio-lite.sock")
     }
 
@@ -167,7 +168,13 @@ impl Demo {
         self.path("run/netns")
     }
 
-    fn run(&mut self, bins: &Bins) -> Result<()> {
+    /// The node namespace's name (under /run/netns).
+    pub(crate) fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Makes the node network namespace, its loopback up.
+    pub(crate) fn create_node(&self) -> Result<()> {
         step(&format!(
             "Creating the node network namespace {} (lo up); the bridge and iptables rules live there",
             self.node
@@ -175,9 +182,13 @@ impl Demo {
         capture(Command::new("ip").args(["netns", "add", &self.node]))?;
         capture(Command::new("ip").args(["-n", &self.node, "link", "set", "lo", "up"]))?;
         println!("    temporary directories under {}", self.dir.display());
+        Ok(())
+    }
 
+    fn run(&mut self, bins: &Bins) -> Result<()> {
+        self.create_node()?;
         let reference = self.start_registry(bins)?;
-        self.start_daemon(bins)?;
+        self.start_daemon(&bins.daemon)?;
         let image = self.pull_image(bins, &reference)?;
         let pods = self.create_pods(bins)?;
         self.ping_between(&pods)?;
@@ -290,8 +301,10 @@ impl Demo {
         Ok(())
     }
 
-    fn start_daemon(&mut self, bins: &Bins) -> Result<()> {
-        let mut check = Command::new(&bins.daemon);
+    /// Checks the configuration, then starts crio-lite (`daemon`) in the node namespace and
+    /// waits until it serves.
+    pub(crate) fn start_daemon(&mut self, daemon: &Path) -> Result<()> {
+        let mut check = Command::new(daemon);
         check.args(self.flags()).arg("check-config");
         step(&format!(
             "Checking the configuration: crio-lite.conf and the drop-ins of crio-lite.conf.d\n    {}",
@@ -301,7 +314,7 @@ impl Demo {
         let mut cmd = Command::new("nsenter");
         cmd.arg(format!("--net=/run/netns/{}", self.node))
             .arg("--")
-            .arg(&bins.daemon)
+            .arg(daemon)
             .args(self.flags())
             .arg("run")
             .env_remove("RUST_LOG")
@@ -847,12 +860,12 @@ fn unmount(path: &Path) {
         .status();
 }
 
-fn step(title: &str) {
+pub(crate) fn step(title: &str) {
     println!("\n==> {title}");
 }
 
 /// Runs a command to its end; its stdout, or an error with its stderr.
-fn capture(cmd: &mut Command) -> Result<String> {
+pub(crate) fn capture(cmd: &mut Command) -> Result<String> {
     let out = cmd
         .stdin(Stdio::null())
         .output()
@@ -869,7 +882,7 @@ fn capture(cmd: &mut Command) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn shown(cmd: &Command) -> String {
+pub(crate) fn shown(cmd: &Command) -> String {
     std::iter::once(cmd.get_program())
         .chain(cmd.get_args())
         .map(|a| a.to_string_lossy().into_owned())
@@ -894,7 +907,7 @@ fn short(id: &str) -> &str {
     id.get(..12).unwrap_or(id)
 }
 
-fn indent(text: &str) -> String {
+pub(crate) fn indent(text: &str) -> String {
     text.trim_end()
         .lines()
         .map(|l| format!("    {l}"))

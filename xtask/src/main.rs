@@ -3,6 +3,8 @@
 //! - `test`: everything CI runs: rustfmt, clippy, rustdoc, unit, integration and doc tests, and the
 //!   tests that need root and network namespaces.
 //! - `demo`: the main job, end to end, in network namespaces of its own.
+//! - `critest`: cri-tools' CRI validation suite against crio-lite (critest is not in Debian 12:
+//!   its usage says how to build it offline).
 //! - `bench`: the benchmarks, printed as tables and JSON.
 //! - `fresh`: the README's test command in a clean clone, as a new machine runs it.
 //! - `fuzz`: the cargo-fuzz targets (config, results, cache entries, CNI_ARGS, CRI requests,
@@ -18,6 +20,7 @@
 
 mod bench;
 mod cmd;
+mod critest;
 mod demo;
 mod dist;
 mod faults;
@@ -35,6 +38,7 @@ const USAGE: &str =
 commands:
   test     everything CI runs: rustfmt, clippy, rustdoc, every test (privileged ones too, as root)
   demo     crio-lite end to end, as root, in network namespaces of its own
+  critest  cri-tools' CRI validation suite against crio-lite, as root (critest built by you)
   bench    the benchmarks beside their peers, as root
   fresh    the README's test command in a clean clone with no protoc, as a new machine runs it
   faults   crio-lite's fault-injection suite, every row, as root (its fast part is in `test`)
@@ -59,6 +63,7 @@ fn run() -> Result<()> {
     let (usage, run): (&str, Command) = match command.as_str() {
         "test" => (test::USAGE, test::run),
         "demo" => (demo::USAGE, demo::run),
+        "critest" => (critest::USAGE, critest::run),
         "bench" => (bench::USAGE, bench::run),
         "fresh" => (fresh::USAGE, fresh::run),
         "faults" => (faults::USAGE, faults::run),

@@ -186,6 +186,74 @@ impl Tar {
             .dir("tmp", 0o1777)
     }
 
+    /// A root as a busybox image from a registry has it: Debian's busybox-static with a hard
+    /// link for every applet it lists (`busybox --list-full`: `bin/sh`, `usr/bin/top`,
+    /// `sbin/ip`, ...), `root`, `www-data` and `nobody` users, a sticky `tmp/`; and small shell
+    /// stand-ins for the two applets Debian's build leaves out that conformance suites run
+    /// (`pgrep`: pids whose name matches; `ipcs -m`: the System V shared memory segments).
+    ///
+    /// # Panics
+    ///
+    /// As [`Tar::busybox`], or when busybox cannot list its applets.
+    pub fn busybox_full() -> Tar {
+        let busybox = std::fs::read("/bin/busybox").unwrap_or_else(|e| {
+            panic!("cannot read /bin/busybox (install Debian's busybox-static): {e}")
+        });
+        let out = std::process::Command::new("/bin/busybox")
+            .arg("--list-full")
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run /bin/busybox --list-full: {e}"));
+        let listed = String::from_utf8_lossy(&out.stdout).into_owned();
+        let mut tar = Tar::new();
+        for dir in ["bin", "etc", "sbin", "usr", "usr/bin", "usr/sbin"] {
+            tar = tar.dir(dir, 0o755);
+        }
+        tar = tar
+            .dir("root", 0o700)
+            .dir("tmp", 0o1777)
+            .file("bin/busybox", 0o755, &busybox)
+            .file(
+                "etc/passwd",
+                0o644,
+                b"root:x:0:0:root:/root:/bin/sh\nwww-data:x:33:33:www-data:/var/www:/bin/false\n\
+                  nobody:x:65534:65534:nobody:/home:/bin/false\n",
+            )
+            .file(
+                "etc/group",
+                0o644,
+                b"root:x:0:\nwww-data:x:33:\nnogroup:x:65534:\n",
+            );
+        let mut applets = Vec::new();
+        for applet in listed.lines().map(str::trim) {
+            // Only names in the directories made above (not `linuxrc` at the top).
+            if applet == "bin/busybox" || !applet.contains('/') || applet.contains("..") {
+                continue;
+            }
+            tar = tar.hardlink(applet, "bin/busybox");
+            applets.push(applet.rsplit('/').next().unwrap_or(applet).to_owned());
+        }
+        let stand_ins: [(&str, &[u8]); 2] = [
+            (
+                "pgrep",
+                b"#!/bin/sh\n# pgrep look-alike: the pids whose name matches $1\nfound=1\n\
+                  for d in /proc/[0-9]*; do\n  n=$(cat \"$d/comm\" 2>/dev/null) || continue\n  \
+                  if echo \"$n\" | grep -qE \"$1\"; then echo \"${d#/proc/}\"; found=0; fi\n\
+                  done\nexit $found\n",
+            ),
+            (
+                "ipcs",
+                b"#!/bin/sh\n# ipcs -m look-alike: the shared memory segments\n\
+                  cat /proc/sysvipc/shm\n",
+            ),
+        ];
+        for (name, script) in stand_ins {
+            if !applets.iter().any(|a| a == name) {
+                tar = tar.file(&format!("usr/bin/{name}"), 0o755, script);
+            }
+        }
+        tar
+    }
+
     /// The archive's bytes.
     pub fn build(self) -> Vec<u8> {
         self.builder
@@ -339,6 +407,7 @@ pub struct ImageBuilder {
     labels: Vec<(String, String)>,
     user: Option<String>,
     cmd: Option<Vec<String>>,
+    env: Option<Vec<String>>,
 }
 
 impl Default for ImageBuilder {
@@ -358,6 +427,7 @@ impl ImageBuilder {
             labels: Vec::new(),
             user: None,
             cmd: None,
+            env: None,
         }
     }
 
@@ -378,6 +448,12 @@ impl ImageBuilder {
     /// when its request names no command, such as a pod's infra container.
     pub fn cmd(mut self, cmd: &[&str]) -> ImageBuilder {
         self.cmd = Some(cmd.iter().map(|&arg| arg.to_owned()).collect());
+        self
+    }
+
+    /// The configuration's `Env` (`PATH=/bin` unless told).
+    pub fn env(mut self, env: &[&str]) -> ImageBuilder {
+        self.env = Some(env.iter().map(|&var| var.to_owned()).collect());
         self
     }
 
@@ -406,7 +482,7 @@ impl ImageBuilder {
             "architecture": arch,
             "os": os,
             "config": {
-                "Env": ["PATH=/bin"],
+                "Env": self.env.clone().unwrap_or_else(|| vec!["PATH=/bin".to_owned()]),
                 "Cmd": self.cmd.clone().unwrap_or_else(|| vec!["/bin/sh".to_owned()]),
                 "Labels": self.labels.iter().map(|(k, v)| (k.clone(), json!(v))).collect::<serde_json::Map<String, Value>>(),
             },

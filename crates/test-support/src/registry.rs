@@ -72,7 +72,21 @@ impl Registry {
         Registry::start_inner(true)
     }
 
+    /// Starts a registry on `addr` (`127.0.0.1:5000`), once: for a network namespace of its
+    /// own, where the port is known to be free and others are told it beforehand.
+    ///
+    /// # Panics
+    ///
+    /// As [`Registry::start`].
+    pub fn start_on(addr: &str) -> Registry {
+        Registry::start_at(false, Some(addr))
+    }
+
     fn start_inner(auth: bool) -> Registry {
+        Registry::start_at(auth, None)
+    }
+
+    fn start_at(auth: bool, fixed: Option<&str>) -> Registry {
         assert!(
             Path::new(REGISTRY_BINARY).exists(),
             "{REGISTRY_BINARY} is missing: install Debian's docker-registry package (cargo xtask test does)"
@@ -80,9 +94,9 @@ impl Registry {
         let dir = crate::temp_dir("registry");
         // The port is free when asked; another process may take it before the registry binds,
         // so a registry that dies at start is tried again on a new port.
-        for _ in 0..5 {
-            let port = free_port();
-            let addr = format!("127.0.0.1:{port}");
+        let tries = if fixed.is_some() { 1 } else { 5 };
+        for _ in 0..tries {
+            let addr = fixed.map_or_else(|| format!("127.0.0.1:{}", free_port()), str::to_owned);
             let config = dir.path().join("config.yml");
             let htpasswd = auth.then(|| dir.path().join("htpasswd"));
             if let Some(path) = &htpasswd {
