@@ -82,7 +82,19 @@ pub enum Command {
     },
     /// Print the version.
     Version,
+    /// Become the init of a pod's PID namespace (run by the daemon itself, never by hand).
+    #[command(name = "pod-init", hide = true)]
+    PodInit {
+        /// The pod sandbox.
+        pod: String,
+        /// Where the init's identity is recorded.
+        pid_file: PathBuf,
+    },
 }
+
+/// The hidden subcommand the daemon runs itself as to start a pod's init
+/// ([`oci_container::pod_init`]).
+pub const POD_INIT_COMMAND: &str = "pod-init";
 
 /// The commands that document the command line itself, answered by [`Docs::run`] before
 /// [`crate::wiring::main`] sees the line: `crio-lite completions SHELL` and the hidden

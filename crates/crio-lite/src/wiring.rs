@@ -84,6 +84,8 @@ pub fn build_netns() -> Arc<dyn NetnsOps> {
 pub fn main(cli: Cli) -> anyhow::Result<()> {
     let command = cli.command.clone().unwrap_or(Command::Run);
     match command {
+        // Before any thread starts: it forks.
+        Command::PodInit { pod, pid_file } => oci_container::pod_init::main(&pod, &pid_file),
         Command::Version => {
             print!("{}", crate::VersionInfo::current().to_text());
             Ok(())

@@ -28,6 +28,11 @@
 //!   [`Resources`]), [`reopen_log`](Runtime::reopen_log) (through conmon's control FIFO, after a
 //!   log rotation) and [`stats`](Runtime::stats) ([`ContainerStats`] from the cgroup its process
 //!   is in, v1 or v2).
+//! - A pod's shared parts, without an infra container: [`pin_pod`] pins IPC and UTS namespaces
+//!   and makes the pod's `/dev/shm`; [`pin_pod_pid`] starts a pod init (pid 1 of a new PID
+//!   namespace that only reaps, [`pod_init::main`], run through the caller's
+//!   [`PodInitProgram`]) and pins its namespace; [`unpin_pod`] and [`unpin_pod_pid`] kill the
+//!   init by identity and unpin.
 //! - After it exits: [`exit_details`](Runtime::exit_details) ([`Exit`]: the code, when, and
 //!   whether the kernel OOM-killed it, from conmon's files).
 //!
@@ -87,6 +92,8 @@ mod exec;
 pub mod hooks;
 mod monitor;
 mod pod;
+pub mod pod_init;
+mod pod_pid;
 mod record;
 mod runtime;
 pub mod seccomp;
@@ -107,6 +114,7 @@ pub use exec::{EXEC_TIMEOUT_EXIT_CODE, ExecOutput};
 pub use hooks::Hooks;
 pub use monitor::Exit;
 pub use pod::{POD_SHM_SIZE, PodNamespaces, check_ipc_sysctl, is_ipc_sysctl, pin_pod, unpin_pod};
+pub use pod_pid::{PodInitProgram, pin_pod_pid, pod_init_pid, pod_pid_pin, unpin_pod_pid};
 pub use record::{ContainerRecord, ProcessIdentity, SignalDisposition};
 pub use runtime::{
     ContainerState, DEFAULT_CREATE_TIMEOUT, DEFAULT_TIMEOUT, Records, Runtime, Status,

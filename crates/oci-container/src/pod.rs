@@ -6,6 +6,7 @@
 //! <dir>/ipc   an IPC namespace, bind-mounted over an empty file
 //! <dir>/uts   a UTS namespace whose hostname is the pod's
 //! <dir>/shm   a tmpfs (mode 1777, 64 MiB), bind-mounted into each container at /dev/shm
+//! <dir>/pid   a PID namespace, when the pod shares one (see [`pin_pod_pid`](crate::pin_pod_pid))
 //! ```
 //!
 //! The namespaces are made by a thread of their own that `unshare`s and ends: namespaces belong
@@ -97,12 +98,13 @@ pub fn pin_pod(pod: &str, dir: &Path, hostname: &str) -> Result<PodNamespaces> {
     if is_mounted(&pins.ipc) && is_mounted(&pins.uts) && is_mounted(&pins.shm) {
         return Ok(pins);
     }
-    // Half of a set (a crash between two mounts): start again.
-    unpin_pod(pod, dir)?;
+    // Half of a set (a crash between two mounts): start again. The PID namespace is not part of
+    // it: its containers may be running.
+    unpin_shared(pod, dir)?;
     std::fs::create_dir_all(dir).map_err(|e| Error::io(pod, "create directory", dir, e))?;
     let made = make(pod, &pins, hostname);
     if made.is_err() {
-        let _ = unpin_pod(pod, dir);
+        let _ = unpin_shared(pod, dir);
     }
     made.map(|()| pins)
 }
@@ -165,13 +167,21 @@ fn make(pod: &str, pins: &PodNamespaces, hostname: &str) -> Result<()> {
     .map_err(|e| Error::io(pod, "mount /dev/shm at", &pins.shm, e.into()))
 }
 
-/// Detaches the pod's pins and `/dev/shm` under `dir` and removes them; what is not there is
-/// fine. The directory itself stays (it may hold other files of the pod's).
+/// Detaches the pod's pins and `/dev/shm` under `dir` and removes them, after killing the pod's
+/// init ([`unpin_pod_pid`](crate::unpin_pod_pid)) if it has one; what is not there is fine. The
+/// directory itself stays (it may hold other files of the pod's).
 ///
 /// # Errors
 ///
-/// [`Error::Io`] naming the path that cannot be unmounted or removed.
+/// [`Error::Io`] naming the path that cannot be unmounted or removed; the errors of
+/// [`unpin_pod_pid`](crate::unpin_pod_pid).
 pub fn unpin_pod(pod: &str, dir: &Path) -> Result<()> {
+    crate::pod_pid::unpin_pod_pid(pod, dir)?;
+    unpin_shared(pod, dir)
+}
+
+/// The IPC and UTS pins and `/dev/shm`.
+fn unpin_shared(pod: &str, dir: &Path) -> Result<()> {
     let pins = PodNamespaces::under(dir);
     for path in [&pins.ipc, &pins.uts, &pins.shm] {
         loop {
@@ -198,7 +208,7 @@ pub fn unpin_pod(pod: &str, dir: &Path) -> Result<()> {
 }
 
 /// Whether something is mounted at `path` (its mount id differs from its parent's).
-fn is_mounted(path: &Path) -> bool {
+pub(crate) fn is_mounted(path: &Path) -> bool {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return false;
     };

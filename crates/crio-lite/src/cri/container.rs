@@ -10,7 +10,8 @@ use super::convert::{check_metadata_size, to_hash_map};
 use oci_container::Seccomp;
 
 use crate::domain::{
-    Container, ContainerRequest, ContainerState, Limits, MountSpec, SandboxError, SandboxResult,
+    Container, ContainerRequest, ContainerState, Limits, MountSpec, PidMode, SandboxError,
+    SandboxResult,
 };
 
 fn invalid(field: &str, reason: impl Into<String>) -> SandboxError {
@@ -120,9 +121,10 @@ fn security(sc: cri::LinuxContainerSecurityContext) -> SandboxResult<ContainerRe
     let caps = sc.capabilities.clone().unwrap_or_default();
     let options = sc.namespace_options.clone().unwrap_or_default();
     let ns_field = "config.linux.security_context.namespace_options";
-    let host_pid = match cri::NamespaceMode::try_from(options.pid) {
-        Ok(cri::NamespaceMode::Node) => true,
-        Ok(cri::NamespaceMode::Pod | cri::NamespaceMode::Container) => false,
+    let pid = match cri::NamespaceMode::try_from(options.pid) {
+        Ok(cri::NamespaceMode::Node) => PidMode::Node,
+        Ok(cri::NamespaceMode::Pod) => PidMode::Pod,
+        Ok(cri::NamespaceMode::Container) => PidMode::Container,
         Ok(cri::NamespaceMode::Target) => {
             return Err(invalid(
                 &format!("{ns_field}.pid"),
@@ -184,7 +186,7 @@ fn security(sc: cri::LinuxContainerSecurityContext) -> SandboxResult<ContainerRe
         no_new_privs: sc.no_new_privs,
         masked_paths: sc.masked_paths,
         readonly_paths: sc.readonly_paths,
-        host_pid,
+        pid,
         host_ipc,
         seccomp,
         ..ContainerRequest::default()
@@ -664,6 +666,33 @@ mod tests {
             (cri::LinuxContainerSecurityContext::default(), None),
         ] {
             assert_eq!(user(&sc).unwrap().as_deref(), want);
+        }
+    }
+
+    #[test]
+    fn pid_modes_are_the_pods_the_containers_or_the_nodes() {
+        let pid = |mode: i32| {
+            let sc = cri::LinuxContainerSecurityContext {
+                namespace_options: Some(cri::NamespaceOption {
+                    pid: mode,
+                    ..cri::NamespaceOption::default()
+                }),
+                ..Default::default()
+            };
+            request(create(security(sc))).map(|(_, r)| r.pid)
+        };
+        assert_eq!(pid(cri::NamespaceMode::Pod as i32).unwrap(), PidMode::Pod);
+        assert_eq!(
+            pid(cri::NamespaceMode::Container as i32).unwrap(),
+            PidMode::Container
+        );
+        assert_eq!(pid(cri::NamespaceMode::Node as i32).unwrap(), PidMode::Node);
+        // No security context at all is CRI's zero value: POD.
+        let (_, plain) = request(create(cri::ContainerConfig::default())).unwrap();
+        assert_eq!(plain.pid, PidMode::Pod);
+        for mode in [cri::NamespaceMode::Target as i32, 9] {
+            let err = pid(mode).expect_err("refused");
+            assert!(err.to_string().contains("namespace_options.pid"), "{err}");
         }
     }
 }

@@ -83,13 +83,26 @@ pub struct ContainerRequest {
     pub readonly_paths: Vec<String>,
     /// cgroup limits.
     pub limits: Limits,
-    /// The PID namespace: the pod's or the node's (`true`), else the container's own.
-    pub host_pid: bool,
+    /// The PID namespace: the pod's, the container's own or the node's.
+    pub pid: PidMode,
     /// The IPC namespace is the node's.
     pub host_ipc: bool,
     /// The seccomp profile; `None` when the request names none (the node's default then, as
     /// CRI-O's `seccomp_use_default_when_empty`).
     pub seccomp: Option<oci_container::Seccomp>,
+}
+
+/// Whose PID namespace a container runs in (CRI's `NamespaceMode` for pid, TARGET aside).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PidMode {
+    /// The pod's: only in a pod that shares one ([`Sandbox::shares_pid`]); the pod's init is
+    /// pid 1 and the pod's containers see each other's processes.
+    Pod,
+    /// One of its own, the container's process pid 1 in it.
+    #[default]
+    Container,
+    /// The node's.
+    Node,
 }
 
 /// A runtime handler's runtime.
@@ -135,6 +148,8 @@ pub(crate) struct Containers {
     store: Store<Container>,
     /// `<runroot>/containers/<id>`: bundles; `<runroot>/pods/<sandbox>`: hosts, resolv.conf.
     run_dir: PathBuf,
+    /// The program that becomes the init of a pod that shares its PID namespace.
+    pod_init: oci_container::PodInitProgram,
     index: Mutex<HashMap<String, Arc<Entry<Container>>>>,
 }
 
@@ -169,6 +184,7 @@ impl Containers {
             images,
             store,
             run_dir,
+            pod_init: pod_init_program(),
             index: Mutex::default(),
         }
     }
@@ -222,6 +238,7 @@ impl Containers {
         sandbox: &Sandbox,
         request: ContainerRequest,
     ) -> SandboxResult<String> {
+        check_pid_mode(sandbox, request.pid)?;
         let handler = self.handler_name(&sandbox.runtime_handler)?.to_owned();
         let runtime = self.runtime(&handler)?.clone();
         {
@@ -479,10 +496,18 @@ impl Containers {
             source,
         })?;
         let (pod, hostname) = (sandbox.id.clone(), pod_hostname(sandbox));
-        let pins = blocking(move || oci_container::pin_pod(&pod, &dir, &hostname))
-            .await?
-            .map_err(SandboxError::runtime)?;
-        Ok(PodFiles { pins, ..files })
+        let program = sandbox.shares_pid().then(|| self.pod_init.clone());
+        let (pins, pid) = blocking(move || -> oci_container::Result<_> {
+            let pins = oci_container::pin_pod(&pod, &dir, &hostname)?;
+            let pid = match program {
+                Some(program) => Some(oci_container::pin_pod_pid(&pod, &dir, &program)?),
+                None => None,
+            };
+            Ok((pins, pid))
+        })
+        .await?
+        .map_err(SandboxError::runtime)?;
+        Ok(PodFiles { pins, pid, ..files })
     }
 
     fn oci_config(
@@ -549,11 +574,14 @@ impl Containers {
                 ipc: Some(pod_files.pins.ipc.clone()),
                 uts: Some(pod_files.pins.uts.clone()),
                 host_network: sandbox.host_network,
-                host_pid: request.host_pid,
+                host_pid: request.pid == PidMode::Node,
+                pid: match request.pid {
+                    PidMode::Pod => pod_files.pid.clone(),
+                    PidMode::Container | PidMode::Node => None,
+                },
                 host_ipc: request.host_ipc,
                 // A pod on the node's network has the node's hostname, as in Kubernetes.
                 host_uts: sandbox.host_network,
-                ..NamespacePaths::default()
             },
             capabilities: oci_container::CapabilityChanges {
                 add: request.add_capabilities.clone(),
@@ -855,7 +883,8 @@ impl Containers {
     }
 
     /// Kills every container of the sandbox (StopPodSandbox): all are tried, the first
-    /// failure returned.
+    /// failure returned; once all are stopped, the pod's init, if it has one (which ends its PID
+    /// namespace and whatever still ran there).
     pub(crate) async fn stop_all(&self, sandbox_id: &str) -> SandboxResult<()> {
         let mut first = None;
         for id in self.in_sandbox(sandbox_id) {
@@ -864,7 +893,13 @@ impl Containers {
                 Err(e) => first = first.or(Some(e)),
             }
         }
-        first.map_or(Ok(()), Err)
+        if let Some(e) = first {
+            return Err(e);
+        }
+        let (pod, dir) = (sandbox_id.to_owned(), self.pod_dir(sandbox_id));
+        blocking(move || oci_container::unpin_pod_pid(&pod, &dir))
+            .await?
+            .map_err(SandboxError::runtime)
     }
 
     /// Removes every container of the sandbox and its `/etc` files (RemovePodSandbox).
@@ -1293,6 +1328,8 @@ struct PodFiles {
     hostname: PathBuf,
     /// The IPC and UTS namespaces and `/dev/shm` the pod's containers share.
     pins: oci_container::PodNamespaces,
+    /// The pod's PID namespace, when it shares one.
+    pid: Option<PathBuf>,
 }
 
 impl PodFiles {
@@ -1302,6 +1339,7 @@ impl PodFiles {
             resolv: dir.join("resolv.conf"),
             hostname: dir.join("hostname"),
             pins: oci_container::PodNamespaces::under(dir),
+            pid: None,
         }
     }
 
@@ -1443,7 +1481,35 @@ fn parse_signal(text: &str) -> Result<i32, String> {
         .map_err(|_| format!("stop signal {text:?} is not a signal name"))
 }
 
-/// A pod's directory: its namespace pins and `/dev/shm` unmounted, then its files.
+/// A container may ask POD for pid only in a pod that shares one.
+fn check_pid_mode(sandbox: &Sandbox, pid: PidMode) -> SandboxResult<()> {
+    if pid == PidMode::Pod && !sandbox.shares_pid() {
+        // kubelet sets one mode on a pod and its containers; a container cannot share what
+        // the pod does not have, and quietly giving it a namespace of its own would hide
+        // its siblings from it.
+        return Err(SandboxError::invalid(
+            "config.linux.security_context.namespace_options.pid",
+            format!(
+                "POD, but sandbox {} was not run with POD for pid: it has no PID namespace to \
+                 share (ask CONTAINER or NODE, or run the pod with POD)",
+                sandbox.id
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The daemon's own executable, resolved once (an upgrade that replaces the file later does not
+/// change which binary pod inits run), with the hidden subcommand that makes it a pod init.
+fn pod_init_program() -> oci_container::PodInitProgram {
+    oci_container::PodInitProgram {
+        path: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
+        args: vec![crate::cli::POD_INIT_COMMAND.into()],
+    }
+}
+
+/// A pod's directory: its init killed, its namespace pins and `/dev/shm` unmounted, then its
+/// files.
 fn remove_pod_dir(sandbox_id: &str, dir: &Path) -> SandboxResult<()> {
     oci_container::unpin_pod(sandbox_id, dir).map_err(SandboxError::runtime)?;
     remove_dir(dir).map_err(|source| SandboxError::Io {
@@ -1469,6 +1535,27 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_container_shares_a_pid_namespace_only_with_a_pod_that_has_one() {
+        let mut sandbox = Sandbox::example("s1");
+        assert!(sandbox.shares_pid(), "CRI's zero value is POD");
+        for mode in [PidMode::Pod, PidMode::Container, PidMode::Node] {
+            check_pid_mode(&sandbox, mode).expect("a POD pod takes every mode");
+        }
+        for pod_mode in [1, 2] {
+            sandbox.namespace_options.pid = pod_mode;
+            assert!(!sandbox.shares_pid());
+            let err = check_pid_mode(&sandbox, PidMode::Pod).expect_err("nothing to share");
+            let text = err.to_string();
+            assert!(
+                text.contains("namespace_options.pid") && text.contains("s1"),
+                "{text}"
+            );
+            check_pid_mode(&sandbox, PidMode::Container).expect("its own");
+            check_pid_mode(&sandbox, PidMode::Node).expect("the node's");
+        }
+    }
 
     #[test]
     fn stop_signals_parse_as_images_write_them() {

@@ -12,11 +12,13 @@ mod sandbox;
 
 pub use container::{Container, ContainerState, Exit, Limits, MountSpec};
 pub(crate) use containers::Containers;
-pub use containers::{ContainerRequest, EXEC_OUTPUT_CAP};
+pub use containers::{ContainerRequest, EXEC_OUTPUT_CAP, PidMode};
 pub use error::{SandboxError, SandboxResult};
 pub use images::{DEFAULT_POLICIES, Images, STORAGE_DIR};
 pub(crate) use manager::Manager;
-pub use sandbox::{Attachment, DnsSettings, NamespaceModes, Sandbox, SandboxName, SandboxState};
+pub use sandbox::{
+    Attachment, DnsSettings, NAMESPACE_MODE_POD, NamespaceModes, Sandbox, SandboxName, SandboxState,
+};
 
 /// Now, in nanoseconds since the epoch, as sandboxes and containers record times; 1 for a clock
 /// before the epoch, so a time is never the CRI's "unset" 0.

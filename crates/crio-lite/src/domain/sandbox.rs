@@ -142,7 +142,16 @@ pub struct Sandbox {
     pub sysctls: BTreeMap<String, String>,
 }
 
+/// CRI's `NamespaceMode::POD`, the zero value: the namespace is the pod's.
+pub const NAMESPACE_MODE_POD: i32 = 0;
+
 impl Sandbox {
+    /// Whether the pod's containers may share a PID namespace of the pod's (RunPodSandbox asked
+    /// POD for pid): its init then runs from the first container's creation to the pod's stop.
+    pub fn shares_pid(&self) -> bool {
+        self.namespace_options.pid == NAMESPACE_MODE_POD
+    }
+
     /// Every address of the pod, primary first.
     pub fn ips(&self) -> Vec<IpAddr> {
         let mut ips: Vec<IpAddr> = Vec::new();

@@ -273,6 +273,13 @@ fn assert_no_container_left(node: &Node) {
             file_names(&node.state_dir().join("containers")),
         ),
         (
+            "mounts under the pod directories (namespace pins, /dev/shm)",
+            test_support::fs::mounts_at_or_below(&node.run_dir().join("pods"))
+                .into_iter()
+                .map(|m| m.point)
+                .collect(),
+        ),
+        (
             "mounts under the storage",
             test_support::fs::mounts_at_or_below(&node.state_dir().join("storage"))
                 .into_iter()
@@ -318,8 +325,8 @@ async fn a_pod_of_two_containers_talks_over_localhost_execs_logs_and_goes() {
         container_config(
             &image,
             "client",
-            "until wget -q -O- http://127.0.0.1:8080/; do sleep 0.1; done; echo oops >&2; \
-             sleep 3600",
+            "trap '' TERM; until wget -q -O- http://127.0.0.1:8080/; do sleep 0.1; done; \
+             echo oops >&2; sleep 3600",
         ),
     )
     .await;
@@ -473,6 +480,178 @@ async fn containers_outlive_a_killed_daemon_and_report_right_after_its_restart()
     setup.finish().await;
 }
 
+/// A pod run with POD for pid: its containers that ask POD share a PID namespace whose pid 1 is
+/// the pod's init, one that asks CONTAINER has its own; the init outlives a killed daemon and
+/// dies with the pod, leaving no mount.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + netns + runc: cargo xtask test"]
+async fn containers_share_the_pods_pid_namespace_whose_init_goes_with_the_pod() {
+    // RunPodSandbox without namespace options asks POD for pid, as crictl's pods do.
+    let mut setup = setup("ctrpid", "pidns").await;
+    let (image, sandbox) = (setup.image.clone(), setup.sandbox.clone());
+    let client = &mut setup.client;
+    let first = run(
+        client,
+        &sandbox,
+        container_config(&image, "first", "exec sleep 3601"),
+    )
+    .await;
+    let second = run(
+        client,
+        &sandbox,
+        container_config(&image, "second", "exec sleep 3602"),
+    )
+    .await;
+    let mut own = container_config(&image, "own", "exec sleep 3603");
+    own.linux = Some(pid_mode(cri::NamespaceMode::Container));
+    let own = run(client, &sandbox, own).await;
+
+    let init = PodInit::of(&setup.node, &sandbox);
+    let client = &mut setup.client;
+    let seen = processes(client, &first).await;
+    assert!(
+        seen.contains("sleep 3602"),
+        "first sees second's sleep: {seen}"
+    );
+    let second_pid1 = pid1(client, &second).await;
+    assert!(
+        second_pid1.contains("pod-init") && second_pid1.contains(&sandbox),
+        "pid 1 is the pod's init, not a container: {second_pid1:?}"
+    );
+    let alone = processes(client, &own).await;
+    assert!(
+        !alone.contains("sleep 3601") && !alone.contains("sleep 3602"),
+        "a CONTAINER container sees none of the pod's: {alone}"
+    );
+    assert_eq!(pid1(client, &own).await, "sleep 3603 ");
+
+    // A container cannot share what a CONTAINER pod does not have: refused, naming the field.
+    let mut solo = pod(&setup.node, "pidsolo");
+    if let Some(linux) = solo.config.as_mut().and_then(|c| c.linux.as_mut()) {
+        linux.security_context = Some(cri::LinuxSandboxSecurityContext {
+            namespace_options: Some(cri::NamespaceOption {
+                pid: cri::NamespaceMode::Container as i32,
+                ..cri::NamespaceOption::default()
+            }),
+            ..cri::LinuxSandboxSecurityContext::default()
+        });
+    }
+    let solo = client
+        .run_pod_sandbox(solo)
+        .await
+        .expect("RunPodSandbox")
+        .into_inner()
+        .pod_sandbox_id;
+    let refused = create(client, &solo, container_config(&image, "asks-pod", "true"))
+        .await
+        .expect_err("POD in a CONTAINER pod");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused}");
+    assert!(
+        refused.message().contains("namespace_options.pid"),
+        "{refused}"
+    );
+    e2e_support::stop(client, &solo).await;
+    e2e_support::remove(client, &solo).await;
+
+    // The daemon killed with the pod running: the init lives on, and the restarted daemon
+    // still finds and kills it.
+    setup.node.sigkill();
+    assert!(init.is_alive(), "the init outlives the daemon");
+    setup.node.start().await;
+    setup.node.wait_recovered().await;
+    setup.client = setup.node.client().await;
+    let client = &mut setup.client;
+    assert!(processes(client, &first).await.contains("sleep 3602"));
+    e2e_support::stop(client, &sandbox).await;
+    assert!(!init.is_alive(), "StopPodSandbox ends the pod's init");
+    let pod_dir = setup.node.run_dir().join("pods").join(&sandbox);
+    assert_eq!(
+        test_support::fs::mounts_at_or_below(&pod_dir.join("pid")).len(),
+        0,
+        "the PID namespace is unpinned at the stop"
+    );
+    for id in [&first, &second, &own] {
+        assert_eq!(
+            status(client, id).await.state,
+            cri::ContainerState::ContainerExited as i32
+        );
+    }
+    setup.finish().await;
+}
+
+/// A container's security context asking `mode` for pid.
+fn pid_mode(mode: cri::NamespaceMode) -> cri::LinuxContainerConfig {
+    cri::LinuxContainerConfig {
+        security_context: Some(cri::LinuxContainerSecurityContext {
+            namespace_options: Some(cri::NamespaceOption {
+                pid: mode as i32,
+                ..cri::NamespaceOption::default()
+            }),
+            ..cri::LinuxContainerSecurityContext::default()
+        }),
+        resources: None,
+    }
+}
+
+/// The command lines of the processes a container sees, one per line.
+async fn processes(client: &mut Client, id: &str) -> String {
+    let out = exec(
+        client,
+        id,
+        &[
+            "sh",
+            "-c",
+            "for f in /proc/[0-9]*/cmdline; do /bin/busybox tr '\\0' ' ' < $f; echo; done",
+        ],
+        10,
+    )
+    .await
+    .expect("ExecSync");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The command line of pid 1 in a container, arguments separated by spaces.
+async fn pid1(client: &mut Client, id: &str) -> String {
+    let out = exec(client, id, &["cat", "/proc/1/cmdline"], 10)
+        .await
+        .expect("ExecSync");
+    String::from_utf8_lossy(&out.stdout).replace('\0', " ")
+}
+
+/// A pod's init, by its pid and start time as the daemon recorded them.
+struct PodInit {
+    pid: u64,
+    start_time: u64,
+}
+
+impl PodInit {
+    fn of(node: &Node, sandbox: &str) -> PodInit {
+        let file = node.run_dir().join(format!("pods/{sandbox}/pid.init"));
+        let text =
+            std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let json: serde_json::Value = serde_json::from_str(&text).expect("the pid file is JSON");
+        let init = PodInit {
+            pid: json["pid"].as_u64().expect("a pid"),
+            start_time: json["start_time"].as_u64().expect("a start time"),
+        };
+        assert!(init.is_alive(), "the init the pid file names runs");
+        init
+    }
+
+    /// Whether this very process still runs (not a later one with its pid, not a zombie).
+    fn is_alive(&self) -> bool {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)) else {
+            return false;
+        };
+        let fields: Vec<&str> = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace().collect())
+            .unwrap_or_default();
+        fields.get(19).and_then(|t| t.parse().ok()) == Some(self.start_time)
+            && !test_support::process::is_dead(self.pid)
+    }
+}
+
 /// `crictl exec -s`: output, exit codes, a missing command, a timeout that kills the command,
 /// the pod's resolv.conf.
 async fn check_exec_sync(client: &mut Client, server: &str) {
@@ -565,7 +744,7 @@ async fn check_stop_and_remove(
     logs: &Path,
 ) {
     let (sandbox, client_id) = (sandbox.to_owned(), client_id.to_owned());
-    // The client ignores SIGTERM (a shell as pid 1): killed after the timeout.
+    // The client ignores SIGTERM (its shell traps it): killed after the timeout.
     let started = Instant::now();
     client
         .stop_container(cri::StopContainerRequest {

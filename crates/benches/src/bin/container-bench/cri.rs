@@ -249,6 +249,12 @@ pub(crate) fn sandbox_config(
         labels: [("app".to_owned(), "container-bench".to_owned())].into(),
         linux: Some(cri::LinuxPodSandboxConfig {
             cgroup_parent: cgroup_parent.to_owned(),
+            // kubelet's pods without shareProcessNamespace: no pod init, as containerd's
+            // pause shares no PID namespace then either.
+            security_context: Some(cri::LinuxSandboxSecurityContext {
+                namespace_options: Some(pid_namespace()),
+                ..Default::default()
+            }),
             ..Default::default()
         }),
         ..Default::default()
@@ -277,10 +283,19 @@ pub(crate) fn container_config(name: &str, image: &str) -> cri::ContainerConfig 
                     profile_type: cri::security_profile::ProfileType::RuntimeDefault as i32,
                     localhost_ref: String::new(),
                 }),
+                namespace_options: Some(pid_namespace()),
                 ..Default::default()
             }),
             ..Default::default()
         }),
+        ..Default::default()
+    }
+}
+
+/// CONTAINER for pid, as kubelet asks it unless a pod shares its process namespace.
+fn pid_namespace() -> cri::NamespaceOption {
+    cri::NamespaceOption {
+        pid: cri::NamespaceMode::Container as i32,
         ..Default::default()
     }
 }
