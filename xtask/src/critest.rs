@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::cmd::{cargo, is_root, run_step, workspace_root};
+use crate::cmd::{cargo, is_root, run_step, target_dir};
 use crate::demo::{Demo, REGISTRY, indent, shown, step};
 use crate::packages;
 
@@ -121,12 +121,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if !is_root() {
         bail!("critest creates network namespaces and runs containers: run it as root");
     }
-    let wanted: Vec<(&str, &str)> = packages::NETWORK_PACKAGES
-        .iter()
-        .chain(packages::IMAGE_PACKAGES)
-        .chain(packages::CONTAINER_PACKAGES)
-        .copied()
-        .collect();
+    let wanted = packages::node_packages();
     step("Checking the Debian packages (installed with apt-get when missing)");
     packages::ensure(&wanted)?;
     run_step(
@@ -143,9 +138,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             "test-registry",
         ]),
     )?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
-        .join("debug");
+    let target = target_dir().join("debug");
 
     let started = Instant::now();
     let mut node = Demo::new()?;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::cmd::{cargo, is_root, run_step, workspace_root};
+use crate::cmd::{cargo, is_root, run_step, target_dir};
 use crate::packages;
 
 const PODS: [&str; 3] = ["demo-pod-1", "demo-pod-2", "demo-pod-3"];
@@ -41,12 +41,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if !is_root() {
         bail!("the demo creates network namespaces and bridges: run it as root");
     }
-    let wanted: Vec<(&str, &str)> = packages::NETWORK_PACKAGES
-        .iter()
-        .chain(packages::IMAGE_PACKAGES)
-        .chain(packages::CONTAINER_PACKAGES)
-        .copied()
-        .collect();
+    let wanted = packages::node_packages();
     step("Checking the Debian packages the demo needs (installed with apt-get when missing)");
     packages::ensure(&wanted)?;
     println!(
@@ -81,9 +76,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             "image-bench",
         ]),
     )?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
-        .join("debug");
+    let target = target_dir().join("debug");
     let bins = Bins {
         daemon: target.join("crio-lite"),
         client: target.join("examples/cri-client"),

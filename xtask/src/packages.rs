@@ -48,6 +48,16 @@ pub(crate) const CONTAINER_PACKAGES: &[(&str, &str)] = &[
     ),
 ];
 
+/// What a node running crio-lite's pods and containers needs (the demo's and critest's set).
+pub(crate) fn node_packages() -> Vec<(&'static str, &'static str)> {
+    NETWORK_PACKAGES
+        .iter()
+        .chain(IMAGE_PACKAGES)
+        .chain(CONTAINER_PACKAGES)
+        .copied()
+        .collect()
+}
+
 /// Packages the Go peers in the tests need (a crictl-era CRI client, libcni), built offline from
 /// Debian's sources. libcni was only in [`PEER_PACKAGES`] once: a machine that had never run the
 /// benchmarks failed the interop tests.

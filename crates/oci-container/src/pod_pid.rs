@@ -45,7 +45,7 @@ use nix::sys::signal::Signal;
 use safe_file::Symlinks;
 
 use crate::error::{Error, Result};
-use crate::record::{ProcStat, ProcessIdentity};
+use crate::record::{ProcStat, ProcessIdentity, innermost_pid};
 
 /// How long the program may take to start the init, and the init to die once killed.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -338,17 +338,6 @@ fn bind(pod: &str, init: &Init, pin: &Path) -> Result<()> {
         None::<&str>,
     )
     .map_err(|e| Error::io(pod, "pin the pod's PID namespace at", pin, e.into()))
-}
-
-/// The last `NSpid:` field of `/proc/<pid>/status`: the pid in the process's own namespace.
-fn innermost_pid(status: &str) -> Option<i32> {
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("NSpid:"))?
-        .split_whitespace()
-        .last()?
-        .parse()
-        .ok()
 }
 
 /// Whether a `/proc/<pid>/cmdline` ends with the arguments [`pin_pod_pid`] appends.

@@ -76,8 +76,8 @@ pub(crate) struct ProcStat {
 /// What a process does with one signal now, as `/proc/<pid>/status` shows it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SignalDisposition {
-    /// It is the init (pid 1) of a PID namespace of its own: the kernel drops a signal other
-    /// than SIGKILL and SIGSTOP sent to it from outside unless it has a handler for it.
+    /// It is the init (pid 1) of its PID namespace: the kernel drops a signal other than
+    /// SIGKILL and SIGSTOP sent to it unless it has a handler for it.
     pub namespace_init: bool,
     /// It has a handler for the signal.
     pub caught: bool,
@@ -105,10 +105,8 @@ impl SignalDisposition {
         };
         let mask = |name: &str| u64::from_str_radix(field(name)?, 16).ok();
         let bit = 1u64 << (signal - 1);
-        // NSpid lists the pid in each namespace from the outermost: 1 last means init.
-        let ns_pids: Vec<&str> = field("NSpid:")?.split_whitespace().collect();
         Some(SignalDisposition {
-            namespace_init: ns_pids.len() > 1 && ns_pids.last() == Some(&"1"),
+            namespace_init: innermost_pid(status)? == 1,
             caught: mask("SigCgt:")? & bit != 0,
             ignored: mask("SigIgn:")? & bit != 0,
         })
@@ -119,6 +117,18 @@ impl SignalDisposition {
     pub fn dropped(&self) -> bool {
         self.namespace_init && !self.caught && !self.ignored
     }
+}
+
+/// The last `NSpid:` field of `/proc/<pid>/status`: the pid in the process's own namespace
+/// (the fields go from the outermost namespace in).
+pub(crate) fn innermost_pid(status: &str) -> Option<i32> {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("NSpid:"))?
+        .split_whitespace()
+        .last()?
+        .parse()
+        .ok()
 }
 
 impl ProcStat {
@@ -182,7 +192,10 @@ pub(crate) fn write(dir: &Path, record: &ContainerRecord) -> Result<()> {
         path: path(dir),
         reason: format!("cannot serialize: {e}"),
     })?;
-    safe_file::write_atomic(&path(dir), &bytes, 0o600, Durability::Synced)
+    // Atomic, not synced: the record serves a daemon killed at any line (the page cache
+    // outlives it), not a machine that lost power (no container outlives that, and a torn
+    // record is reported among `Records::errors` for the caller to clean up).
+    safe_file::write_atomic(&path(dir), &bytes, 0o600, Durability::Unsynced)
         .map_err(|e| Error::file(&record.id, e))
 }
 
