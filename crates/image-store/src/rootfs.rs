@@ -307,7 +307,6 @@ impl Inner {
             .create(&paths.dir)
             .map_err(|e| Error::io("create", &paths.dir, e))?;
         write_record(&paths.dir, &record)?;
-        safe_file::sync_dir(&self.containers).map_err(|e| Error::file("sync", e))?;
         table.insert(id.to_owned(), record.clone());
         Ok(record)
     }
@@ -544,7 +543,10 @@ fn write_record(dir: &Path, record: &Record) -> Result<()> {
         path: path.clone(),
         reason: e.to_string(),
     })?;
-    safe_file::write_atomic(&path, &bytes, 0o600, safe_file::Durability::Synced)
+    // Atomic, not synced: a record serves a daemon killed at any line (the page cache outlives
+    // it). After a power loss no container runs, and a directory whose record is missing or
+    // torn is removed at open, as one whose removal was interrupted.
+    safe_file::write_atomic(&path, &bytes, 0o600, safe_file::Durability::Unsynced)
         .map_err(|e| Error::file("write a root file system record", e))
 }
 

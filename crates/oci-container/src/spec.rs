@@ -107,7 +107,9 @@ pub fn generate(config: &ContainerConfig, rootfs: &Path) -> Result<Spec> {
     Ok(spec)
 }
 
-/// Writes `spec` as `bundle/config.json`, atomically and durably, for the container `id`.
+/// Writes `spec` as `bundle/config.json`, atomically, for the container `id`. Not synced: a
+/// bundle is for a runtime on this boot (its state directory, normally a tmpfs, does not
+/// survive a power loss either).
 ///
 /// # Errors
 ///
@@ -119,7 +121,7 @@ pub fn write_bundle(id: &str, bundle: &Path, spec: &Spec) -> Result<PathBuf> {
         path: path.clone(),
         reason: format!("cannot serialize the spec: {e}"),
     })?;
-    safe_file::write_atomic(&path, &json, 0o600, Durability::Synced)
+    safe_file::write_atomic(&path, &json, 0o600, Durability::Unsynced)
         .map_err(|e| Error::file(id, e))?;
     Ok(path)
 }
