@@ -33,7 +33,7 @@
 use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::io::Read as _;
-use std::os::fd::{AsFd as _, AsRawFd as _, FromRawFd as _, OwnedFd};
+use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -45,7 +45,7 @@ use nix::sys::signal::Signal;
 use safe_file::Symlinks;
 
 use crate::error::{Error, Result};
-use crate::record::{ProcStat, ProcessIdentity, innermost_pid};
+use crate::record::{ProcStat, ProcessIdentity, innermost_pid, pidfd_open, pidfd_send as send};
 
 /// How long the program may take to start the init, and the init to die once killed.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -353,31 +353,6 @@ fn names(cmdline: &[u8], pod: &str, pid_file: &Path) -> bool {
             if *last_but_one == pod.as_bytes()
                 && *last == pid_file.as_os_str().as_encoded_bytes()
     )
-}
-
-fn pidfd_open(pid: i32) -> Option<OwnedFd> {
-    if pid <= 0 {
-        return None;
-    }
-    // SAFETY: pidfd_open takes a pid and flags and touches no memory of ours.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    // SAFETY: a descriptor pidfd_open just returned, which nothing else owns.
-    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
-}
-
-/// Sends `signal` (none: only checks the process exists) through the pidfd.
-fn send(pidfd: &OwnedFd, signal: Option<Signal>) -> std::result::Result<(), Errno> {
-    // SAFETY: pidfd_send_signal with a null siginfo (as kill(2) would fill it) and no flags.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_pidfd_send_signal,
-            pidfd.as_fd().as_raw_fd(),
-            signal.map_or(0, |s| s as i32),
-            std::ptr::null::<libc::siginfo_t>(),
-            0,
-        )
-    };
-    if rc == 0 { Ok(()) } else { Err(Errno::last()) }
 }
 
 #[cfg(test)]

@@ -6,6 +6,14 @@ use std::path::{Path, PathBuf};
 use safe_file::{Durability, Symlinks};
 use serde::{Deserialize, Serialize};
 
+use std::os::fd::{AsFd as _, AsRawFd as _, FromRawFd as _, OwnedFd};
+use std::time::Duration;
+
+use nix::errno::Errno;
+use nix::sys::signal::Signal;
+use tokio::io::Interest;
+use tokio::io::unix::AsyncFd;
+
 use crate::error::{Error, Result};
 
 /// The most read of a record or a pid file.
@@ -53,6 +61,26 @@ impl ProcessIdentity {
         ProcStat::of(self.pid)
             .is_some_and(|s| s.start_time == self.start_time && !matches!(s.state, 'Z' | 'X'))
     }
+
+    /// Waits up to `timeout` for this process to exit, woken by its pidfd the moment it does
+    /// (not by polling); whether it has exited (true also when it was gone already).
+    pub(crate) async fn wait_exit(self, timeout: Duration) -> bool {
+        let Some(pidfd) = pidfd_open(self.pid) else {
+            return !self.is_alive();
+        };
+        // Checked after the pidfd pinned the pid: the descriptor is this process's.
+        if !self.is_alive() {
+            return true;
+        }
+        let Some(pidfd) = readable_pidfd(pidfd) else {
+            return !self.is_alive();
+        };
+        // A pidfd turns readable when its process exits.
+        tokio::time::timeout(timeout, pidfd.readable())
+            .await
+            .is_ok()
+            || !self.is_alive()
+    }
 }
 
 /// Field 22 of `/proc/<pid>/stat`: after the command name, which may hold spaces and `)`.
@@ -71,6 +99,42 @@ pub(crate) struct ProcStat {
     pub(crate) pgrp: i32,
     /// The start time, in clock ticks since boot.
     pub(crate) start_time: u64,
+}
+
+/// A pidfd for `pid`: the process it names now, pinned (a reused pid cannot take its place).
+pub(crate) fn pidfd_open(pid: i32) -> Option<OwnedFd> {
+    if pid <= 0 {
+        return None;
+    }
+    // SAFETY: pidfd_open takes a pid and flags and touches no memory of ours.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a descriptor pidfd_open just returned, which nothing else owns.
+    (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// Sends `signal` (none: only checks the process exists) through the pidfd.
+pub(crate) fn pidfd_send(
+    pidfd: &OwnedFd,
+    signal: Option<Signal>,
+) -> std::result::Result<(), Errno> {
+    // SAFETY: pidfd_send_signal with a null siginfo (as kill(2) would fill it) and no flags.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_fd().as_raw_fd(),
+            signal.map_or(0, |s| s as i32),
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if rc == 0 { Ok(()) } else { Err(Errno::last()) }
+}
+
+/// `pidfd` registered with the runtime's reactor, to wait for its process's exit.
+fn readable_pidfd(pidfd: OwnedFd) -> Option<AsyncFd<OwnedFd>> {
+    // SAFETY: the AsyncFd owns the OwnedFd, which stays open and the same descriptor until the
+    // AsyncFd is dropped.
+    unsafe { AsyncFd::register_with_interest(pidfd, Interest::READABLE) }.ok()
 }
 
 /// What a process does with one signal now, as `/proc/<pid>/status` shows it.
@@ -278,6 +342,32 @@ mod tests {
         let me = SignalDisposition::of(i32::try_from(std::process::id()).unwrap(), term).unwrap();
         assert!(!me.dropped());
         assert_eq!(SignalDisposition::of(1, 0), None);
+    }
+
+    #[tokio::test]
+    async fn waiting_for_an_exit_wakes_when_it_happens_and_gives_up_at_the_timeout() {
+        let spawn = |secs: &str| {
+            std::process::Command::new("sleep")
+                .arg(secs)
+                .spawn()
+                .unwrap()
+        };
+        let (mut quick, mut slow) = (spawn("0.1"), spawn("30"));
+        let id = |c: &std::process::Child| ProcessIdentity::of(i32::try_from(c.id()).unwrap());
+        let (quick_id, slow_id) = (id(&quick).unwrap(), id(&slow).unwrap());
+        let started = std::time::Instant::now();
+        assert!(quick_id.wait_exit(Duration::from_secs(20)).await);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "woken at the exit, not the timeout: {:?}",
+            started.elapsed()
+        );
+        assert!(!slow_id.wait_exit(Duration::from_millis(50)).await);
+        let _ = slow.kill();
+        let _ = slow.wait();
+        let _ = quick.wait();
+        // Gone (reaped): at once.
+        assert!(quick_id.wait_exit(Duration::from_secs(20)).await);
     }
 
     #[test]

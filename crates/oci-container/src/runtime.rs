@@ -569,12 +569,10 @@ impl Runtime {
             Err(_) => None,
         };
         let Some(conmon) = conmon else { return };
-        let deadline = Instant::now() + self.timeout.min(Duration::from_secs(5));
-        let mut backoff = Backoff::new();
-        while conmon.is_alive() && Instant::now() < deadline {
-            backoff.pause().await;
-        }
-        if conmon.is_alive() {
+        if !conmon
+            .wait_exit(self.timeout.min(Duration::from_secs(5)))
+            .await
+        {
             tracing::warn!(
                 container = id,
                 pid = conmon.pid,
@@ -695,28 +693,10 @@ fn inherit_fd(fd: i32) -> std::io::Result<()> {
 /// Signals the process `who` names, only if it is still that process: a pidfd pins the process
 /// first, then its start time is checked, so a reused pid is never signalled.
 pub(crate) fn kill_identity(who: ProcessIdentity, signal: Signal) -> bool {
-    // SAFETY: pidfd_open takes a pid and flags and touches no memory of ours.
-    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, who.pid, 0) };
-    if pidfd < 0 {
+    let Some(pidfd) = record::pidfd_open(who.pid) else {
         return false;
-    }
-    let pidfd = pidfd as i32;
-    let sent = who.is_alive() && {
-        // SAFETY: pidfd_send_signal with a null siginfo (as kill(2) would fill it) and no flags.
-        let rc = unsafe {
-            libc::syscall(
-                libc::SYS_pidfd_send_signal,
-                pidfd,
-                signal as i32,
-                std::ptr::null::<libc::siginfo_t>(),
-                0,
-            )
-        };
-        rc == 0
     };
-    // SAFETY: closing the descriptor pidfd_open returned, which nothing else owns.
-    unsafe { libc::close(pidfd) };
-    sent
+    who.is_alive() && record::pidfd_send(&pidfd, Some(signal)).is_ok()
 }
 
 #[cfg(test)]
