@@ -12,13 +12,12 @@ use crate::pull::Puller;
 const ERROR_BODY_MAX: usize = 4 << 10;
 
 /// The HTTP client manifests are read with: oci-client's timeouts, its redirect limit.
-pub(crate) fn http_client(config: &crate::StoreConfig) -> reqwest::Client {
+pub(crate) fn http_client(config: &crate::StoreConfig) -> reqwest::Result<reqwest::Client> {
     reqwest::Client::builder()
         .connect_timeout(config.connect_timeout)
         .read_timeout(config.request_timeout * 2)
         .redirect(reqwest::redirect::Policy::limited(10))
         .build()
-        .unwrap_or_default()
 }
 
 impl Puller {
@@ -42,7 +41,6 @@ impl Puller {
             target.digest().or(target.tag()).unwrap_or("latest")
         );
         let mut request = self
-            .inner
             .http
             .get(&url)
             .header(reqwest::header::ACCEPT, accepted.join(", "));

@@ -45,8 +45,46 @@ const LAYER_TYPES: &[&str] = &[
     "application/vnd.docker.image.rootfs.foreign.diff.tar.gzip",
 ];
 
+/// What a store talks to registries with: oci-client (authentication, blobs) and the HTTP
+/// client manifests are read with (capped; see `manifest.rs`).
+#[derive(Clone)]
+pub(crate) struct RegistryClients {
+    pub(crate) oci: oci_client::Client,
+    pub(crate) http: reqwest::Client,
+}
+
+/// Makes the registry clients for `config`, or says why they cannot be made. reqwest (directly,
+/// and inside oci-client, whose constructor falls back to a default client) panics rather than
+/// fails when the node has no CA certificates (no ca-certificates package, an empty
+/// `SSL_CERT_DIR`): that panic is caught here and becomes the reason, so a store still opens on
+/// such a node, and only its pulls fail, each saying why.
+pub(crate) fn registry_clients(
+    config: &crate::StoreConfig,
+) -> std::result::Result<RegistryClients, String> {
+    let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let http = crate::manifest::http_client(config);
+        http.map(|http| RegistryClients {
+            oci: client(config),
+            http,
+        })
+    }));
+    let why = |reason: String| {
+        format!("cannot make the registry client (does this node have CA certificates?): {reason}")
+    };
+    match made {
+        Ok(Ok(clients)) => Ok(clients),
+        Ok(Err(e)) => Err(why(e.to_string())),
+        Err(panic) => Err(why(panic
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+            .unwrap_or_else(|| "it panicked".to_owned()))),
+    }
+}
+
 /// The registry client for a store: HTTPS except for the insecure registries, with its timeouts.
-pub(crate) fn client(config: &crate::StoreConfig) -> oci_client::Client {
+/// May panic (see [`registry_clients`], the only caller).
+fn client(config: &crate::StoreConfig) -> oci_client::Client {
     let protocol = if config.insecure_registries.is_empty() {
         ClientProtocol::Https
     } else {
@@ -255,7 +293,17 @@ async fn pull_from_sources(
     let many = sources.len() > 1;
     let mut attempts = Vec::new();
     for source in sources {
-        let client = inner.client_for(&source, auth);
+        let client = match inner.client_for(&source, auth) {
+            Ok(client) => client,
+            Err(e) if many => {
+                attempts.push(Attempt {
+                    from: source.reference.to_string(),
+                    error: e,
+                });
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         if many {
             tracing::info!(image = %reference, from = %source.reference, mirror = source.mirror, "trying source");
         }
@@ -316,18 +364,26 @@ impl Inner {
     /// credentials to the next, and keep refusing right ones after wrong ones), and one that
     /// may also speak plain HTTP to `source`'s registry when registries.conf says it is
     /// insecure and the store's configuration does not.
-    fn client_for(&self, source: &PullSource, auth: &Auth) -> oci_client::Client {
+    fn client_for(&self, source: &PullSource, auth: &Auth) -> Result<RegistryClients> {
         let host = source.reference.registry();
+        let unusable = |reason: &String| Error::Registry {
+            image: source.reference.to_string(),
+            op: "connect".to_owned(),
+            source: Arc::new(oci_client::errors::OciDistributionError::GenericError(
+                Some(reason.clone()),
+            )),
+        };
+        let shared = self.clients.as_ref().map_err(unusable)?;
         let extra_insecure =
             source.insecure && !self.config.insecure_registries.iter().any(|r| r == host);
         if !extra_insecure && *auth == Auth::Anonymous {
-            return self.client.clone();
+            return Ok(shared.clone());
         }
         let mut config = self.config.clone();
         if extra_insecure {
             config.insecure_registries.push(host.to_owned());
         }
-        client(&config)
+        registry_clients(&config).map_err(|reason| unusable(&reason))
     }
 }
 
@@ -337,6 +393,8 @@ pub(crate) struct Puller {
     /// Where the image is fetched from: the reference itself, a mirror's or a location's.
     pub(crate) target: oci_client::Reference,
     pub(crate) client: oci_client::Client,
+    /// What manifests are read with.
+    pub(crate) http: reqwest::Client,
     /// Whether `target`'s registry is spoken to over plain HTTP.
     pub(crate) insecure: bool,
     pub(crate) auth: oci_client::secrets::RegistryAuth,
@@ -352,7 +410,7 @@ impl Puller {
         reference: Reference,
         source: &Reference,
         auth: Auth,
-        (client, source_insecure): (oci_client::Client, bool),
+        (clients, source_insecure): (RegistryClients, bool),
         checks: Option<Checks>,
         tracker: Arc<Tracker>,
     ) -> Puller {
@@ -364,7 +422,8 @@ impl Puller {
             target: source.to_client(),
             image: reference.to_string(),
             reference,
-            client,
+            client: clients.oci,
+            http: clients.http,
             auth: auth.to_client(),
             checks,
             tracker,

@@ -47,9 +47,8 @@ pub(crate) struct Inner {
     /// never collected.
     pub(crate) gc: tokio::sync::RwLock<()>,
     pub(crate) inflight: Mutex<HashMap<String, Inflight>>,
-    pub(crate) client: oci_client::Client,
-    /// What manifests are read with (capped; see `manifest.rs`).
-    pub(crate) http: reqwest::Client,
+    /// The registry clients anonymous pulls share, or why they could not be made.
+    pub(crate) clients: std::result::Result<crate::pull::RegistryClients, String>,
     /// How containers' root file systems are made.
     pub(crate) driver: StorageDriver,
     /// `<root>/containers`, the root resolved: mountinfo shows resolved paths.
@@ -138,8 +137,10 @@ impl Store {
             }
         })?;
         let index = IndexFile::load(&root)?;
-        let client = crate::pull::client(&config);
-        let http = crate::manifest::http_client(&config);
+        let clients = crate::pull::registry_clients(&config);
+        if let Err(reason) = &clients {
+            tracing::warn!(root = %root.display(), "{reason}: pulls will fail until it can be made");
+        }
         let canonical = std::fs::canonicalize(&root).map_err(|e| Error::io("resolve", &root, e))?;
         let containers = canonical.join("containers");
         let driver = choose_driver(&config, &containers)?;
@@ -150,8 +151,7 @@ impl Store {
                 index: Mutex::new(index),
                 gc: tokio::sync::RwLock::new(()),
                 inflight: Mutex::new(HashMap::new()),
-                client,
-                http,
+                clients,
                 driver,
                 containers,
                 canonical_layers: canonical.join("layers"),

@@ -169,3 +169,50 @@ fn an_empty_store_lists_nothing_and_finds_nothing() {
         "root, blobs, blobs/sha256, layers, store.lock: {usage:?}"
     );
 }
+
+const NO_CA_ROOT: &str = "IMAGE_STORE_NO_CA_ROOT";
+const NO_CA_TEST: &str =
+    "store::a_node_without_ca_certificates_opens_its_store_and_pulls_fail_saying_why";
+
+/// reqwest (also inside oci-client) panics when the node has no CA certificates; the store must
+/// open anyway and its pulls fail with a reason. The worker runs with `SSL_CERT_FILE` and
+/// `SSL_CERT_DIR` pointing at nothing, which is how such a node looks to the TLS stack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root: cargo xtask test"]
+async fn a_node_without_ca_certificates_opens_its_store_and_pulls_fail_saying_why() {
+    if let Ok(root) = std::env::var(NO_CA_ROOT) {
+        // The worker.
+        let store = Store::open(support::config(std::path::Path::new(&root), "127.0.0.1:9"))
+            .expect("the store opens without CA certificates");
+        let err = store
+            .pull("127.0.0.1:9/app:latest", &Auth::Anonymous)
+            .await
+            .expect_err("no pull without a registry client");
+        println!("pull error: {err}");
+        std::process::exit(if err.to_string().contains("CA certificates") {
+            0
+        } else {
+            4
+        });
+    }
+    let dir = test_support::temp_dir("img-no-ca");
+    let empty = dir.path().join("no-certs");
+    std::fs::create_dir(&empty).unwrap();
+    let out = test_support::process::rerun_test(NO_CA_TEST)
+        .env(NO_CA_ROOT, dir.path().join("store"))
+        .env("SSL_CERT_FILE", empty.join("none.pem"))
+        .env("SSL_CERT_DIR", &empty)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run the worker");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "the worker: {text}");
+    assert!(
+        text.contains("pull error: image 127.0.0.1:9/app:latest: cannot connect"),
+        "{text}"
+    );
+}
