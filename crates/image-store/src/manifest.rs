@@ -11,13 +11,24 @@ use crate::pull::Puller;
 /// The most of an error body kept for the message.
 const ERROR_BODY_MAX: usize = 4 << 10;
 
-/// The HTTP client manifests are read with: oci-client's timeouts, its redirect limit.
-pub(crate) fn http_client(config: &crate::StoreConfig) -> reqwest::Result<reqwest::Client> {
-    reqwest::Client::builder()
+/// The HTTP client manifests are read with: oci-client's timeouts, its redirect limit, trusting
+/// `roots` (the node's CA certificates, when there are any).
+pub(crate) fn http_client(
+    config: &crate::StoreConfig,
+    roots: &[Vec<u8>],
+) -> reqwest::Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder()
         .connect_timeout(config.connect_timeout)
         .read_timeout(config.request_timeout * 2)
-        .redirect(reqwest::redirect::Policy::limited(10))
-        .build()
+        .redirect(reqwest::redirect::Policy::limited(10));
+    if !roots.is_empty() {
+        let certs: reqwest::Result<Vec<reqwest::Certificate>> = roots
+            .iter()
+            .map(|der| reqwest::Certificate::from_der(der))
+            .collect();
+        builder = builder.tls_certs_only(certs?);
+    }
+    builder.build()
 }
 
 impl Puller {

@@ -62,9 +62,10 @@ pub(crate) fn registry_clients(
     config: &crate::StoreConfig,
 ) -> std::result::Result<RegistryClients, String> {
     let made = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let http = crate::manifest::http_client(config);
+        let roots = node_roots();
+        let http = crate::manifest::http_client(config, roots);
         http.map(|http| RegistryClients {
-            oci: client(config),
+            oci: client(config, roots),
             http,
         })
     }));
@@ -82,9 +83,23 @@ pub(crate) fn registry_clients(
     }
 }
 
-/// The registry client for a store: HTTPS except for the insecure registries, with its timeouts.
-/// May panic (see [`registry_clients`], the only caller).
-fn client(config: &crate::StoreConfig) -> oci_client::Client {
+/// The node's CA certificates, DER (as `SSL_CERT_FILE`/`SSL_CERT_DIR` or the system's files give
+/// them), read once per process, as Go's system pool is: each HTTP client handed them reads no
+/// file. Empty when there are none; clients then fall back to their own loading, which fails.
+pub(crate) fn node_roots() -> &'static [Vec<u8>] {
+    static ROOTS: std::sync::OnceLock<Vec<Vec<u8>>> = std::sync::OnceLock::new();
+    ROOTS.get_or_init(|| {
+        let found = rustls_native_certs::load_native_certs();
+        for error in &found.errors {
+            tracing::debug!(%error, "a CA certificate could not be read");
+        }
+        found.certs.iter().map(|der| der.to_vec()).collect()
+    })
+}
+
+/// The registry client for a store: HTTPS except for the insecure registries, with its timeouts,
+/// trusting `roots` (when there are any). May panic (see [`registry_clients`], the only caller).
+fn client(config: &crate::StoreConfig, roots: &[Vec<u8>]) -> oci_client::Client {
     let protocol = if config.insecure_registries.is_empty() {
         ClientProtocol::Https
     } else {
@@ -96,6 +111,13 @@ fn client(config: &crate::StoreConfig) -> oci_client::Client {
         // read timeout is a backstop for a read nobody is waiting on.
         read_timeout: Some(config.request_timeout * 2),
         connect_timeout: Some(config.connect_timeout),
+        tls_certs_only: roots
+            .iter()
+            .map(|der| oci_client::client::Certificate {
+                encoding: oci_client::client::CertificateEncoding::Der,
+                data: der.clone(),
+            })
+            .collect(),
         ..ClientConfig::default()
     })
 }
