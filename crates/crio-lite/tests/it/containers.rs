@@ -506,7 +506,7 @@ async fn containers_share_the_pods_pid_namespace_whose_init_goes_with_the_pod() 
     own.linux = Some(pid_mode(cri::NamespaceMode::Container));
     let own = run(client, &sandbox, own).await;
 
-    let init = PodInit::of(&setup.node, &sandbox);
+    let init = pod_init(&setup.node, &sandbox);
     let client = &mut setup.client;
     let seen = processes(client, &first).await;
     assert!(
@@ -618,38 +618,15 @@ async fn pid1(client: &mut Client, id: &str) -> String {
     String::from_utf8_lossy(&out.stdout).replace('\0', " ")
 }
 
-/// A pod's init, by its pid and start time as the daemon recorded them.
-struct PodInit {
-    pid: u64,
-    start_time: u64,
-}
-
-impl PodInit {
-    fn of(node: &Node, sandbox: &str) -> PodInit {
-        let file = node.run_dir().join(format!("pods/{sandbox}/pid.init"));
-        let text =
-            std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        let json: serde_json::Value = serde_json::from_str(&text).expect("the pid file is JSON");
-        let init = PodInit {
-            pid: json["pid"].as_u64().expect("a pid"),
-            start_time: json["start_time"].as_u64().expect("a start time"),
-        };
-        assert!(init.is_alive(), "the init the pid file names runs");
-        init
-    }
-
-    /// Whether this very process still runs (not a later one with its pid, not a zombie).
-    fn is_alive(&self) -> bool {
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)) else {
-            return false;
-        };
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.split_whitespace().collect())
-            .unwrap_or_default();
-        fields.get(19).and_then(|t| t.parse().ok()) == Some(self.start_time)
-            && !test_support::process::is_dead(self.pid)
-    }
+/// A pod's init, as the daemon recorded it (oci-container's process identity: pid and start
+/// time), found to run.
+fn pod_init(node: &Node, sandbox: &str) -> oci_container::ProcessIdentity {
+    let file = node.run_dir().join(format!("pods/{sandbox}/pid.init"));
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let init: oci_container::ProcessIdentity =
+        serde_json::from_str(&text).expect("the pid file is a process identity");
+    assert!(init.is_alive(), "the init the pid file names runs");
+    init
 }
 
 /// `crictl exec -s`: output, exit codes, a missing command, a timeout that kills the command,
