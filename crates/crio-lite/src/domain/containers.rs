@@ -1302,23 +1302,24 @@ async fn wait_after_signal(
     let dropped_before = disposition().is_some_and(|d| d.dropped());
     signal(runtime, id, first).await?;
     let mut lost = dropped_before && disposition().is_some_and(|d| d.dropped());
-    let deadline = tokio::time::Instant::now() + timeout;
-    let mut pause = Duration::from_millis(1);
-    loop {
-        if runtime.exit_code(id).is_ok() {
+    let deadline = std::time::Instant::now() + timeout;
+    let left = || deadline.saturating_duration_since(std::time::Instant::now());
+    // While the signal is lost, the wait is cut in slices to look for the handler between them.
+    const HANDLER_LOOK: Duration = Duration::from_millis(5);
+    while lost {
+        if runtime.wait(id, left().min(HANDLER_LOOK)).await.is_ok() {
             return Ok(true);
         }
-        if tokio::time::Instant::now() >= deadline {
+        if left().is_zero() {
             return Ok(false);
         }
-        if lost && disposition().is_some_and(|d| d.caught) {
+        if disposition().is_some_and(|d| d.caught) {
             tracing::debug!(container = %id, signal = ?first, "the handler is there now: signalling again");
             lost = false;
             signal(runtime, id, first).await?;
         }
-        tokio::time::sleep(pause.min(deadline - tokio::time::Instant::now())).await;
-        pause = (pause * 2).min(Duration::from_millis(20));
     }
+    Ok(runtime.wait(id, left()).await.is_ok())
 }
 
 /// `/etc/hosts`, `/etc/resolv.conf`, `/etc/hostname` of a pod.
