@@ -45,7 +45,9 @@ use nix::sys::signal::Signal;
 use safe_file::Symlinks;
 
 use crate::error::{Error, Result};
-use crate::record::{ProcStat, ProcessIdentity, innermost_pid, pidfd_open, pidfd_send as send};
+use crate::record::{
+    ProcStat, ProcessIdentity, innermost_pid, pidfd_open, pidfd_send as send, wait_pidfd,
+};
 
 /// How long the program may take to start the init, and the init to die once killed.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -302,17 +304,14 @@ impl Init {
                 ));
             }
         }
-        let deadline = Instant::now() + START_TIMEOUT;
-        while self.who.is_alive() {
-            if Instant::now() >= deadline {
-                return Err(Error::Timeout {
-                    container: pod.to_owned(),
-                    runtime: pid_file(dir),
-                    command: "kill the pod init",
-                    timeout: START_TIMEOUT,
-                });
-            }
-            std::thread::sleep(Duration::from_millis(5));
+        // The pidfd turns readable when the init has ended.
+        if !wait_pidfd(&self.pidfd, START_TIMEOUT) && self.who.is_alive() {
+            return Err(Error::Timeout {
+                container: pod.to_owned(),
+                runtime: pid_file(dir),
+                command: "kill the pod init",
+                timeout: START_TIMEOUT,
+            });
         }
         tracing::info!(pod, pid = self.who.pid, "pod init killed");
         Ok(())

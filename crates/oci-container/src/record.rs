@@ -130,6 +130,29 @@ pub(crate) fn pidfd_send(
     if rc == 0 { Ok(()) } else { Err(Errno::last()) }
 }
 
+/// Blocks up to `timeout` until the process behind `pidfd` exits (the descriptor turns
+/// readable); whether it did. For callers off the async runtime; [`ProcessIdentity::wait_exit`]
+/// is the async one.
+pub(crate) fn wait_pidfd(pidfd: &OwnedFd, timeout: Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        let Ok(left) = nix::poll::PollTimeout::try_from(left) else {
+            return false;
+        };
+        let mut fds = [nix::poll::PollFd::new(
+            pidfd.as_fd(),
+            nix::poll::PollFlags::POLLIN,
+        )];
+        match nix::poll::poll(&mut fds, left) {
+            Ok(0) => return false,
+            Ok(_) => return true,
+            Err(Errno::EINTR) => {}
+            Err(_) => return false,
+        }
+    }
+}
+
 /// `pidfd` registered with the runtime's reactor, to wait for its process's exit.
 fn readable_pidfd(pidfd: OwnedFd) -> Option<AsyncFd<OwnedFd>> {
     // SAFETY: the AsyncFd owns the OwnedFd, which stays open and the same descriptor until the
@@ -363,6 +386,15 @@ mod tests {
             started.elapsed()
         );
         assert!(!slow_id.wait_exit(Duration::from_millis(50)).await);
+        // The blocking twin, on the slow one's pidfd: gives up at the timeout, then wakes at
+        // the kill.
+        let pidfd = pidfd_open(slow_id.pid).unwrap();
+        assert!(!wait_pidfd(&pidfd, Duration::from_millis(50)));
+        assert!(slow_id.is_alive());
+        let _ = slow.kill();
+        let started = std::time::Instant::now();
+        assert!(wait_pidfd(&pidfd, Duration::from_secs(20)));
+        assert!(started.elapsed() < Duration::from_secs(5));
         let _ = slow.kill();
         let _ = slow.wait();
         let _ = quick.wait();
