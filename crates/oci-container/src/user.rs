@@ -62,8 +62,8 @@ pub fn resolve(id: &str, rootfs: &Path, spec: &str) -> Result<ResolvedUser> {
     }
     let passwd_path = rootfs.join("etc/passwd");
     let passwd = parse_passwd(&read_etc(id, rootfs, "passwd")?);
-    let entry = match user.parse::<u32>() {
-        Ok(uid) => passwd.into_iter().find(|e| e.uid == uid).map_or(
+    let entry = match numeric_id(id, spec, "uid", user)? {
+        Some(uid) => passwd.into_iter().find(|e| e.uid == uid).map_or(
             PasswdEntry {
                 name: String::new(),
                 uid,
@@ -72,24 +72,22 @@ pub fn resolve(id: &str, rootfs: &Path, spec: &str) -> Result<ResolvedUser> {
             },
             |e| e,
         ),
-        Err(_) => {
-            passwd
-                .into_iter()
-                .find(|e| e.name == user)
-                .ok_or_else(|| Error::UnknownUser {
-                    container: id.to_owned(),
-                    what: "user",
-                    name: user.to_owned(),
-                    file: passwd_path,
-                })?
-        }
+        None => passwd
+            .into_iter()
+            .find(|e| e.name == user)
+            .ok_or_else(|| Error::UnknownUser {
+                container: id.to_owned(),
+                what: "user",
+                name: user.to_owned(),
+                file: passwd_path,
+            })?,
     };
     let groups = parse_group(&read_etc(id, rootfs, "group")?);
     let gid = match group {
         None => entry.gid,
-        Some(g) => match g.parse::<u32>() {
-            Ok(gid) => gid,
-            Err(_) => {
+        Some(g) => match numeric_id(id, spec, "gid", g)? {
+            Some(gid) => gid,
+            None => {
                 groups
                     .iter()
                     .find(|e| e.name == g)
@@ -113,12 +111,45 @@ pub fn resolve(id: &str, rootfs: &Path, spec: &str) -> Result<ResolvedUser> {
             .collect()
     };
     additional_gids.dedup();
+    // A name passwd maps to an id runc cannot take is refused like the number itself.
+    check_id_range(id, spec, "uid", entry.uid)?;
+    check_id_range(id, spec, "gid", gid)?;
     Ok(ResolvedUser {
         uid: entry.uid,
         gid,
         additional_gids,
         home: (!entry.home.is_empty()).then_some(entry.home),
     })
+}
+
+/// The largest uid or gid taken: runc refuses larger ones, and containerd keeps to the same
+/// range since CVE-2024-40635.
+pub const MAX_ID: u32 = i32::MAX as u32;
+
+/// `part` of the user `spec` as an id when it is all digits (`None` for a name). A number is
+/// never looked up as a name: an image's passwd could map "4294967296" to uid 0 while kubelet's
+/// runAsNonRoot check saw a non-zero number (CVE-2026-46680).
+fn numeric_id(id: &str, spec: &str, what: &str, part: &str) -> Result<Option<u32>> {
+    if !part.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(None);
+    }
+    match part.parse::<u32>() {
+        Ok(n) => check_id_range(id, spec, what, n).map(|()| Some(n)),
+        Err(_) => Err(Error::config(
+            id,
+            format!("user {spec:?}: {what} {part} is not an id from 0 to {MAX_ID}"),
+        )),
+    }
+}
+
+fn check_id_range(id: &str, spec: &str, what: &str, n: u32) -> Result<()> {
+    if n > MAX_ID {
+        return Err(Error::config(
+            id,
+            format!("user {spec:?}: {what} {n} is not an id from 0 to {MAX_ID}"),
+        ));
+    }
+    Ok(())
 }
 
 /// `rootfs/etc/<name>`, or nothing when it does not exist; `/etc` must be a real directory.
@@ -250,6 +281,48 @@ mod tests {
             let err = resolve("c1", root.path(), spec).unwrap_err().to_string();
             assert!(err.starts_with(want), "{spec}: {err}");
         }
+    }
+
+    #[test]
+    fn a_number_is_an_id_in_runcs_range_never_a_name() {
+        // CVE-2024-40635 and CVE-2026-46680 (containerd): a numeric user that is no 32-bit id must
+        // not reach a passwd lookup by name, where an image can map it to uid 0. kubelet's
+        // runAsNonRoot sees the number and lets it through.
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("etc")).unwrap();
+        std::fs::write(
+            root.path().join("etc/passwd"),
+            "4294967296:x:0:0::/root:/bin/sh\n2147483648:x:0:0::/root:/bin/sh\n\
+             big:x:4294967295:0::/:/bin/sh\n",
+        )
+        .unwrap();
+        std::fs::write(root.path().join("etc/group"), "4294967296:x:0:\n").unwrap();
+        for (spec, want) in [
+            (
+                "4294967296",
+                "container c1: user \"4294967296\": uid 4294967296 is not",
+            ),
+            (
+                "2147483648",
+                "container c1: user \"2147483648\": uid 2147483648 is not",
+            ),
+            (
+                "99999999999999999999",
+                "container c1: user \"99999999999999999999\": uid",
+            ),
+            (
+                "1000:4294967296",
+                "container c1: user \"1000:4294967296\": gid 4294967296",
+            ),
+            ("big", "container c1: user \"big\": uid 4294967295 is not"),
+        ] {
+            let err = resolve("c1", root.path(), spec).unwrap_err().to_string();
+            assert!(err.starts_with(want), "{spec}: {err}");
+        }
+        assert_eq!(
+            resolve("c1", root.path(), "2147483647").unwrap().uid,
+            2_147_483_647
+        );
     }
 
     #[test]
