@@ -47,14 +47,17 @@ impl CgroupManager {
     /// parent [`check_parent`](Self::check_parent) accepted and not empty.
     pub fn cgroups_path(self, parent: &str, prefix: &str, id: &str) -> PathBuf {
         match self {
-            CgroupManager::Cgroupfs => PathBuf::from(format!(
-                "{}/{prefix}-{id}",
-                parent.trim_end_matches('/')
-            )),
+            CgroupManager::Cgroupfs => {
+                PathBuf::from(format!("{}/{prefix}-{id}", parent.trim_end_matches('/')))
+            }
         }
     }
 }
 
+#[expect(
+    clippy::case_sensitive_file_extension_comparisons,
+    reason = "systemd unit names end in .slice, lower case"
+)]
 fn check_cgroupfs_parent(parent: &str) -> Result<(), String> {
     if parent.len() > MAX_CGROUP_PARENT {
         return Err(format!(
@@ -63,9 +66,7 @@ fn check_cgroupfs_parent(parent: &str) -> Result<(), String> {
         ));
     }
     if parent.chars().any(char::is_control) {
-        return Err(format!(
-            "{parent:?} has a NUL or another control character"
-        ));
+        return Err(format!("{parent:?} has a NUL or another control character"));
     }
     let Some(relative) = parent.strip_prefix('/') else {
         let hint = if parent.ends_with(".slice") {
@@ -101,7 +102,13 @@ mod tests {
     #[test]
     fn cgroupfs_takes_absolute_cgroup_paths_and_nothing_else() {
         let manager = CgroupManager::Cgroupfs;
-        for ok in ["", "/", "/kubepods", "/kubepods/burstable/pod-1234", "/a.b/c_d"] {
+        for ok in [
+            "",
+            "/",
+            "/kubepods",
+            "/kubepods/burstable/pod-1234",
+            "/a.b/c_d",
+        ] {
             assert_eq!(manager.check_parent(ok), Ok(()), "{ok:?}");
         }
         for (bad, why) in [
@@ -119,7 +126,12 @@ mod tests {
             assert!(err.contains(why), "{bad:?}: {err}");
         }
         let long = format!("/{}", "a".repeat(MAX_CGROUP_PARENT));
-        assert!(manager.check_parent(&long).unwrap_err().contains("bytes long"));
+        assert!(
+            manager
+                .check_parent(&long)
+                .unwrap_err()
+                .contains("bytes long")
+        );
     }
 
     #[test]

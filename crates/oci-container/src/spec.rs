@@ -202,7 +202,10 @@ fn user_of(resolved: &ResolvedUser, extra: &[u32], strict: bool) -> User {
         &resolved.additional_gids
     };
     let mut gids: Vec<u32> = Vec::new();
-    for gid in std::iter::once(&resolved.gid).chain(image_groups).chain(extra) {
+    for gid in std::iter::once(&resolved.gid)
+        .chain(image_groups)
+        .chain(extra)
+    {
         if !gids.contains(gid) {
             gids.push(*gid);
         }

@@ -604,7 +604,10 @@ fn allowed_annotations_are_a_handlers_and_printed() {
         handlers["crun"].allowed_annotations,
         ["run.oci.", "io.kubernetes.cri-o.Devices"]
     );
-    assert!(handlers["runc"].allowed_annotations.is_empty(), "none by default");
+    assert!(
+        handlers["runc"].allowed_annotations.is_empty(),
+        "none by default"
+    );
     assert_eq!(handlers["crun"].runtime_path, Path::new("/usr/bin/crun"));
     let printed = config.to_commented_toml();
     assert!(

@@ -149,9 +149,8 @@ fn security(sc: cri::LinuxContainerSecurityContext) -> SandboxResult<ContainerRe
             )
         })?);
     }
-    let strict_groups = match cri::SupplementalGroupsPolicy::try_from(
-        sc.supplemental_groups_policy,
-    ) {
+    let strict_groups = match cri::SupplementalGroupsPolicy::try_from(sc.supplemental_groups_policy)
+    {
         Ok(cri::SupplementalGroupsPolicy::Merge) => false,
         Ok(cri::SupplementalGroupsPolicy::Strict) => true,
         Err(_) => {

@@ -495,9 +495,9 @@ mod tests {
     fn dns_settings_and_the_hostname_are_words_of_sane_length() {
         let with = |dns: cri::DnsConfig, hostname: &str| {
             let mut request = request(cri::PortMapping {
-            container_port: 80,
-            ..Default::default()
-        });
+                container_port: 80,
+                ..Default::default()
+            });
             let config = request.config.as_mut().unwrap();
             config.dns_config = Some(dns);
             config.hostname = hostname.to_owned();

@@ -87,7 +87,9 @@ pub fn check_allowed(entry: &str) -> Result<(), String> {
 
 /// Whether a key is runtime-interpreted and none of `allowed` lets it through.
 fn is_filtered(key: &str, allowed: &[String]) -> bool {
-    RUNTIME_ANNOTATIONS.iter().any(|known| key.starts_with(known))
+    RUNTIME_ANNOTATIONS
+        .iter()
+        .any(|known| key.starts_with(known))
         && !allowed.iter().any(|entry| key.starts_with(entry.as_str()))
 }
 
@@ -134,7 +136,11 @@ mod tests {
         let removed = filter(&mut all, &[]);
         assert_eq!(
             all.keys().collect::<Vec<_>>(),
-            ["app.kubernetes.io/name", "io.kubernetes.cri-o.SandboxID", "run.ocix"]
+            [
+                "app.kubernetes.io/name",
+                "io.kubernetes.cri-o.SandboxID",
+                "run.ocix"
+            ]
         );
         assert_eq!(removed.len(), 8, "{removed:?}");
 
@@ -145,7 +151,10 @@ mod tests {
             "org.criu.config",
         ]);
         filter(&mut some, &["run.oci.seccomp_bpf_data".to_owned()]);
-        assert_eq!(some.keys().collect::<Vec<_>>(), ["run.oci.seccomp_bpf_data"]);
+        assert_eq!(
+            some.keys().collect::<Vec<_>>(),
+            ["run.oci.seccomp_bpf_data"]
+        );
         let mut some = annotations(&["run.oci.seccomp_bpf_data", "run.oci.keep_original_groups"]);
         filter(&mut some, &["run.oci.".to_owned()]);
         assert_eq!(some.len(), 2);
@@ -153,12 +162,26 @@ mod tests {
 
     #[test]
     fn allowed_entries_are_known_annotations_or_keys_under_a_known_prefix() {
-        for ok in ["run.oci.", "run.oci.seccomp_bpf_data", "io.kubernetes.cri-o.Devices", "bundle"] {
+        for ok in [
+            "run.oci.",
+            "run.oci.seccomp_bpf_data",
+            "io.kubernetes.cri-o.Devices",
+            "bundle",
+        ] {
             assert_eq!(check_allowed(ok), Ok(()), "{ok}");
         }
-        for bad in ["", "run.oc", "app.kubernetes.io/name", "bundles", "io.kubernetes.cri-o."] {
+        for bad in [
+            "",
+            "run.oc",
+            "app.kubernetes.io/name",
+            "bundles",
+            "io.kubernetes.cri-o.",
+        ] {
             let err = check_allowed(bad).unwrap_err();
-            assert!(err.contains("not an annotation runtimes interpret"), "{bad}: {err}");
+            assert!(
+                err.contains("not an annotation runtimes interpret"),
+                "{bad}: {err}"
+            );
         }
     }
 

@@ -190,26 +190,6 @@ impl Sandbox {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Issue #21: a record written before `privileged` was kept reads as not privileged, so an
-    /// upgrade lets no old pod hold privileged containers.
-    #[test]
-    fn a_record_without_privileged_is_not_privileged() {
-        let mut record = serde_json::to_value(Sandbox {
-            privileged: true,
-            ..Sandbox::example("a")
-        })
-        .unwrap();
-        assert_eq!(record["privileged"], true);
-        record.as_object_mut().unwrap().remove("privileged");
-        let read: Sandbox = serde_json::from_value(record).unwrap();
-        assert!(!read.privileged);
-    }
-}
-
-#[cfg(test)]
 impl Sandbox {
     /// A ready sandbox with nothing set, for tests.
     pub(crate) fn example(id: &str) -> Sandbox {
@@ -238,5 +218,25 @@ impl Sandbox {
             sysctls: BTreeMap::new(),
             privileged: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue #21: a record written before `privileged` was kept reads as not privileged, so an
+    /// upgrade lets no old pod hold privileged containers.
+    #[test]
+    fn a_record_without_privileged_is_not_privileged() {
+        let mut record = serde_json::to_value(Sandbox {
+            privileged: true,
+            ..Sandbox::example("a")
+        })
+        .unwrap();
+        assert_eq!(record["privileged"], true);
+        record.as_object_mut().unwrap().remove("privileged");
+        let read: Sandbox = serde_json::from_value(record).unwrap();
+        assert!(!read.privileged);
     }
 }

@@ -160,7 +160,11 @@ pub(crate) async fn create(
     .map(|r| r.into_inner().container_id)
 }
 
-pub(crate) async fn run(client: &mut Client, sandbox: &str, config: cri::ContainerConfig) -> String {
+pub(crate) async fn run(
+    client: &mut Client,
+    sandbox: &str,
+    config: cri::ContainerConfig,
+) -> String {
     let name = config.metadata.clone().unwrap_or_default().name;
     let id = create(client, sandbox, config)
         .await
@@ -187,7 +191,11 @@ pub(crate) async fn status(client: &mut Client, id: &str) -> cri::ContainerStatu
         .expect("a status")
 }
 
-pub(crate) async fn wait_exited(client: &mut Client, id: &str, within: Duration) -> cri::ContainerStatus {
+pub(crate) async fn wait_exited(
+    client: &mut Client,
+    id: &str,
+    within: Duration,
+) -> cri::ContainerStatus {
     let deadline = Instant::now() + within;
     loop {
         let s = status(client, id).await;

@@ -20,7 +20,10 @@ const ALLOW_ALL_BPF: &str = "BgAAAAAA/38=";
 
 /// Nothing of a refused pod exists: no state file, no pin, no network set up.
 fn assert_nothing_made(dir: &Path, cni: &FakeCni) {
-    assert_eq!(file_names(&dir.join("state/sandboxes")), Vec::<String>::new());
+    assert_eq!(
+        file_names(&dir.join("state/sandboxes")),
+        Vec::<String>::new()
+    );
     assert_eq!(file_names(&dir.join("run/netns")), Vec::<String>::new());
     assert!(
         cni.summary().iter().all(|c| !c.starts_with("setup")),
@@ -110,7 +113,12 @@ async fn ipc_sysctls_the_kernel_refuses_fail_run_pod_sandbox_and_leave_nothing()
     let mut client = support::runtime_client(daemon.socket_path()).await;
     let with_sysctl = |name: &str, key: &str, value: &str| {
         let mut request = pod(name);
-        let linux = request.config.as_mut().unwrap().linux.get_or_insert_default();
+        let linux = request
+            .config
+            .as_mut()
+            .unwrap()
+            .linux
+            .get_or_insert_default();
         linux.sysctls = HashMap::from([(key.to_owned(), value.to_owned())]);
         request
     };
@@ -212,25 +220,37 @@ async fn check_privileged_needs_a_privileged_pod(setup: &mut Setup) {
 fn annotated(image: &str, name: &str) -> cri::ContainerConfig {
     let mut config = containers::container_config(image, name, "exec sleep 600");
     config.annotations = HashMap::from([
-        ("run.oci.seccomp_bpf_data".to_owned(), ALLOW_ALL_BPF.to_owned()),
-        ("io.containers.trace-syscall".to_owned(), "of:/tmp/x".to_owned()),
+        (
+            "run.oci.seccomp_bpf_data".to_owned(),
+            ALLOW_ALL_BPF.to_owned(),
+        ),
+        (
+            "io.containers.trace-syscall".to_owned(),
+            "of:/tmp/x".to_owned(),
+        ),
         ("example.com/keep".to_owned(), "yes".to_owned()),
     ]);
-    config.linux.get_or_insert_default().security_context = Some(cri::LinuxContainerSecurityContext {
-        seccomp: Some(cri::SecurityProfile {
-            profile_type: cri::security_profile::ProfileType::RuntimeDefault as i32,
-            localhost_ref: String::new(),
-        }),
-        ..Default::default()
-    });
+    config.linux.get_or_insert_default().security_context =
+        Some(cri::LinuxContainerSecurityContext {
+            seccomp: Some(cri::SecurityProfile {
+                profile_type: cri::security_profile::ProfileType::RuntimeDefault as i32,
+                localhost_ref: String::new(),
+            }),
+            ..Default::default()
+        });
     config
 }
 
 /// The annotations of the container's config.json.
 fn spec_annotations(setup: &Setup, id: &str) -> serde_json::Value {
-    let path = setup.node.run_dir().join("containers").join(id).join("config.json");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    let path = setup
+        .node
+        .run_dir()
+        .join("containers")
+        .join(id)
+        .join("config.json");
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
     let spec: serde_json::Value = serde_json::from_str(&text).expect("config.json is JSON");
     spec["annotations"].clone()
 }
@@ -264,18 +284,31 @@ async fn check_runtime_annotations_are_dropped(setup: &mut Setup) {
         .await
         .expect("StartContainer");
     // The default profile holds: a filter, and no user namespace without CAP_SYS_ADMIN.
-    let seccomp = containers::exec(&mut setup.client, &id, &["grep", "^Seccomp:", "/proc/self/status"], 10)
-        .await
-        .expect("ExecSync");
+    let seccomp = containers::exec(
+        &mut setup.client,
+        &id,
+        &["grep", "^Seccomp:", "/proc/self/status"],
+        10,
+    )
+    .await
+    .expect("ExecSync");
     assert_eq!(
-        String::from_utf8_lossy(&seccomp.stdout).split_whitespace().collect::<Vec<_>>(),
+        String::from_utf8_lossy(&seccomp.stdout)
+            .split_whitespace()
+            .collect::<Vec<_>>(),
         ["Seccomp:", "2"]
     );
-    let unshare = containers::exec(&mut setup.client, &id, &["busybox", "unshare", "-U", "true"], 10)
-        .await
-        .expect("ExecSync");
+    let unshare = containers::exec(
+        &mut setup.client,
+        &id,
+        &["busybox", "unshare", "-U", "true"],
+        10,
+    )
+    .await
+    .expect("ExecSync");
     assert_ne!(
-        unshare.exit_code, 0,
+        unshare.exit_code,
+        0,
         "unshare -U must fail under the default seccomp profile: {}",
         String::from_utf8_lossy(&unshare.stderr)
     );
@@ -299,17 +332,22 @@ async fn check_groups(setup: &mut Setup) {
         "groups",
         "grep ^Groups: /proc/self/status; exec sleep 600",
     );
-    config.linux.get_or_insert_default().security_context = Some(cri::LinuxContainerSecurityContext {
-        run_as_user: Some(cri::Int64Value { value: 1000 }),
-        run_as_group: Some(cri::Int64Value { value: 1000 }),
-        supplemental_groups: vec![2000],
-        ..Default::default()
-    });
+    config.linux.get_or_insert_default().security_context =
+        Some(cri::LinuxContainerSecurityContext {
+            run_as_user: Some(cri::Int64Value { value: 1000 }),
+            run_as_group: Some(cri::Int64Value { value: 1000 }),
+            supplemental_groups: vec![2000],
+            ..Default::default()
+        });
     let id = containers::run(&mut setup.client, &setup.sandbox, config).await;
     let log = setup.node.path(&format!("logs/{}/groups/0.log", setup.pod));
     containers::wait_log(&log, "Groups:").await;
     let text = std::fs::read_to_string(&log).unwrap();
-    assert_eq!(groups_of(&text), [1000, 2000], "the container's process: {text}");
+    assert_eq!(
+        groups_of(&text),
+        [1000, 2000],
+        "the container's process: {text}"
+    );
     let exec = containers::exec(&mut setup.client, &id, &["cat", "/proc/self/status"], 10)
         .await
         .expect("ExecSync");
@@ -323,13 +361,16 @@ async fn check_groups(setup: &mut Setup) {
         .user
         .and_then(|u| u.linux)
         .expect("the status reports the user");
-    assert_eq!((user.uid, user.gid, user.supplemental_groups), (1000, 1000, vec![1000, 2000]));
+    assert_eq!(
+        (user.uid, user.gid, user.supplemental_groups),
+        (1000, 1000, vec![1000, 2000])
+    );
 }
 
 async fn check_an_allowing_handler_passes_them(setup: &mut Setup) {
     let name = "allowing";
     let mut request = containers::pod(&setup.node, name);
-    request.runtime_handler = ALLOWING_HANDLER.to_owned();
+    ALLOWING_HANDLER.clone_into(&mut request.runtime_handler);
     let sandbox = setup
         .client
         .run_pod_sandbox(request)
@@ -337,9 +378,13 @@ async fn check_an_allowing_handler_passes_them(setup: &mut Setup) {
         .expect("RunPodSandbox on the allowing handler")
         .into_inner()
         .pod_sandbox_id;
-    let id = containers::create(&mut setup.client, &sandbox, annotated(&setup.image, "annotated"))
-        .await
-        .expect("CreateContainer");
+    let id = containers::create(
+        &mut setup.client,
+        &sandbox,
+        annotated(&setup.image, "annotated"),
+    )
+    .await
+    .expect("CreateContainer");
     let annotations = spec_annotations(setup, &id);
     assert_eq!(
         annotations["run.oci.seccomp_bpf_data"], ALLOW_ALL_BPF,
