@@ -1,4 +1,4 @@
-//! The network namespace operations the daemon needs, behind a trait so tests can run unprivileged.
+//! The namespace operations the daemon needs, behind a trait so tests can run unprivileged.
 
 use std::io;
 use std::path::Path;
@@ -50,6 +50,21 @@ pub trait NetnsOps: Send + Sync {
     ///
     /// When a key is not a network sysctl, or the kernel refuses a value; the error names the key.
     async fn set_sysctls(&self, path: &Path, sysctls: Vec<(String, String)>) -> io::Result<()>;
+
+    /// Asks the kernel whether it takes a pod's IPC sysctls, in order, in an IPC namespace that
+    /// goes at once (the pod's own is made with its first container): a key it does not know or
+    /// a value it refuses fails RunPodSandbox instead of every container. The provided answer
+    /// checks only the form ([`oci_container::check_ipc_sysctl`]), as fakes need.
+    ///
+    /// # Errors
+    ///
+    /// When a key is not an IPC sysctl or the kernel refuses it; the error names the key.
+    async fn try_ipc_sysctls(&self, sysctls: Vec<(String, String)>) -> io::Result<()> {
+        for (key, value) in &sysctls {
+            oci_container::check_ipc_sysctl(key, value).map_err(io::Error::other)?;
+        }
+        Ok(())
+    }
 }
 
 /// The real thing: namespaces created in-process and bind-mounted, as CRI-O's `pinns` does.
@@ -91,6 +106,13 @@ impl NetnsOps for HostNetns {
     async fn set_sysctls(&self, path: &Path, sysctls: Vec<(String, String)>) -> io::Result<()> {
         ocicni::netns::set_sysctls_async(path, sysctls)
             .await
+            .map_err(io::Error::other)
+    }
+
+    async fn try_ipc_sysctls(&self, sysctls: Vec<(String, String)>) -> io::Result<()> {
+        tokio::task::spawn_blocking(move || oci_container::try_ipc_sysctls(&sysctls))
+            .await
+            .map_err(io::Error::other)?
             .map_err(io::Error::other)
     }
 

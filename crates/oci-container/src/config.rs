@@ -34,8 +34,13 @@ pub struct ContainerConfig {
     /// `uid[:gid]` or `name[:group]`, names resolved from the root file system's `/etc/passwd` and
     /// `/etc/group`; the image's User, then root, when `None`.
     pub user: Option<String>,
-    /// Group ids added to the user's supplementary groups (those `/etc/group` lists it in).
+    /// Group ids added to the process's supplementary groups, which always hold its primary
+    /// group and, unless [`ContainerConfig::strict_groups`], those `/etc/group` lists the user in.
     pub supplemental_groups: Vec<u32>,
+    /// The CRI's `Strict` supplemental groups policy: the image's `/etc/group` adds no group to
+    /// the process (its primary group and [`ContainerConfig::supplemental_groups`] only).
+    /// `false` is `Merge`, the CRI's default.
+    pub strict_groups: bool,
     /// The container's hostname (set only when it has a UTS namespace of its own).
     pub hostname: Option<String>,
     /// Bind mounts from the host.

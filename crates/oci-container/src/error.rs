@@ -149,6 +149,20 @@ pub enum Error {
         /// What is wrong, naming the field (`syscalls[3].action: unknown action ...`).
         reason: String,
     },
+    /// The kernel refused a pod's IPC sysctl (an unknown key, a value out of range), or the
+    /// namespace to try it in could not be made.
+    #[error("sysctl {key}={value:?}: {reason}: {source}")]
+    Sysctl {
+        /// The key, as the request gave it.
+        key: String,
+        /// The value.
+        value: String,
+        /// What was being done (`the kernel refuses it`).
+        reason: &'static str,
+        /// What the kernel said.
+        #[source]
+        source: std::io::Error,
+    },
     /// A hook configuration file (oci-hooks(5)) was refused; the other files still load.
     #[error("hook {}: {reason}", path.display())]
     Hook {
@@ -191,7 +205,8 @@ impl Error {
         }
     }
 
-    /// The container this error is about, `-` when none is (a hook configuration file).
+    /// The container this error is about, `-` when none is (a hook configuration file, a pod's
+    /// sysctl).
     pub fn container(&self) -> &str {
         match self {
             Error::InvalidId { id, .. } => id,
@@ -208,7 +223,7 @@ impl Error {
             | Error::NotExited { container }
             | Error::NotRunning { container, .. }
             | Error::SeccompProfile { container, .. } => container,
-            Error::Hook { .. } => "-",
+            Error::Hook { .. } | Error::Sysctl { .. } => "-",
         }
     }
 }

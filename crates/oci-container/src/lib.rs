@@ -83,6 +83,7 @@
 //! ```
 
 mod cgroup;
+mod cgroup_manager;
 mod command;
 mod config;
 mod control;
@@ -101,6 +102,7 @@ mod spec;
 pub mod user;
 
 pub use cgroup::ContainerStats;
+pub use cgroup_manager::{CgroupManager, MAX_CGROUP_PARENT};
 pub use config::{
     BindMount, CapabilityChanges, ContainerConfig, DeviceMapping, NamespacePaths, Propagation,
     Resources,
@@ -113,7 +115,10 @@ pub use error::{Error, Result, validate_id};
 pub use exec::{EXEC_TIMEOUT_EXIT_CODE, ExecOutput};
 pub use hooks::Hooks;
 pub use monitor::Exit;
-pub use pod::{POD_SHM_SIZE, PodNamespaces, check_ipc_sysctl, is_ipc_sysctl, pin_pod, unpin_pod};
+pub use pod::{
+    POD_SHM_SIZE, PodNamespaces, check_ipc_sysctl, is_ipc_sysctl, pin_pod, try_ipc_sysctls,
+    unpin_pod,
+};
 pub use pod_pid::{PodInitProgram, pin_pod_pid, pod_init_pid, pod_pid_pin, unpin_pod_pid};
 pub use record::{ContainerRecord, ProcessIdentity, SignalDisposition};
 pub use runtime::{

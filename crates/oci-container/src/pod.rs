@@ -85,6 +85,76 @@ pub fn check_ipc_sysctl(key: &str, value: &str) -> std::result::Result<(), Strin
     Ok(())
 }
 
+/// Writes `sysctls` (IPC ones, see [`is_ipc_sysctl`]), in order, in a new IPC namespace of a
+/// thread's own that goes when the thread ends: the kernel's verdict on a pod's IPC sysctls
+/// before anything is made for the pod, with nothing to undo. A fresh IPC namespace starts from
+/// the kernel's defaults, as the pod's does, so what passes here passes in the pod's.
+///
+/// # Errors
+///
+/// [`Error::Sysctl`] naming the first key the kernel refuses (no such file: a key it does not
+/// know; invalid argument: a value out of range), or that is not an IPC sysctl; also when the
+/// namespace cannot be made (not root).
+pub fn try_ipc_sysctls(sysctls: &[(String, String)]) -> Result<()> {
+    let Some((first, first_value)) = sysctls.first() else {
+        return Ok(());
+    };
+    for (key, value) in sysctls {
+        check_ipc_sysctl(key, value).map_err(|why| Error::Sysctl {
+            key: key.clone(),
+            value: value.clone(),
+            reason: "not an IPC sysctl a pod may set",
+            source: std::io::Error::other(why),
+        })?;
+    }
+    let sysctls = sysctls.to_vec();
+    let thread_failed = |source| Error::Sysctl {
+        key: first.clone(),
+        value: first_value.clone(),
+        reason: "cannot try it in an IPC namespace",
+        source,
+    };
+    std::thread::Builder::new()
+        .name("try-ipc-sysctls".to_owned())
+        .spawn(move || -> Result<()> {
+            unshare(CloneFlags::CLONE_NEWIPC).map_err(|e| Error::Sysctl {
+                key: sysctls[0].0.clone(),
+                value: sysctls[0].1.clone(),
+                reason: "cannot make an IPC namespace to try it in",
+                source: e.into(),
+            })?;
+            for (key, value) in &sysctls {
+                write_sysctl(key, value).map_err(|source| Error::Sysctl {
+                    key: key.clone(),
+                    value: value.clone(),
+                    reason: "the kernel refuses it",
+                    source,
+                })?;
+            }
+            // The thread ends here, and its IPC namespace with it.
+            Ok(())
+        })
+        .map_err(thread_failed)?
+        .join()
+        .map_err(|_| thread_failed(std::io::Error::other("thread panicked")))?
+}
+
+/// Writes one sysctl of the calling thread's namespaces; `key` is checked to be an IPC one, so
+/// its path stays under `/proc/sys`.
+fn write_sysctl(key: &str, value: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let path = if key.contains('/') {
+        key.to_owned()
+    } else {
+        key.replace('.', "/")
+    };
+    // No O_CREAT: a key the kernel does not know is ENOENT.
+    let mut file = OpenOptions::new()
+        .write(true)
+        .open(Path::new("/proc/sys").join(path))?;
+    file.write_all(value.as_bytes())
+}
+
 /// Pins a new IPC namespace and a new UTS namespace with `hostname` under `dir` (made if
 /// missing), and mounts the pod's `/dev/shm` tmpfs there. `pod` names the pod in errors. Pins
 /// that exist already are kept: calling it again for the same pod is a no-op.
@@ -258,6 +328,40 @@ mod tests {
             ("kernel.hostname", "x"),
         ] {
             assert!(check_ipc_sysctl(key, value).is_err(), "{key}={value:?}");
+        }
+    }
+
+    /// The kernel's verdict, in a namespace of its own: the node's values stay.
+    #[test]
+    #[ignore = "needs root + netns: cargo xtask test"]
+    fn ipc_sysctls_are_tried_on_the_kernel_and_the_node_is_untouched() {
+        let pairs = |list: &[(&str, &str)]| -> Vec<(String, String)> {
+            list.iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let node_before = std::fs::read_to_string("/proc/sys/kernel/shm_rmid_forced").unwrap();
+        let other = if node_before.trim() == "1" { "0" } else { "1" };
+        try_ipc_sysctls(&pairs(&[
+            ("kernel.shm_rmid_forced", other),
+            ("fs/mqueue/msg_max", "20"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string("/proc/sys/kernel/shm_rmid_forced").unwrap(),
+            node_before
+        );
+        for (key, value, why) in [
+            ("fs.mqueue.no_such_knob", "1", "No such file"),
+            ("kernel.shm_rmid_forced", "5", "Invalid argument"),
+            ("kernel.msgmni", "many", "Invalid argument"),
+            ("kernel.hostname", "x", "not an IPC sysctl"),
+        ] {
+            let err = try_ipc_sysctls(&pairs(&[("kernel.shmmni", "4096"), (key, value)]))
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with(&format!("sysctl {key}=")), "{err}");
+            assert!(err.contains(why), "{key}: {err}");
         }
     }
 }

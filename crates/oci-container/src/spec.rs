@@ -80,7 +80,11 @@ pub fn generate(config: &ContainerConfig, rootfs: &Path) -> Result<Spec> {
         .set_args(Some(args))
         .set_env(Some(env))
         .set_cwd(PathBuf::from(cwd))
-        .set_user(user_of(&resolved, &config.supplemental_groups))
+        .set_user(user_of(
+            &resolved,
+            &config.supplemental_groups,
+            config.strict_groups,
+        ))
         .set_capabilities(Some(caps))
         .set_no_new_privileges(Some(config.no_new_privileges))
         .set_oom_score_adj(oom_score_adj(id, config.resources.oom_score_adj)?)
@@ -187,9 +191,21 @@ fn environment(
     Ok(env.into_iter().map(|(n, v)| format!("{n}={v}")).collect())
 }
 
-fn user_of(resolved: &ResolvedUser, extra: &[u32]) -> User {
-    let mut gids = resolved.additional_gids.clone();
-    for gid in extra {
+/// The process's user. Its supplementary groups hold its primary group first: the runtime sets
+/// exactly these (setgroups), and a process without its primary group among them escapes a
+/// file's group-deny permissions (`0604`) once it changes its gid (CVE-2022-2995,
+/// CVE-2023-25173). Then the groups `/etc/group` gives the user, unless `strict`, then `extra`.
+fn user_of(resolved: &ResolvedUser, extra: &[u32], strict: bool) -> User {
+    let image_groups: &[u32] = if strict {
+        &[]
+    } else {
+        &resolved.additional_gids
+    };
+    let mut gids: Vec<u32> = Vec::new();
+    for gid in std::iter::once(&resolved.gid)
+        .chain(image_groups)
+        .chain(extra)
+    {
         if !gids.contains(gid) {
             gids.push(*gid);
         }
@@ -197,7 +213,7 @@ fn user_of(resolved: &ResolvedUser, extra: &[u32]) -> User {
     let mut user = User::default();
     user.set_uid(resolved.uid)
         .set_gid(resolved.gid)
-        .set_additional_gids((!gids.is_empty()).then_some(gids));
+        .set_additional_gids(Some(gids));
     user
 }
 

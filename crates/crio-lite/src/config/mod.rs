@@ -168,6 +168,11 @@ pub struct RuntimeHandler {
     pub runtime_root: PathBuf,
     /// `monitor_path`: the conmon for this runtime; empty for `crio.runtime.conmon`.
     pub monitor_path: PathBuf,
+    /// `allowed_annotations`: the runtime-interpreted annotations
+    /// ([`RUNTIME_ANNOTATIONS`](crate::domain::annotations::RUNTIME_ANNOTATIONS)) that requests
+    /// for this handler's sandboxes may pass to the runtime; every other one of those is dropped
+    /// from the request. Empty (the default): none.
+    pub allowed_annotations: Vec<String>,
 }
 
 /// The runtime handlers crio-lite knows without configuration: `(name, binary, root)`.
@@ -187,6 +192,8 @@ pub struct ResolvedRuntime {
     pub runtime_root: PathBuf,
     /// The conmon that monitors its containers.
     pub monitor_path: PathBuf,
+    /// The runtime-interpreted annotations its requests may pass (`allowed_annotations`).
+    pub allowed_annotations: Vec<String>,
 }
 
 /// `[crio.image]`: pulling images. Images are stored in `<crio.root>/storage`.
@@ -534,6 +541,14 @@ impl Config {
                     ),
                 ));
             }
+            for entry in &handler.allowed_annotations {
+                if let Err(why) = crate::domain::annotations::check_allowed(entry) {
+                    problems.push((
+                        "crio.runtime.runtimes",
+                        format!("{name}: allowed_annotations: {why}"),
+                    ));
+                }
+            }
             for path in [
                 &handler.runtime_path,
                 &handler.runtime_root,
@@ -611,6 +626,7 @@ impl Config {
                     runtime_path: PathBuf::from(path),
                     runtime_root: PathBuf::from(root),
                     monitor_path: runtime.conmon.clone(),
+                    allowed_annotations: Vec::new(),
                 },
             );
         }
@@ -641,6 +657,7 @@ impl Config {
                         builtin.map_or_else(|| Path::new("/run").join(name), |b| b.runtime_root),
                     ),
                     monitor_path: or(&handler.monitor_path, runtime.conmon.clone()),
+                    allowed_annotations: handler.allowed_annotations.clone(),
                 },
             );
         }

@@ -87,7 +87,9 @@ const RUNTIMES_HELP: &str = "
 # Runtime handlers: crun (/usr/bin/crun, root /run/crun) and runc (/usr/sbin/runc, root
 # /run/runc) are built in. A [crio.runtime.runtimes.NAME] table adds one, or replaces the
 # built-in of that name: runtime_path (\"\" for NAME in PATH), runtime_type (\"oci\"),
-# runtime_root (\"\" for /run/NAME), monitor_path (\"\" for crio.runtime.conmon).
+# runtime_root (\"\" for /run/NAME), monitor_path (\"\" for crio.runtime.conmon),
+# allowed_annotations (the runtime-interpreted annotations, such as crun's \"run.oci.\", that
+# requests may pass to this runtime; [] for none: the others are dropped from requests).
 ";
 
 /// A table name as a TOML key: bare when it can be, quoted otherwise.

@@ -587,6 +587,50 @@ fn runtime_handlers_are_built_in_added_and_replaced_per_key() {
     );
 }
 
+/// Issue #21: a handler's `allowed_annotations` is read from a file, kept per handler, printed,
+/// and holds only annotations runtimes interpret.
+#[test]
+fn allowed_annotations_are_a_handlers_and_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("crio-lite.conf");
+    std::fs::write(
+        &file,
+        "[crio.runtime.runtimes.crun]\nallowed_annotations = [\"run.oci.\", \"io.kubernetes.cri-o.Devices\"]\n",
+    )
+    .unwrap();
+    let config = Config::from_file(&file).unwrap();
+    let handlers = config.runtime_handlers();
+    assert_eq!(
+        handlers["crun"].allowed_annotations,
+        ["run.oci.", "io.kubernetes.cri-o.Devices"]
+    );
+    assert!(
+        handlers["runc"].allowed_annotations.is_empty(),
+        "none by default"
+    );
+    assert_eq!(handlers["crun"].runtime_path, Path::new("/usr/bin/crun"));
+    let printed = config.to_commented_toml();
+    assert!(
+        printed.contains(
+            "[crio.runtime.runtimes.crun]\nallowed_annotations = [\"run.oci.\", \"io.kubernetes.cri-o.Devices\"]\n"
+        ),
+        "{printed}"
+    );
+    assert!(printed.contains("# allowed_annotations ("), "{printed}");
+    assert_eq!(Config::from_toml(&printed, "printout").unwrap(), config);
+
+    let err = Config::from_toml(
+        "[crio.runtime.runtimes.crun]\nallowed_annotations = [\"app.kubernetes.io/name\"]\n",
+        "<string>",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("crun: allowed_annotations: \"app.kubernetes.io/name\" is not an annotation"),
+        "{err}"
+    );
+}
+
 #[test]
 fn runtime_handler_mistakes_name_the_key() {
     for (text, wanted) in [

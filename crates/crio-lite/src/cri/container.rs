@@ -149,6 +149,20 @@ fn security(sc: cri::LinuxContainerSecurityContext) -> SandboxResult<ContainerRe
             )
         })?);
     }
+    let strict_groups = match cri::SupplementalGroupsPolicy::try_from(sc.supplemental_groups_policy)
+    {
+        Ok(cri::SupplementalGroupsPolicy::Merge) => false,
+        Ok(cri::SupplementalGroupsPolicy::Strict) => true,
+        Err(_) => {
+            return Err(invalid(
+                "config.linux.security_context.supplemental_groups_policy",
+                format!(
+                    "unknown policy {} (expected Merge or Strict)",
+                    sc.supplemental_groups_policy
+                ),
+            ));
+        }
+    };
     // kubelets before 1.19 send only the deprecated path.
     #[allow(deprecated)]
     let legacy = sc.seccomp_profile_path.clone();
@@ -183,6 +197,7 @@ fn security(sc: cri::LinuxContainerSecurityContext) -> SandboxResult<ContainerRe
         drop_capabilities: caps.drop_capabilities,
         user,
         supplemental_groups,
+        strict_groups,
         no_new_privs: sc.no_new_privs,
         masked_paths: sc.masked_paths,
         readonly_paths: sc.readonly_paths,

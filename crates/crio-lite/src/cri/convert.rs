@@ -40,10 +40,8 @@ pub fn sandbox_from_request(request: cri::RunPodSandboxRequest) -> SandboxResult
     }
     check_metadata_size(&config.labels, &config.annotations)?;
     let linux = config.linux.unwrap_or_default();
-    let options = linux
-        .security_context
-        .and_then(|sc| sc.namespace_options)
-        .unwrap_or_default();
+    let security = linux.security_context.unwrap_or_default();
+    let options = security.namespace_options.unwrap_or_default();
     let host_network = check_namespaces(&options)?;
     check_sysctls(
         &linux.sysctls,
@@ -51,7 +49,8 @@ pub fn sandbox_from_request(request: cri::RunPodSandboxRequest) -> SandboxResult
         options.ipc == cri::NamespaceMode::Node as i32,
     )?;
     let dns = config.dns_config.unwrap_or_default();
-    check_dns_servers(&dns.servers)?;
+    check_dns(&dns)?;
+    check_hostname(&config.hostname)?;
     let mut port_mappings = Vec::new();
     for (i, mapping) in config.port_mappings.iter().enumerate() {
         if let Some(mapping) = port_mapping(i, mapping)? {
@@ -90,6 +89,7 @@ pub fn sandbox_from_request(request: cri::RunPodSandboxRequest) -> SandboxResult
         log_directory: config.log_directory,
         attachments: Vec::new(),
         sysctls: linux.sysctls.into_iter().collect(),
+        privileged: security.privileged,
     })
 }
 
@@ -141,14 +141,71 @@ fn check_sysctls(
     Ok(())
 }
 
-fn check_dns_servers(servers: &[String]) -> SandboxResult<()> {
-    for (i, server) in servers.iter().enumerate() {
+/// The most search domains resolv.conf is given (Kubernetes' `MaxDNSSearchPaths`).
+pub const MAX_DNS_SEARCHES: usize = 32;
+/// The most resolv.conf options.
+pub const MAX_DNS_OPTIONS: usize = 32;
+/// The longest search domain: a DNS name.
+const MAX_DNS_NAME: usize = 253;
+/// The longest resolv.conf option (`ndots:5`, `timeout:2`, ...).
+const MAX_DNS_OPTION: usize = 256;
+/// The longest hostname the kernel sets (`HOST_NAME_MAX`).
+pub const MAX_HOSTNAME: usize = 64;
+
+/// DNS settings go into the pod's resolv.conf, one per line and separated by spaces: a newline
+/// or a space in one would add lines or words of the requester's choosing.
+fn check_dns(dns: &cri::DnsConfig) -> SandboxResult<()> {
+    for (i, server) in dns.servers.iter().enumerate() {
         if server.parse::<IpAddr>().is_err() {
             return Err(invalid(
                 &format!("config.dns_config.servers[{i}]"),
                 &format!("{server:?} is not an IP address"),
             ));
         }
+    }
+    for (list, name, max_items, max_len) in [
+        (&dns.searches, "searches", MAX_DNS_SEARCHES, MAX_DNS_NAME),
+        (&dns.options, "options", MAX_DNS_OPTIONS, MAX_DNS_OPTION),
+    ] {
+        if list.len() > max_items {
+            return Err(invalid(
+                &format!("config.dns_config.{name}"),
+                &format!("{} entries, more than the {max_items} allowed", list.len()),
+            ));
+        }
+        for (i, word) in list.iter().enumerate() {
+            check_word(word, max_len)
+                .map_err(|why| invalid(&format!("config.dns_config.{name}[{i}]"), &why))?;
+        }
+    }
+    Ok(())
+}
+
+/// The hostname goes into the pod's /etc/hostname and /etc/hosts and its UTS namespace.
+fn check_hostname(hostname: &str) -> SandboxResult<()> {
+    if hostname.is_empty() {
+        return Ok(());
+    }
+    check_word(hostname, MAX_HOSTNAME).map_err(|why| invalid("config.hostname", &why))
+}
+
+/// One word of a line of a file: not empty, at most `max` bytes, no white space and no other
+/// control character.
+fn check_word(word: &str, max: usize) -> Result<(), String> {
+    if word.is_empty() {
+        return Err("empty".to_owned());
+    }
+    if word.len() > max {
+        return Err(format!(
+            "{} bytes long, more than the {max} allowed",
+            word.len()
+        ));
+    }
+    if word.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "{word:?} has white space or a control character (a newline would add a line to the \
+             file it is written to)"
+        ));
     }
     Ok(())
 }
@@ -430,6 +487,129 @@ mod tests {
             assert_eq!(status.code(), tonic::Code::InvalidArgument);
             assert!(status.message().starts_with(field), "{}", status.message());
         }
+    }
+
+    /// Issue #21: DNS settings and the hostname are written into resolv.conf, /etc/hosts and
+    /// /etc/hostname; a newline in one added lines of the requester's choosing.
+    #[test]
+    fn dns_settings_and_the_hostname_are_words_of_sane_length() {
+        let with = |dns: cri::DnsConfig, hostname: &str| {
+            let mut request = request(cri::PortMapping {
+                container_port: 80,
+                ..Default::default()
+            });
+            let config = request.config.as_mut().unwrap();
+            config.dns_config = Some(dns);
+            config.hostname = hostname.to_owned();
+            sandbox_from_request(request)
+        };
+        let ok = cri::DnsConfig {
+            servers: vec!["10.96.0.10".into()],
+            searches: vec!["default.svc.cluster.local".into(), "cluster.local".into()],
+            options: vec!["ndots:5".into(), "edns0".into()],
+        };
+        let sandbox = with(ok.clone(), "web-0").unwrap();
+        assert_eq!(sandbox.dns.searches.len(), 2);
+        assert_eq!(sandbox.hostname, "web-0");
+        let words = |n: usize| (0..n).map(|i| format!("d{i}.local")).collect::<Vec<_>>();
+        let cases = [
+            (
+                cri::DnsConfig {
+                    searches: vec!["a.local\nnameserver 6.6.6.6".into()],
+                    ..ok.clone()
+                },
+                "web",
+                "config.dns_config.searches[0]",
+            ),
+            (
+                cri::DnsConfig {
+                    searches: vec!["a.local".into(), "b local".into()],
+                    ..ok.clone()
+                },
+                "web",
+                "config.dns_config.searches[1]",
+            ),
+            (
+                cri::DnsConfig {
+                    searches: vec![String::new()],
+                    ..ok.clone()
+                },
+                "web",
+                "config.dns_config.searches[0]",
+            ),
+            (
+                cri::DnsConfig {
+                    searches: vec!["a".repeat(254)],
+                    ..ok.clone()
+                },
+                "web",
+                "config.dns_config.searches[0]",
+            ),
+            (
+                cri::DnsConfig {
+                    searches: words(MAX_DNS_SEARCHES + 1),
+                    ..ok.clone()
+                },
+                "web",
+                "config.dns_config.searches",
+            ),
+            (
+                cri::DnsConfig {
+                    options: vec!["ndots:5\tx".into()],
+                    ..ok.clone()
+                },
+                "web",
+                "config.dns_config.options[0]",
+            ),
+            (
+                cri::DnsConfig {
+                    options: vec!["rotate\r".into()],
+                    ..ok.clone()
+                },
+                "web",
+                "config.dns_config.options[0]",
+            ),
+            (
+                cri::DnsConfig {
+                    servers: vec!["10.0.0.1\nnameserver 6.6.6.6".into()],
+                    ..ok.clone()
+                },
+                "web",
+                "config.dns_config.servers[0]",
+            ),
+            (ok.clone(), "web\n6.6.6.6 registry", "config.hostname"),
+            (ok.clone(), "web 1", "config.hostname"),
+            (ok.clone(), "web\0", "config.hostname"),
+            (ok.clone(), &"h".repeat(MAX_HOSTNAME + 1), "config.hostname"),
+        ];
+        for (dns, hostname, field) in cases {
+            let status = Status::from(with(dns, hostname).unwrap_err());
+            assert_eq!(status.code(), tonic::Code::InvalidArgument);
+            assert!(
+                status.message().starts_with(&format!("{field}:")),
+                "{field}: {}",
+                status.message()
+            );
+        }
+    }
+
+    #[test]
+    fn a_pod_records_whether_it_is_privileged() {
+        let mut request = request(cri::PortMapping {
+            container_port: 80,
+            ..Default::default()
+        });
+        assert!(!sandbox_from_request(request.clone()).unwrap().privileged);
+        request
+            .config
+            .as_mut()
+            .unwrap()
+            .linux
+            .get_or_insert_default()
+            .security_context
+            .get_or_insert_default()
+            .privileged = true;
+        assert!(sandbox_from_request(request).unwrap().privileged);
     }
 
     #[test]

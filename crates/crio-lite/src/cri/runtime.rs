@@ -213,7 +213,11 @@ impl RuntimeService for RuntimeApi {
                     features: None,
                 })
                 .collect(),
-            features: None,
+            // Supplemental groups follow the request's Merge or Strict policy, and
+            // ContainerStatus reports the process's user.
+            features: Some(cri::RuntimeFeatures {
+                supplemental_groups_policy: true,
+            }),
         }))
     }
 

@@ -73,8 +73,11 @@ pub struct ContainerRequest {
     pub drop_capabilities: Vec<String>,
     /// `uid`, `uid:gid` or a user name; the image's user when `None`.
     pub user: Option<String>,
-    /// Supplementary groups.
+    /// Supplementary groups, added to the primary group and (unless `strict_groups`) those the
+    /// image's `/etc/group` gives the user.
     pub supplemental_groups: Vec<u32>,
+    /// The CRI's `Strict` supplemental groups policy: no groups from the image's `/etc/group`.
+    pub strict_groups: bool,
     /// no_new_privs.
     pub no_new_privs: bool,
     /// Extra masked paths.
@@ -109,7 +112,12 @@ pub enum PidMode {
 #[derive(Debug, Clone)]
 struct Handler {
     runtime: Runtime,
+    /// The runtime-interpreted annotations requests may pass (`allowed_annotations`).
+    allowed_annotations: Vec<String>,
 }
+
+/// The cgroup parent of pods whose request names none.
+const DEFAULT_CGROUP_PARENT: &str = "/crio-lite";
 
 /// What a container's seccomp profile is when its request says RuntimeDefault or nothing.
 struct SeccompDefaults {
@@ -150,6 +158,8 @@ pub(crate) struct Containers {
     run_dir: PathBuf,
     /// The program that becomes the init of a pod that shares its PID namespace.
     pod_init: oci_container::PodInitProgram,
+    /// Who makes the containers' cgroups, so which pod cgroup parents can be honoured.
+    cgroups: oci_container::CgroupManager,
     index: Mutex<HashMap<String, Arc<Entry<Container>>>>,
 }
 
@@ -169,7 +179,14 @@ impl Containers {
                 let state = run_dir.join("oci").join(name);
                 let runtime = Runtime::new(&r.runtime_path, &r.monitor_path, state)
                     .with_root(&r.runtime_root);
-                (name.clone(), Handler { runtime })
+                let allowed_annotations = r.allowed_annotations.clone();
+                (
+                    name.clone(),
+                    Handler {
+                        runtime,
+                        allowed_annotations,
+                    },
+                )
             })
             .collect();
         Containers {
@@ -185,7 +202,38 @@ impl Containers {
             store,
             run_dir,
             pod_init: pod_init_program(),
+            cgroups: oci_container::CgroupManager::default(),
             index: Mutex::default(),
+        }
+    }
+
+    /// Refuses a pod's cgroup parent this node's cgroup manager cannot honour, before anything
+    /// is made for the pod (else every one of its containers would fail).
+    pub(crate) fn check_cgroup_parent(&self, parent: &str) -> SandboxResult<()> {
+        self.cgroups
+            .check_parent(parent)
+            .map_err(|why| SandboxError::invalid("config.linux.cgroup_parent", why))
+    }
+
+    /// Drops from `annotations` the runtime-interpreted ones `handler` (a name
+    /// [`Containers::handler_name`] gave) does not allow, as CRI-O does, so they reach neither
+    /// the runtime, the hooks' conditions nor the network plugins; logs what it dropped.
+    pub(crate) fn filter_annotations(
+        &self,
+        handler: &str,
+        annotations: &mut BTreeMap<String, String>,
+    ) {
+        let allowed = self
+            .handlers
+            .get(handler)
+            .map_or(&[][..], |h| h.allowed_annotations.as_slice());
+        let removed = super::annotations::filter(annotations, allowed);
+        if !removed.is_empty() {
+            tracing::info!(
+                handler,
+                annotations = ?removed,
+                "runtime annotations the handler does not allow (allowed_annotations) dropped"
+            );
         }
     }
 
@@ -236,11 +284,13 @@ impl Containers {
     pub(crate) async fn create(
         &self,
         sandbox: &Sandbox,
-        request: ContainerRequest,
+        mut request: ContainerRequest,
     ) -> SandboxResult<String> {
         check_pid_mode(sandbox, request.pid)?;
+        check_privileged(sandbox, &request)?;
         let handler = self.handler_name(&sandbox.runtime_handler)?.to_owned();
         let runtime = self.runtime(&handler)?.clone();
+        self.filter_annotations(&handler, &mut request.annotations);
         {
             let index = self.index();
             if let Some(existing) = index.values().filter_map(|e| e.get()).find(|c| {
@@ -382,6 +432,7 @@ impl Containers {
         let pod_files = self.pod_files(sandbox).await?;
         let mut config = Self::oci_config(
             &self.seccomp,
+            self.cgroups,
             container,
             sandbox,
             request,
@@ -512,6 +563,7 @@ impl Containers {
 
     fn oci_config(
         seccomp: &SeccompDefaults,
+        cgroups: oci_container::CgroupManager,
         container: &Container,
         sandbox: &Sandbox,
         request: &ContainerRequest,
@@ -535,19 +587,14 @@ impl Containers {
                 });
             }
         }
+        // Checked at RunPodSandbox; checked again for records of pods made before that.
+        cgroups
+            .check_parent(&sandbox.cgroup_parent)
+            .map_err(|why| SandboxError::invalid("sandbox cgroup_parent", why))?;
         let cgroup_parent = if sandbox.cgroup_parent.is_empty() {
-            "/crio-lite".to_owned()
-        } else if sandbox.cgroup_parent.starts_with('/') {
-            sandbox.cgroup_parent.clone()
+            DEFAULT_CGROUP_PARENT
         } else {
-            return Err(SandboxError::invalid(
-                "sandbox cgroup_parent",
-                format!(
-                    "{:?} is not a cgroupfs path (crio-lite uses the cgroupfs driver; a systemd \
-                     slice is not supported)",
-                    sandbox.cgroup_parent
-                ),
-            ));
+            sandbox.cgroup_parent.as_str()
         };
         let mut annotations = request.annotations.clone();
         annotations.insert(
@@ -567,6 +614,7 @@ impl Containers {
             working_dir: request.working_dir.clone(),
             user: request.user.clone(),
             supplemental_groups: request.supplemental_groups.clone(),
+            strict_groups: request.strict_groups,
             hostname: Some(pod_hostname(sandbox)),
             mounts,
             namespaces: NamespacePaths {
@@ -606,11 +654,7 @@ impl Containers {
             },
             resources: oci_resources(&request.limits),
             devices: request.devices.clone(),
-            cgroups_path: Some(PathBuf::from(format!(
-                "{}/crio-lite-{}",
-                cgroup_parent.trim_end_matches('/'),
-                container.id
-            ))),
+            cgroups_path: Some(cgroups.cgroups_path(cgroup_parent, "crio-lite", &container.id)),
             annotations,
             seccomp: seccomp.of(request.seccomp.as_ref()),
         })
@@ -1500,6 +1544,24 @@ fn check_pid_mode(sandbox: &Sandbox, pid: PidMode) -> SandboxResult<()> {
     Ok(())
 }
 
+/// A privileged container only in a privileged pod, as CRI-O and containerd: the pod's spec
+/// is where a cluster's admission decides whether privilege is allowed, and a privileged
+/// container of an unprivileged pod would start with every capability and device anyway.
+fn check_privileged(sandbox: &Sandbox, request: &ContainerRequest) -> SandboxResult<()> {
+    if request.privileged && !sandbox.privileged {
+        return Err(SandboxError::invalid(
+            "config.linux.security_context.privileged",
+            format!(
+                "a privileged container, but sandbox {} was not run privileged \
+                 (config.linux.security_context.privileged of RunPodSandbox): only a privileged \
+                 pod may hold privileged containers",
+                sandbox.id
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The daemon's own executable, resolved once (an upgrade that replaces the file later does not
 /// change which binary pod inits run), with the hidden subcommand that makes it a pod init.
 fn pod_init_program() -> oci_container::PodInitProgram {
@@ -1556,6 +1618,27 @@ mod tests {
             check_pid_mode(&sandbox, PidMode::Container).expect("its own");
             check_pid_mode(&sandbox, PidMode::Node).expect("the node's");
         }
+    }
+
+    /// Issue #21: a privileged container in an unprivileged pod started with every capability.
+    #[test]
+    fn a_privileged_container_needs_a_privileged_pod() {
+        let mut sandbox = Sandbox::example("s1");
+        let privileged = ContainerRequest {
+            privileged: true,
+            ..ContainerRequest::default()
+        };
+        let err = check_privileged(&sandbox, &privileged)
+            .expect_err("an unprivileged pod")
+            .to_string();
+        assert!(
+            err.starts_with("config.linux.security_context.privileged:") && err.contains("s1"),
+            "{err}"
+        );
+        check_privileged(&sandbox, &ContainerRequest::default()).expect("unprivileged is fine");
+        sandbox.privileged = true;
+        check_privileged(&sandbox, &privileged).expect("a privileged pod");
+        check_privileged(&sandbox, &ContainerRequest::default()).expect("either kind");
     }
 
     #[test]

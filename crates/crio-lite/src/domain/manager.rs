@@ -146,14 +146,31 @@ impl Manager {
         let id = new_sandbox_id().map_err(|e| {
             SandboxError::Internal(format!("cannot read /dev/urandom for a sandbox ID: {e}"))
         })?;
-        // What the network setup would refuse, refused before a state file or a pin exists.
+        // What the network setup, the containers or the kernel would refuse, refused before a
+        // state file or a pin exists.
         sandbox.id.clone_from(&id);
         sandbox.runtime_handler = self
             .containers
             .handler_name(&sandbox.runtime_handler)?
             .to_owned();
+        self.containers
+            .check_cgroup_parent(&sandbox.cgroup_parent)?;
+        self.containers
+            .filter_annotations(&sandbox.runtime_handler, &mut sandbox.annotations);
         ocicni::validate_pod_args(&self.pod_network(&sandbox), self.args_policy)
             .map_err(|e| SandboxError::invalid("RunPodSandbox", e.to_string()))?;
+        let ipc_sysctls: Vec<(String, String)> = sandbox
+            .sysctls
+            .iter()
+            .filter(|(k, _)| oci_container::is_ipc_sysctl(k))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        if !ipc_sysctls.is_empty() {
+            self.netns
+                .try_ipc_sysctls(ipc_sysctls)
+                .await
+                .map_err(|e| SandboxError::invalid("config.linux.sysctls", e.to_string()))?;
+        }
         let (entry, _op) = {
             let mut index = self.index();
             if let Some(existing) = index.by_name.get(&sandbox.name) {
@@ -822,6 +839,7 @@ impl Manager {
             log_directory: String::new(),
             attachments: Vec::new(),
             sysctls: BTreeMap::new(),
+            privileged: false,
         }
     }
 

@@ -2,6 +2,7 @@
 //! them against ocicni, the namespace pins, the image store, the OCI runtime and the state store. It knows nothing of gRPC or of the CRI's messages; the
 //! CRI adapter and the status API translate to and from it.
 
+pub mod annotations;
 mod container;
 mod containers;
 mod entry;

@@ -140,6 +140,10 @@ pub struct Sandbox {
     /// Network sysctls set in the sandbox's namespace before its network is set up.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub sysctls: BTreeMap<String, String>,
+    /// Whether RunPodSandbox asked for a privileged pod: only such a pod may hold privileged
+    /// containers. Records written before crio-lite kept it have none: not privileged.
+    #[serde(default)]
+    pub privileged: bool,
 }
 
 /// CRI's `NamespaceMode::POD`, the zero value: the namespace is the pod's.
@@ -212,6 +216,27 @@ impl Sandbox {
             log_directory: String::new(),
             attachments: Vec::new(),
             sysctls: BTreeMap::new(),
+            privileged: false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue #21: a record written before `privileged` was kept reads as not privileged, so an
+    /// upgrade lets no old pod hold privileged containers.
+    #[test]
+    fn a_record_without_privileged_is_not_privileged() {
+        let mut record = serde_json::to_value(Sandbox {
+            privileged: true,
+            ..Sandbox::example("a")
+        })
+        .unwrap();
+        assert_eq!(record["privileged"], true);
+        record.as_object_mut().unwrap().remove("privileged");
+        let read: Sandbox = serde_json::from_value(record).unwrap();
+        assert!(!read.privileged);
     }
 }

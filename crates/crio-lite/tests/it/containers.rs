@@ -20,16 +20,26 @@ type Client = RuntimeServiceClient<Channel>;
 
 /// A node set up for containers, the registry it pulls from, busybox pulled as `image`, and a
 /// ready pod `pod` whose sandbox is `sandbox`.
-struct Setup {
-    node: Node,
+pub(crate) struct Setup {
+    pub(crate) node: Node,
     _registry: Registry,
-    image: String,
-    client: Client,
-    sandbox: String,
-    pod: &'static str,
+    pub(crate) image: String,
+    pub(crate) client: Client,
+    pub(crate) sandbox: String,
+    pub(crate) pod: &'static str,
 }
 
 async fn setup(tag: &str, pod_name: &'static str) -> Setup {
+    setup_with(tag, pod_name, |_| {}).await
+}
+
+/// [`setup`], with `configure` writing to the node's configuration before the daemon starts
+/// (drop-ins in `crio-lite.conf.d` after `10-containers.conf`).
+pub(crate) async fn setup_with(
+    tag: &str,
+    pod_name: &'static str,
+    configure: impl FnOnce(&Node),
+) -> Setup {
     let registry = Registry::start();
     // busybox, then a layer of the applets the tests run by name (exec runs no shell).
     let mut applets = Tar::new().dir("bin", 0o755);
@@ -46,6 +56,7 @@ async fn setup(tag: &str, pod_name: &'static str) -> Setup {
     let mut node = Node::new(tag);
     let host = e2e_support::forward_into(&node.netns_path(), registry.host());
     node.use_containers(&host);
+    configure(&node);
     node.start().await;
     let reference = format!("{host}/e2e/busybox:1");
     let mut images = support::image_client(&node.socket()).await;
@@ -79,7 +90,7 @@ async fn setup(tag: &str, pod_name: &'static str) -> Setup {
 
 impl Setup {
     /// stopp and rmp, SIGTERM, and nothing of the containers or the pod may be left.
-    async fn finish(mut self) {
+    pub(crate) async fn finish(mut self) {
         e2e_support::stop(&mut self.client, &self.sandbox).await;
         e2e_support::remove(&mut self.client, &self.sandbox).await;
         assert!(
@@ -99,7 +110,7 @@ impl Setup {
 }
 
 /// A pod whose containers log under `<node>/logs/<name>` and whose cgroups are the test's own.
-fn pod(node: &Node, name: &str) -> cri::RunPodSandboxRequest {
+pub(crate) fn pod(node: &Node, name: &str) -> cri::RunPodSandboxRequest {
     let mut request = e2e_support::pod(name, None);
     if let Some(config) = request.config.as_mut() {
         config.log_directory = node.path(&format!("logs/{name}")).display().to_string();
@@ -117,7 +128,7 @@ fn cgroup_parent(node: &Node, name: &str) -> String {
     format!("/crio-lite-e2e-{}-{name}", node.name())
 }
 
-fn container_config(image: &str, name: &str, script: &str) -> cri::ContainerConfig {
+pub(crate) fn container_config(image: &str, name: &str, script: &str) -> cri::ContainerConfig {
     cri::ContainerConfig {
         metadata: Some(cri::ContainerMetadata {
             name: name.to_owned(),
@@ -134,7 +145,7 @@ fn container_config(image: &str, name: &str, script: &str) -> cri::ContainerConf
     }
 }
 
-async fn create(
+pub(crate) async fn create(
     client: &mut Client,
     sandbox: &str,
     config: cri::ContainerConfig,
@@ -149,7 +160,11 @@ async fn create(
     .map(|r| r.into_inner().container_id)
 }
 
-async fn run(client: &mut Client, sandbox: &str, config: cri::ContainerConfig) -> String {
+pub(crate) async fn run(
+    client: &mut Client,
+    sandbox: &str,
+    config: cri::ContainerConfig,
+) -> String {
     let name = config.metadata.clone().unwrap_or_default().name;
     let id = create(client, sandbox, config)
         .await
@@ -163,7 +178,7 @@ async fn run(client: &mut Client, sandbox: &str, config: cri::ContainerConfig) -
     id
 }
 
-async fn status(client: &mut Client, id: &str) -> cri::ContainerStatus {
+pub(crate) async fn status(client: &mut Client, id: &str) -> cri::ContainerStatus {
     client
         .container_status(cri::ContainerStatusRequest {
             container_id: id.to_owned(),
@@ -176,7 +191,11 @@ async fn status(client: &mut Client, id: &str) -> cri::ContainerStatus {
         .expect("a status")
 }
 
-async fn wait_exited(client: &mut Client, id: &str, within: Duration) -> cri::ContainerStatus {
+pub(crate) async fn wait_exited(
+    client: &mut Client,
+    id: &str,
+    within: Duration,
+) -> cri::ContainerStatus {
     let deadline = Instant::now() + within;
     loop {
         let s = status(client, id).await;
@@ -192,7 +211,7 @@ async fn wait_exited(client: &mut Client, id: &str, within: Duration) -> cri::Co
     }
 }
 
-async fn exec(
+pub(crate) async fn exec(
     client: &mut Client,
     id: &str,
     cmd: &[&str],
@@ -208,7 +227,7 @@ async fn exec(
         .map(tonic::Response::into_inner)
 }
 
-async fn list(client: &mut Client, filter: cri::ContainerFilter) -> Vec<cri::Container> {
+pub(crate) async fn list(client: &mut Client, filter: cri::ContainerFilter) -> Vec<cri::Container> {
     client
         .list_containers(cri::ListContainersRequest {
             filter: Some(filter),
@@ -238,7 +257,7 @@ fn log_lines(path: &Path) -> Vec<(String, String, String)> {
         .collect()
 }
 
-async fn wait_log(path: &Path, text: &str) {
+pub(crate) async fn wait_log(path: &Path, text: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !std::fs::read_to_string(path).is_ok_and(|t| t.contains(text)) {
         assert!(
@@ -253,7 +272,7 @@ async fn wait_log(path: &Path, text: &str) {
 
 /// Nothing of the containers is left: runc's state, conmon, root file systems, bundles, state
 /// files, mounts under the storage.
-fn assert_no_container_left(node: &Node) {
+pub(crate) fn assert_no_container_left(node: &Node) {
     let leaks = [
         ("runc containers", node.runc_containers()),
         ("processes in the node namespace", {
@@ -290,7 +309,7 @@ fn assert_no_container_left(node: &Node) {
     e2e_support::assert_none_left(&leaks);
 }
 
-fn remove_cgroups(node: &Node, names: &[&str]) {
+pub(crate) fn remove_cgroups(node: &Node, names: &[&str]) {
     for controller in file_names(Path::new("/sys/fs/cgroup")) {
         for name in names {
             let dir = PathBuf::from("/sys/fs/cgroup")

@@ -18,4 +18,5 @@ mod notify;
 mod privileged;
 mod raw_client;
 mod recovery;
+mod request_checks;
 mod support;

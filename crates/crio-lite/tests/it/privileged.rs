@@ -12,7 +12,7 @@ use test_support::fs::{file_names, is_mount_point};
 use crate::support::{self, FakeCni, run, status};
 
 /// Detaches the netns directory's self-bind (and any pin a failed test left) on drop.
-struct ReleaseDir(PathBuf);
+pub(crate) struct ReleaseDir(pub(crate) PathBuf);
 
 impl Drop for ReleaseDir {
     fn drop(&mut self) {
@@ -22,7 +22,8 @@ impl Drop for ReleaseDir {
     }
 }
 
-async fn start(dir: &std::path::Path, cni: &Arc<FakeCni>) -> Daemon {
+/// A daemon with real namespaces (and the fake CNI side) over `dir`, recovered.
+pub(crate) async fn start(dir: &std::path::Path, cni: &Arc<FakeCni>) -> Daemon {
     let cni: Arc<dyn CniPlugin> = Arc::clone(cni) as Arc<dyn CniPlugin>;
     let daemon = Daemon::start(support::config(dir), cni, Arc::new(HostNetns))
         .await

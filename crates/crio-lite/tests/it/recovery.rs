@@ -131,6 +131,7 @@ fn creating(id: &str, netns: &Path) -> Sandbox {
         log_directory: String::new(),
         attachments: Vec::new(),
         sysctls: BTreeMap::new(),
+        privileged: false,
     }
 }
 

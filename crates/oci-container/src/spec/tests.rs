@@ -163,10 +163,10 @@ fn user_working_dir_and_groups() {
     // (user, supplemental, uid, gid, additional gids)
     type Case<'a> = (Option<&'a str>, &'a [u32], u32, u32, Option<&'a [u32]>);
     let cases: &[Case<'_>] = &[
-        (None, &[], 1000, 1000, Some(&[29])),
-        (Some("0:0"), &[], 0, 0, None),
-        (Some("0"), &[7, 7], 0, 0, Some(&[7])),
-        (Some("app:root"), &[29, 5], 1000, 0, Some(&[29, 5])),
+        (None, &[], 1000, 1000, Some(&[1000, 29])),
+        (Some("0:0"), &[], 0, 0, Some(&[0])),
+        (Some("0"), &[7, 7], 0, 0, Some(&[0, 7])),
+        (Some("app:root"), &[29, 5], 1000, 0, Some(&[0, 29, 5])),
     ];
     for &(user, extra, uid, gid, gids) in cases {
         let c = ContainerConfig {
@@ -192,6 +192,40 @@ fn user_working_dir_and_groups() {
         err,
         "container c1: working directory \"relative\" is not absolute"
     );
+}
+
+/// Issue #21: uid 1000 with supplemental groups [2000] ran with `Groups: 2000`, without its
+/// primary group, so a file's group-deny bits (`0604`) did not hold it (CVE-2022-2995). The
+/// groups are the primary one, then `/etc/group`'s for the user (Merge) or none (Strict), then
+/// the requested ones, each once.
+#[test]
+fn supplementary_groups_hold_the_primary_group_then_the_images_then_the_requested() {
+    let root = rootfs();
+    // (user, supplemental, strict, groups)
+    type Case<'a> = (&'a str, &'a [u32], bool, &'a [u32]);
+    let cases: &[Case<'_>] = &[
+        ("1000", &[2000], false, &[1000, 29, 2000]),
+        ("1000", &[2000], true, &[1000, 2000]),
+        ("1000:3000", &[2000, 3000, 29], false, &[3000, 29, 2000]),
+        ("1000:3000", &[2000], true, &[3000, 2000]),
+        // A uid passwd does not know: gid 0, and no name to look groups up by.
+        ("4242", &[2000], false, &[0, 2000]),
+        ("app", &[], true, &[1000]),
+    ];
+    for &(user, extra, strict, groups) in cases {
+        let c = ContainerConfig {
+            user: Some(user.to_owned()),
+            supplemental_groups: extra.to_vec(),
+            strict_groups: strict,
+            ..config("c1")
+        };
+        let spec = generate(&c, root.path()).unwrap();
+        assert_eq!(
+            process(&spec).user().additional_gids().as_deref(),
+            Some(groups),
+            "{user} {extra:?} strict={strict}"
+        );
+    }
 }
 
 #[test]
