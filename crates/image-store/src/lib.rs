@@ -18,8 +18,10 @@
 //! - Layers are unpacked as overlayfs wants them: a whiteout `.wh.name` becomes a character
 //!   device 0/0 `name`, an opaque marker `.wh..wh..opq` the xattr `trusted.overlay.opaque=y`
 //!   (as containerd's overlay snapshotter and containers/storage lay them out). Entries with
-//!   `..` or absolute paths, links out of the layer, writes through a symbolic link, device
-//!   nodes and layers past the [`Limits`] (decompression bombs) are refused.
+//!   `..` or absolute paths, links out of the layer, writes through a symbolic link, headers
+//!   past 1 MiB and layers past the [`Limits`] (decompression bombs, sparse files included) are
+//!   refused. Device nodes are made as the layer has them when running as root (the device
+//!   cgroup, not the layer, decides what a container may open).
 //! - Containers' root file systems: [`Store::create_rootfs`] mounts an overlay of an image's
 //!   layers with a writable upper directory per container ([`StorageDriver::Overlay`]) or,
 //!   where overlayfs cannot be mounted, copies the layers with whiteouts and opaque
