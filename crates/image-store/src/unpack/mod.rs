@@ -321,6 +321,11 @@ impl Unpacker {
         };
         let path = entry.path_bytes().into_owned();
         let link = entry.link_name_bytes().map(std::borrow::Cow::into_owned);
+        // No path or link target this long can be made; refused before it is split up.
+        let limit = libc::PATH_MAX as usize;
+        if path.len() >= limit || link.as_ref().is_some_and(|l| l.len() >= limit) {
+            return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG).into());
+        }
         let xattrs = kept_xattrs(entry).map_err(corrupt)?;
         let components = clean(&path)?;
 

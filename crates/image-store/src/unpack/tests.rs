@@ -496,8 +496,8 @@ fn long_named(name: &[u8]) -> Vec<u8> {
 
 #[test]
 fn errors_quote_only_the_start_of_a_long_name() {
-    // 200 KB: under the header cap, far over what an error should carry.
-    let name = format!("../{}", "a/".repeat(100_000));
+    // Under PATH_MAX, far over what an error should carry.
+    let name = format!("../{}", "a/".repeat(2_000));
     let (_dir, result) = unpack_tar(&long_named(name.as_bytes()), Compression::None, &limits());
     let f = result.expect_err("the name climbs out");
     assert_eq!(f.problem, LayerProblem::DotDot);
