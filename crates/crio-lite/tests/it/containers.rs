@@ -20,16 +20,21 @@ type Client = RuntimeServiceClient<Channel>;
 
 /// A node set up for containers, the registry it pulls from, busybox pulled as `image`, and a
 /// ready pod `pod` whose sandbox is `sandbox`.
-struct Setup {
-    node: Node,
+pub(crate) struct Setup {
+    pub(crate) node: Node,
     _registry: Registry,
-    image: String,
-    client: Client,
-    sandbox: String,
+    pub(crate) image: String,
+    pub(crate) client: Client,
+    pub(crate) sandbox: String,
     pod: &'static str,
 }
 
 async fn setup(tag: &str, pod_name: &'static str) -> Setup {
+    setup_with(tag, pod_name, Vec::new()).await
+}
+
+/// As [`setup`], with `extra` layers on top of the image's.
+pub(crate) async fn setup_with(tag: &str, pod_name: &'static str, extra: Vec<Layer>) -> Setup {
     let registry = Registry::start();
     // busybox, then a layer of the applets the tests run by name (exec runs no shell).
     let mut applets = Tar::new().dir("bin", 0o755);
@@ -38,10 +43,13 @@ async fn setup(tag: &str, pod_name: &'static str) -> Setup {
     ] {
         applets = applets.symlink(&format!("bin/{name}"), "busybox");
     }
-    let image = ImageBuilder::new()
+    let mut image = ImageBuilder::new()
         .layer(Layer::new(&Tar::busybox().build(), Compression::Gzip))
-        .layer(Layer::new(&applets.build(), Compression::Zstd))
-        .build();
+        .layer(Layer::new(&applets.build(), Compression::Zstd));
+    for layer in extra {
+        image = image.layer(layer);
+    }
+    let image = image.build();
     registry.push_image("e2e/busybox", Some("1"), &image, Upload::Monolithic);
     let mut node = Node::new(tag);
     let host = e2e_support::forward_into(&node.netns_path(), registry.host());
@@ -79,7 +87,7 @@ async fn setup(tag: &str, pod_name: &'static str) -> Setup {
 
 impl Setup {
     /// stopp and rmp, SIGTERM, and nothing of the containers or the pod may be left.
-    async fn finish(mut self) {
+    pub(crate) async fn finish(mut self) {
         e2e_support::stop(&mut self.client, &self.sandbox).await;
         e2e_support::remove(&mut self.client, &self.sandbox).await;
         assert!(
@@ -117,7 +125,7 @@ fn cgroup_parent(node: &Node, name: &str) -> String {
     format!("/crio-lite-e2e-{}-{name}", node.name())
 }
 
-fn container_config(image: &str, name: &str, script: &str) -> cri::ContainerConfig {
+pub(crate) fn container_config(image: &str, name: &str, script: &str) -> cri::ContainerConfig {
     cri::ContainerConfig {
         metadata: Some(cri::ContainerMetadata {
             name: name.to_owned(),
@@ -149,7 +157,7 @@ async fn create(
     .map(|r| r.into_inner().container_id)
 }
 
-async fn run(client: &mut Client, sandbox: &str, config: cri::ContainerConfig) -> String {
+pub(crate) async fn run(client: &mut Client, sandbox: &str, config: cri::ContainerConfig) -> String {
     let name = config.metadata.clone().unwrap_or_default().name;
     let id = create(client, sandbox, config)
         .await
@@ -163,7 +171,7 @@ async fn run(client: &mut Client, sandbox: &str, config: cri::ContainerConfig) -
     id
 }
 
-async fn status(client: &mut Client, id: &str) -> cri::ContainerStatus {
+pub(crate) async fn status(client: &mut Client, id: &str) -> cri::ContainerStatus {
     client
         .container_status(cri::ContainerStatusRequest {
             container_id: id.to_owned(),
@@ -192,7 +200,7 @@ async fn wait_exited(client: &mut Client, id: &str, within: Duration) -> cri::Co
     }
 }
 
-async fn exec(
+pub(crate) async fn exec(
     client: &mut Client,
     id: &str,
     cmd: &[&str],
@@ -238,7 +246,7 @@ fn log_lines(path: &Path) -> Vec<(String, String, String)> {
         .collect()
 }
 
-async fn wait_log(path: &Path, text: &str) {
+pub(crate) async fn wait_log(path: &Path, text: &str) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !std::fs::read_to_string(path).is_ok_and(|t| t.contains(text)) {
         assert!(
