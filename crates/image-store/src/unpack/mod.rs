@@ -193,7 +193,6 @@ pub(crate) fn unpack(
             })?;
         last = Some(name);
     }
-    drop(entries);
     let mut meter = archive.into_inner();
     // The diff id covers the whole stream: whatever follows the end-of-archive blocks too.
     io::copy(&mut meter, &mut io::sink()).map_err(|e| stream_error(None, e))?;
@@ -243,13 +242,13 @@ impl<R: Read> Read for Meter<R> {
             return Err(io::Error::other("the layer is larger than the cap"));
         }
         if let Some(left) = self.gauge.headers_left.get() {
-            match left.checked_sub(n as u64) {
-                Some(left) => self.gauge.headers_left.set(Some(left)),
-                None => {
-                    self.gauge.headers_over.set(true);
-                    return Err(io::Error::other("a member's headers are larger than the cap"));
-                }
-            }
+            let Some(left) = left.checked_sub(n as u64) else {
+                self.gauge.headers_over.set(true);
+                return Err(io::Error::other(
+                    "a member's headers are larger than the cap",
+                ));
+            };
+            self.gauge.headers_left.set(Some(left));
         }
         self.hasher.update(&buf[..n]);
         Ok(n)
@@ -290,35 +289,12 @@ const WHITEOUT: &[u8] = b".wh.";
 
 impl Unpacker {
     fn entry<R: Read>(&mut self, entry: &mut tar::Entry<'_, R>) -> Result<(), EntryError> {
-        let header = entry.header();
-        let kind = header.entry_type();
-        if matches!(
-            kind,
-            EntryType::XGlobalHeader
-                | EntryType::XHeader
-                | EntryType::GNULongName
-                | EntryType::GNULongLink
-        ) {
-            // A global PAX header, or an extension the reader did not take as one (in a header
-            // of no known format): no file. Asking it for PAX records would read it whole, so
-            // it is only drained (by the caller), and only when it is small.
-            if entry.size() > MAX_HEADER_BYTES {
-                return Err(LayerProblem::HeaderTooLarge(MAX_HEADER_BYTES).into());
-            }
-            return Ok(());
+        let kind = entry.header().entry_type();
+        if let Some(done) = extension(kind, entry.size()) {
+            return done;
         }
-        let mode = header.mode().map_err(corrupt)? & 0o7777;
-        let owner = (
-            id(header.uid().map_err(corrupt)?)?,
-            id(header.gid().map_err(corrupt)?)?,
-        );
-        let mtime = header.mtime().map_err(corrupt)?;
-        let device = if matches!(kind, EntryType::Char | EntryType::Block) {
-            let number = |n: io::Result<Option<u32>>| n.map_err(corrupt).map(Option::unwrap_or_default);
-            Some((number(header.device_major())?, number(header.device_minor())?))
-        } else {
-            None
-        };
+        let meta = Meta::of(entry.header())?;
+        let (mode, owner, mtime) = (meta.mode, meta.owner, meta.mtime);
         let path = entry.path_bytes().into_owned();
         let link = entry.link_name_bytes().map(std::borrow::Cow::into_owned);
         // No path or link target this long can be made; refused before it is split up.
@@ -372,27 +348,7 @@ impl Unpacker {
                 self.dirs.push((target, mtime));
             }
             EntryType::Regular | EntryType::Continuous | EntryType::GNUSparse => {
-                // The apparent size, before anything is written: a sparse entry's holes are
-                // zeros no byte of the stream paid for.
-                self.written = self.written.saturating_add(entry.size());
-                if self.written > self.cap {
-                    return Err(LayerProblem::TooLarge(self.cap).into());
-                }
-                remove_existing(&target)?;
-                let mut file = OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .open(&target)?;
-                io::copy(entry, &mut file)?;
-                drop(file);
-                self.owner_and_mode(&target, owner, Some(mode))?;
-                // After chown, which drops file capabilities.
-                for (name, value) in &xattrs {
-                    sys::set_xattr(&target, name, value)?;
-                }
-                sys::set_mtime(&target, mtime)?;
+                self.file(entry, &target, &meta, &xattrs)?;
             }
             EntryType::Symlink => {
                 let link = link.unwrap_or_default();
@@ -407,7 +363,10 @@ impl Unpacker {
                 let source = self.hardlink_source(&link)?;
                 if fs::symlink_metadata(&source)?.file_type().is_symlink() {
                     // The new name is a second copy of that link, at its own depth.
-                    check_symlink(parents.len(), fs::read_link(&source)?.as_os_str().as_bytes())?;
+                    check_symlink(
+                        parents.len(),
+                        fs::read_link(&source)?.as_os_str().as_bytes(),
+                    )?;
                 }
                 if source != target {
                     remove_existing(&target)?;
@@ -421,24 +380,54 @@ impl Unpacker {
                 sys::set_mtime(&target, mtime)?;
             }
             EntryType::Char | EntryType::Block => {
-                let (major, minor) = device.unwrap_or_default();
                 remove_existing(&target)?;
-                if !self.device(&target, kind == EntryType::Block, major, minor)? {
-                    return Ok(());
+                if self.device(&target, kind == EntryType::Block, meta.device)? {
+                    self.owner_and_mode(&target, owner, Some(mode))?;
+                    sys::set_mtime(&target, mtime)?;
                 }
-                self.owner_and_mode(&target, owner, Some(mode))?;
-                sys::set_mtime(&target, mtime)?;
             }
-            // Global PAX headers and anything else carry no file.
+            // Anything else (a volume label, a multi-volume continuation) carries no file.
             other => tracing::debug!(?other, "skipping a tar entry of this type"),
         }
+        Ok(())
+    }
+
+    /// Writes a regular (or sparse) file's data to the new file `target`, then its attributes.
+    fn file<R: Read>(
+        &mut self,
+        entry: &mut tar::Entry<'_, R>,
+        target: &Path,
+        meta: &Meta,
+        xattrs: &[(String, Vec<u8>)],
+    ) -> Result<(), EntryError> {
+        // The apparent size, before anything is written: a sparse entry's holes are zeros no
+        // byte of the stream paid for.
+        self.written = self.written.saturating_add(entry.size());
+        if self.written > self.cap {
+            return Err(LayerProblem::TooLarge(self.cap).into());
+        }
+        remove_existing(target)?;
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(target)?;
+        io::copy(entry, &mut file)?;
+        drop(file);
+        self.owner_and_mode(target, meta.owner, Some(meta.mode))?;
+        // After chown, which drops file capabilities.
+        for (name, value) in xattrs {
+            sys::set_xattr(target, name, value)?;
+        }
+        sys::set_mtime(target, meta.mtime)?;
         Ok(())
     }
 
     /// Makes a device node; `false` when this process may not (not root, or root of a user
     /// namespace), after which the entry is skipped as containers/storage and containerd skip
     /// it.
-    fn device(&self, path: &Path, block: bool, major: u32, minor: u32) -> io::Result<bool> {
+    fn device(&self, path: &Path, block: bool, (major, minor): (u32, u32)) -> io::Result<bool> {
         if !self.as_root {
             tracing::debug!(path = %path.display(), "not root: skipping a device node");
             return Ok(false);
@@ -518,6 +507,60 @@ impl Unpacker {
             sys::set_mtime(&dir, mtime)?;
         }
         Ok(())
+    }
+}
+
+/// For a global PAX header, or an extension the reader did not take as one (in a header of no
+/// known format): no file, only data to drain (the caller does), when it is small. Asking it for
+/// PAX records would read it whole. `None` for any other entry.
+fn extension(kind: EntryType, size: u64) -> Option<Result<(), EntryError>> {
+    if !matches!(
+        kind,
+        EntryType::XGlobalHeader
+            | EntryType::XHeader
+            | EntryType::GNULongName
+            | EntryType::GNULongLink
+    ) {
+        return None;
+    }
+    Some(if size > MAX_HEADER_BYTES {
+        Err(LayerProblem::HeaderTooLarge(MAX_HEADER_BYTES).into())
+    } else {
+        Ok(())
+    })
+}
+
+/// What a header says of an entry besides its name and type.
+struct Meta {
+    /// Permission bits, setuid, setgid and sticky included.
+    mode: u32,
+    owner: (u32, u32),
+    mtime: u64,
+    /// Major and minor, for a character or block device.
+    device: (u32, u32),
+}
+
+impl Meta {
+    fn of(header: &tar::Header) -> Result<Meta, EntryError> {
+        let device = if matches!(header.entry_type(), EntryType::Char | EntryType::Block) {
+            let number =
+                |n: io::Result<Option<u32>>| n.map_err(corrupt).map(Option::unwrap_or_default);
+            (
+                number(header.device_major())?,
+                number(header.device_minor())?,
+            )
+        } else {
+            (0, 0)
+        };
+        Ok(Meta {
+            mode: header.mode().map_err(corrupt)? & 0o7777,
+            owner: (
+                id(header.uid().map_err(corrupt)?)?,
+                id(header.gid().map_err(corrupt)?)?,
+            ),
+            mtime: header.mtime().map_err(corrupt)?,
+            device,
+        })
     }
 }
 
