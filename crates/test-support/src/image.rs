@@ -147,7 +147,13 @@ impl Tar {
         self.device(tar::EntryType::Block, path, 0o660, (major, minor))
     }
 
-    fn device(self, kind: tar::EntryType, path: &str, mode: u32, (major, minor): (u32, u32)) -> Tar {
+    fn device(
+        self,
+        kind: tar::EntryType,
+        path: &str,
+        mode: u32,
+        (major, minor): (u32, u32),
+    ) -> Tar {
         let mut h = Self::header(kind, mode, 0);
         h.set_device_major(major)
             .expect("a gnu header has device numbers");

@@ -157,7 +157,11 @@ async fn create(
     .map(|r| r.into_inner().container_id)
 }
 
-pub(crate) async fn run(client: &mut Client, sandbox: &str, config: cri::ContainerConfig) -> String {
+pub(crate) async fn run(
+    client: &mut Client,
+    sandbox: &str,
+    config: cri::ContainerConfig,
+) -> String {
     let name = config.metadata.clone().unwrap_or_default().name;
     let id = create(client, sandbox, config)
         .await

@@ -78,7 +78,10 @@ async fn device_nodes_in_a_layer_are_pulled_but_the_container_cannot_open_them()
     let out = exec(client, &id, &["echo", "still here"], 10)
         .await
         .expect("ExecSync echo");
-    assert_eq!((out.exit_code, out.stdout.as_slice()), (0, &b"still here\n"[..]));
+    assert_eq!(
+        (out.exit_code, out.stdout.as_slice()),
+        (0, &b"still here\n"[..])
+    );
     assert_eq!(
         status(client, &id).await.state,
         cri::ContainerState::ContainerRunning as i32

@@ -25,8 +25,18 @@ pub(crate) fn fifo(path: &Path) -> io::Result<()> {
 /// A character (or, with `block`, block) device node with no permissions yet (the caller sets
 /// the mode; needs `CAP_MKNOD`).
 pub(crate) fn device(path: &Path, block: bool, major: u32, minor: u32) -> io::Result<()> {
-    let kind = if block { SFlag::S_IFBLK } else { SFlag::S_IFCHR };
-    mknod(path, kind, Mode::empty(), makedev(major.into(), minor.into())).map_err(io::Error::from)
+    let kind = if block {
+        SFlag::S_IFBLK
+    } else {
+        SFlag::S_IFCHR
+    };
+    mknod(
+        path,
+        kind,
+        Mode::empty(),
+        makedev(major.into(), minor.into()),
+    )
+    .map_err(io::Error::from)
 }
 
 /// Marks `dir` opaque for overlayfs (needs `CAP_SYS_ADMIN`: `trusted.*` is root's namespace).

@@ -412,7 +412,9 @@ impl Read for Extension {
             self.head.drain(..n);
             n
         } else if self.fill > 0 {
-            let n = buf.len().min(usize::try_from(self.fill).unwrap_or(usize::MAX));
+            let n = buf
+                .len()
+                .min(usize::try_from(self.fill).unwrap_or(usize::MAX));
             buf[..n].fill(b'a');
             self.fill -= n as u64;
             n
@@ -456,7 +458,11 @@ fn huge_long_names_and_pax_headers_are_refused_before_they_are_read() {
             // Plain: the header cap and the unpacker's read-ahead, not the 128 MiB. Compressed,
             // the encoder reads ahead of the unpacker by what its read-ahead holds compressed:
             // still a small part of the whole.
-            let most = if gzip { HUGE / 16 } else { MAX_HEADER_BYTES + (512 << 10) };
+            let most = if gzip {
+                HUGE / 16
+            } else {
+                MAX_HEADER_BYTES + (512 << 10)
+            };
             assert!(
                 pulled.get() < most,
                 "{kind:?} gzip={gzip}: {} bytes pulled from the stream",
@@ -584,7 +590,10 @@ fn a_hard_link_to_a_symlink_obeys_the_symlink_rule_where_it_lands() {
     let (dir, result) = unpack_tar(&tar, Compression::None, &limits());
     result.unwrap();
     let root = dir.path();
-    assert_eq!(fs::read_link(root.join("a/c/l")).unwrap(), Path::new("../x"));
+    assert_eq!(
+        fs::read_link(root.join("a/c/l")).unwrap(),
+        Path::new("../x")
+    );
     assert_eq!(
         fs::symlink_metadata(root.join("a/c/l")).unwrap().ino(),
         fs::symlink_metadata(root.join("a/b/l")).unwrap().ino()
