@@ -148,5 +148,28 @@ pub use store::{Store, Swept};
 pub use trust::PullOptions;
 pub use usage::Usage;
 
+/// Unpacks one layer blob (gzip, zstd or plain tar) into the existing, empty directory `dest`
+/// under `limits`, as a pull does, and returns its diff id. For the fuzz targets in `fuzz/`
+/// (feature `fuzzing`), not an API: the error names no image and no layer.
+///
+/// # Errors
+///
+/// [`Error::Layer`] as a pull's unpack fails.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub fn unpack_layer(
+    blob: impl std::io::Read,
+    dest: &std::path::Path,
+    limits: &Limits,
+) -> Result<Digest> {
+    let cancelled = std::sync::atomic::AtomicBool::new(false);
+    unpack::unpack(blob, dest, limits, &cancelled).map_err(|f| Error::Layer {
+        image: String::new(),
+        layer: String::new(),
+        entry: f.entry,
+        problem: f.problem,
+    })
+}
+
 /// An image's configuration, as [`Store::config`] returns it (the oci-spec crate's type).
 pub use oci_spec::image::ImageConfiguration;
