@@ -60,7 +60,11 @@ pub fn check(data: &[u8]) {
         .expect("read the temporary directory")
         .map(|e| e.expect("an entry").file_name())
         .collect();
-    assert_eq!(beside, [std::ffi::OsString::from("layer")], "written beside the layer");
+    assert_eq!(
+        beside,
+        [std::ffi::OsString::from("layer")],
+        "written beside the layer"
+    );
 
     let mut seen = HashSet::new();
     let mut bytes = 0;
