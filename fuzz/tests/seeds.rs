@@ -70,7 +70,15 @@ macro_rules! seeds {
     )*};
 }
 
-seeds!(conf, result, cache_entry, cni_args, cri_request, sysctl);
+seeds!(
+    conf,
+    result,
+    cache_entry,
+    cni_args,
+    cri_request,
+    sysctl,
+    unpack_layer
+);
 
 /// Inputs that found a bug not fixed yet, in `fuzz/regressions/<target>/`: kept out of the seeds
 /// (and of libFuzzer's corpus) so the replay stays green, and checked to still fail, so a fix is
@@ -107,6 +115,7 @@ fn every_target_is_replayed() {
         "cni_args",
         "cri_request",
         "sysctl",
+        "unpack_layer",
     ];
     for (name, _) in TARGETS {
         assert!(replayed.contains(name), "{name} has no seed test");

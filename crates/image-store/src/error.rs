@@ -375,8 +375,9 @@ pub enum LayerProblem {
     SymlinkEscapes(String),
     /// A hard link to something outside the layer or not in it.
     HardlinkOutside(String),
-    /// A character or block device (only whiteouts, created by the unpacker itself, are devices).
-    Device,
+    /// One member's headers (GNU long name or link name, PAX records, sparse map) or a global
+    /// PAX header are larger than the cap, in bytes; refused before they are read into memory.
+    HeaderTooLarge(u64),
     /// The layer unpacks to more bytes than the cap.
     TooLarge(u64),
     /// The layer has more entries than the cap.
@@ -418,7 +419,10 @@ impl fmt::Display for LayerProblem {
             LayerProblem::HardlinkOutside(t) => {
                 write!(f, "hard link target {t:?} is not a file in this layer")
             }
-            LayerProblem::Device => f.write_str("device nodes are not allowed in layers"),
+            LayerProblem::HeaderTooLarge(cap) => write!(
+                f,
+                "a member's headers (long name or link name, PAX records) are larger than the cap of {cap} bytes"
+            ),
             LayerProblem::TooLarge(cap) => write!(f, "unpacks to more than the cap of {cap} bytes"),
             LayerProblem::TooManyEntries(cap) => {
                 write!(f, "has more than the cap of {cap} entries")

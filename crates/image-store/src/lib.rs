@@ -18,8 +18,10 @@
 //! - Layers are unpacked as overlayfs wants them: a whiteout `.wh.name` becomes a character
 //!   device 0/0 `name`, an opaque marker `.wh..wh..opq` the xattr `trusted.overlay.opaque=y`
 //!   (as containerd's overlay snapshotter and containers/storage lay them out). Entries with
-//!   `..` or absolute paths, links out of the layer, writes through a symbolic link, device
-//!   nodes and layers past the [`Limits`] (decompression bombs) are refused.
+//!   `..` or absolute paths, links out of the layer, writes through a symbolic link, headers
+//!   past 1 MiB and layers past the [`Limits`] (decompression bombs, sparse files included) are
+//!   refused. Device nodes are made as the layer has them when running as root (the device
+//!   cgroup, not the layer, decides what a container may open).
 //! - Containers' root file systems: [`Store::create_rootfs`] mounts an overlay of an image's
 //!   layers with a writable upper directory per container ([`StorageDriver::Overlay`]) or,
 //!   where overlayfs cannot be mounted, copies the layers with whiteouts and opaque
@@ -145,6 +147,29 @@ pub use sigstore::{SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, signature_ta
 pub use store::{Store, Swept};
 pub use trust::PullOptions;
 pub use usage::Usage;
+
+/// Unpacks one layer blob (gzip, zstd or plain tar) into the existing, empty directory `dest`
+/// under `limits`, as a pull does, and returns its diff id. For the fuzz targets in `fuzz/`
+/// (feature `fuzzing`), not an API: the error names no image and no layer.
+///
+/// # Errors
+///
+/// [`Error::Layer`] as a pull's unpack fails.
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub fn unpack_layer(
+    blob: impl std::io::Read,
+    dest: &std::path::Path,
+    limits: &Limits,
+) -> Result<Digest> {
+    let cancelled = std::sync::atomic::AtomicBool::new(false);
+    unpack::unpack(blob, dest, limits, &cancelled).map_err(|f| Error::Layer {
+        image: String::new(),
+        layer: String::new(),
+        entry: f.entry,
+        problem: f.problem,
+    })
+}
 
 /// An image's configuration, as [`Store::config`] returns it (the oci-spec crate's type).
 pub use oci_spec::image::ImageConfiguration;

@@ -80,6 +80,11 @@ impl Tar {
         self
     }
 
+    /// An entry with the header `header` as given (its path and checksum set here).
+    pub fn entry(self, header: tar::Header, path: &str, data: &[u8]) -> Tar {
+        self.append(header, path, data)
+    }
+
     /// A directory.
     pub fn dir(self, path: &str, mode: u32) -> Tar {
         self.append(Self::header(tar::EntryType::Directory, mode, 0), path, &[])
@@ -132,9 +137,24 @@ impl Tar {
         self.file(&format!("{dir}/.wh..wh..opq"), 0o644, b"")
     }
 
-    /// A character device node.
+    /// A character device node, mode 0666.
     pub fn char_device(self, path: &str, major: u32, minor: u32) -> Tar {
-        let mut h = Self::header(tar::EntryType::Char, 0o666, 0);
+        self.device(tar::EntryType::Char, path, 0o666, (major, minor))
+    }
+
+    /// A block device node, mode 0660.
+    pub fn block_device(self, path: &str, major: u32, minor: u32) -> Tar {
+        self.device(tar::EntryType::Block, path, 0o660, (major, minor))
+    }
+
+    fn device(
+        self,
+        kind: tar::EntryType,
+        path: &str,
+        mode: u32,
+        (major, minor): (u32, u32),
+    ) -> Tar {
+        let mut h = Self::header(kind, mode, 0);
         h.set_device_major(major)
             .expect("a gnu header has device numbers");
         h.set_device_minor(minor)

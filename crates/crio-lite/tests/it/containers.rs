@@ -30,14 +30,16 @@ pub(crate) struct Setup {
 }
 
 async fn setup(tag: &str, pod_name: &'static str) -> Setup {
-    setup_with(tag, pod_name, |_| {}).await
+    setup_with(tag, pod_name, Vec::new(), |_| {}).await
 }
 
-/// [`setup`], with `configure` writing to the node's configuration before the daemon starts
-/// (drop-ins in `crio-lite.conf.d` after `10-containers.conf`).
+/// [`setup`], with `extra` layers on top of the image's and `configure` writing to the node's
+/// configuration before the daemon starts (drop-ins in `crio-lite.conf.d` after
+/// `10-containers.conf`).
 pub(crate) async fn setup_with(
     tag: &str,
     pod_name: &'static str,
+    extra: Vec<Layer>,
     configure: impl FnOnce(&Node),
 ) -> Setup {
     let registry = Registry::start();
@@ -48,10 +50,13 @@ pub(crate) async fn setup_with(
     ] {
         applets = applets.symlink(&format!("bin/{name}"), "busybox");
     }
-    let image = ImageBuilder::new()
+    let mut image = ImageBuilder::new()
         .layer(Layer::new(&Tar::busybox().build(), Compression::Gzip))
-        .layer(Layer::new(&applets.build(), Compression::Zstd))
-        .build();
+        .layer(Layer::new(&applets.build(), Compression::Zstd));
+    for layer in extra {
+        image = image.layer(layer);
+    }
+    let image = image.build();
     registry.push_image("e2e/busybox", Some("1"), &image, Upload::Monolithic);
     let mut node = Node::new(tag);
     let host = e2e_support::forward_into(&node.netns_path(), registry.host());

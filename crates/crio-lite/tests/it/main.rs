@@ -10,6 +10,7 @@ mod containers;
 mod e2e;
 mod e2e_support;
 mod faults;
+mod hostile_layers;
 mod http;
 mod images;
 mod lifecycle;

@@ -174,7 +174,7 @@ const ALLOWING_HANDLER: &str = "runc-oci";
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root + netns + runc: cargo xtask test"]
 async fn a_container_gets_no_privilege_annotation_or_group_the_node_does_not_give() {
-    let mut setup = containers::setup_with("reqchk", "checks", |node| {
+    let mut setup = containers::setup_with("reqchk", "checks", Vec::new(), |node| {
         let text = format!(
             "[crio.runtime.runtimes.{ALLOWING_HANDLER}]\nruntime_path = \"/usr/sbin/runc\"\n\
              runtime_root = \"{}\"\nallowed_annotations = [\"run.oci.\"]\n",

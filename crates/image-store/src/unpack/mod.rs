@@ -11,14 +11,25 @@
 //! - a symbolic link may point anywhere inside the image (absolute targets are resolved against
 //!   the container's root, never the host's, by whoever follows them) but a relative target
 //!   may not climb above the layer's root;
-//! - a hard link must name a file already unpacked in this layer;
-//! - device nodes are refused; the only devices in a layer are the whiteouts made here;
+//! - a hard link must name a file already unpacked in this layer; a hard link to a symbolic
+//!   link is a second copy of that link at a new depth, so its target passes the rule above
+//!   there too;
+//! - character and block devices and FIFOs are made as the layer has them (mode and owner
+//!   kept) when running as root; without the right to (not root, or root of a user namespace)
+//!   devices are skipped, as containers/storage and containerd skip them. What keeps a
+//!   container from using a device node is the device cgroup and the runtime's own `/dev`, not
+//!   the layer;
 //! - whiteouts become overlayfs whiteouts: `.wh.name` is a character device 0/0 named `name`,
 //!   `.wh..wh..opq` is `trusted.overlay.opaque=y` on its directory;
 //! - modes (setuid, setgid and sticky bits included) and, as root, owners are kept, and so
 //!   are PAX `user.*` and `security.capability` xattrs; `trusted.*` ones are dropped;
 //! - the decompressed stream (headers and padding included) is capped in bytes, the archive in
-//!   entries: a decompression bomb stops at the cap.
+//!   entries: a decompression bomb stops at the cap. The files written are capped in bytes too,
+//!   by their apparent size: a sparse entry's holes come from no byte of the stream;
+//! - one member's headers (its own, a GNU long name or link name, PAX records) are capped at
+//!   [`MAX_HEADER_BYTES`], counted as the tar reader pulls them from the stream, so a huge one
+//!   is refused before it is read into memory (as Go's archive/tar does since CVE-2022-2879);
+//!   global PAX headers too. Errors quote at most [`QUOTED_BYTES`] of a name.
 //!
 //! A parent a lower layer made a symbolic link (usr-merge's `bin -> usr/bin`, then `bin/foo` in
 //! a later layer) is not in this layer's directory, so it is made here as a directory (0755,
@@ -46,6 +57,15 @@ use crate::config::Limits;
 use crate::digest::{Digest, Hasher};
 use crate::error::LayerProblem;
 
+/// The most bytes the tar reader may pull from the stream to read one member's headers: its
+/// own, a GNU long name (`L`) and long link name (`K`), PAX records (`x`), the extension blocks
+/// of a GNU sparse map; and the most a global PAX header (`g`) may hold. Go's archive/tar caps
+/// each at 1 MiB; real names are at most a few KiB.
+pub(crate) const MAX_HEADER_BYTES: u64 = 1 << 20;
+
+/// The most bytes of an entry name (or link target) an error quotes.
+pub(crate) const QUOTED_BYTES: usize = 256;
+
 /// What went wrong, and with which entry; the caller adds the image and layer.
 #[derive(Debug)]
 pub(crate) struct Failure {
@@ -60,6 +80,19 @@ impl Failure {
             problem,
         }
     }
+}
+
+/// `bytes` as text for an error or a log line: at most [`QUOTED_BYTES`] of them, and when cut,
+/// how long the whole was, so a 128 MiB name stays out of errors, logs and RPC replies.
+pub(crate) fn quoted(bytes: &[u8]) -> String {
+    if bytes.len() <= QUOTED_BYTES {
+        return String::from_utf8_lossy(bytes).into_owned();
+    }
+    format!(
+        "{}... (cut, {} bytes in all)",
+        String::from_utf8_lossy(&bytes[..QUOTED_BYTES]),
+        bytes.len()
+    )
 }
 
 /// Unpacks the layer read from `blob` (gzip, zstd or plain tar, told apart by their magic
@@ -86,53 +119,78 @@ pub(crate) fn unpack(
     } else {
         Box::new(buffered)
     };
-    let over = Rc::new(Cell::new(false));
+    let gauge = Rc::new(Gauge::default());
     let meter = Meter {
         inner: decompressed,
         hasher: Hasher::new(),
         read: 0,
         cap: limits.max_layer_bytes,
-        over: Rc::clone(&over),
+        gauge: Rc::clone(&gauge),
     };
     let mut archive = tar::Archive::new(meter);
     let mut unpacker = Unpacker {
         root: dest.to_owned(),
         as_root: nix::unistd::geteuid().is_root(),
         dirs: Vec::new(),
+        written: 0,
+        cap: limits.max_layer_bytes,
     };
     let stream_error = |entry: Option<&str>, e: io::Error| {
-        if over.get() {
+        if gauge.headers_over.get() {
+            Failure::new(entry, LayerProblem::HeaderTooLarge(MAX_HEADER_BYTES))
+        } else if gauge.over.get() {
             Failure::new(entry, LayerProblem::TooLarge(limits.max_layer_bytes))
         } else {
             Failure::new(entry, LayerProblem::Corrupt(e.to_string()))
         }
     };
-    let entries = archive.entries().map_err(|e| stream_error(None, e))?;
+    let mut entries = archive.entries().map_err(|e| stream_error(None, e))?;
     let mut count = 0u64;
     let mut last: Option<String> = None;
-    for entry in entries {
+    loop {
         if cancelled.load(Ordering::Relaxed) {
             return Err(Failure::new(None, LayerProblem::Cancelled));
         }
-        let mut entry = entry.map_err(|e| stream_error(last.as_deref(), e))?;
+        // Everything the reader pulls from here to the next entry is headers: the entry before
+        // was read to its end (below), so only its padding is left to skip.
+        gauge.headers_left.set(Some(MAX_HEADER_BYTES));
+        let next = entries.next();
+        gauge.headers_left.set(None);
+        let Some(entry) = next else { break };
+        let mut entry = entry.map_err(|e| {
+            // A member whose headers are too big is not named: its name is what is too big.
+            if gauge.headers_over.get() {
+                stream_error(None, e)
+            } else {
+                stream_error(last.as_deref(), e)
+            }
+        })?;
         count += 1;
-        let name = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let name = quoted(&entry.path_bytes());
         if count > limits.max_layer_entries {
             return Err(Failure::new(
                 Some(&name),
                 LayerProblem::TooManyEntries(limits.max_layer_entries),
             ));
         }
-        unpacker.entry(&mut entry).map_err(|e| match e {
-            EntryError::Problem(problem) => Failure::new(Some(&name), problem),
-            EntryError::Io(_) if over.get() => {
-                Failure::new(Some(&name), LayerProblem::TooLarge(limits.max_layer_bytes))
-            }
-            EntryError::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                Failure::new(Some(&name), LayerProblem::Corrupt(e.to_string()))
-            }
-            EntryError::Io(e) => Failure::new(Some(&name), LayerProblem::Io(e.to_string())),
-        })?;
+        unpacker
+            .entry(&mut entry)
+            .and_then(|()| {
+                // Whatever the entry holds that was not written (a directory's or a link's
+                // data), read here, so the next headers are all the reader pulls for them.
+                io::copy(&mut entry, &mut io::sink())?;
+                Ok(())
+            })
+            .map_err(|e| match e {
+                EntryError::Problem(problem) => Failure::new(Some(&name), problem),
+                EntryError::Io(_) if gauge.over.get() => {
+                    Failure::new(Some(&name), LayerProblem::TooLarge(limits.max_layer_bytes))
+                }
+                EntryError::Io(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                    Failure::new(Some(&name), LayerProblem::Corrupt(e.to_string()))
+                }
+                EntryError::Io(e) => Failure::new(Some(&name), LayerProblem::Io(e.to_string())),
+            })?;
         last = Some(name);
     }
     let mut meter = archive.into_inner();
@@ -144,22 +202,53 @@ pub(crate) fn unpack(
     Ok(meter.hasher.finish())
 }
 
-/// Counts and hashes the decompressed stream, and stops it at the cap.
+/// What the [`Meter`] and the loop over entries share.
+#[derive(Default)]
+struct Gauge {
+    /// The stream went past the layer's cap.
+    over: Cell<bool>,
+    /// While the tar reader reads a member's headers: how many more bytes it may pull.
+    headers_left: Cell<Option<u64>>,
+    /// A member's headers went past [`MAX_HEADER_BYTES`].
+    headers_over: Cell<bool>,
+}
+
+/// Counts and hashes the decompressed stream, and stops it at the cap, or at the header cap
+/// while headers are read.
 struct Meter<R> {
     inner: R,
     hasher: Hasher,
     read: u64,
     cap: u64,
-    over: Rc<Cell<bool>>,
+    gauge: Rc<Gauge>,
 }
 
 impl<R: Read> Read for Meter<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        // While headers are read, never ask for more than they may still take (plus one byte,
+        // to see they go past): the reader grows its buffer only by what it receives.
+        let buf = match self.gauge.headers_left.get() {
+            Some(left) => {
+                let most = usize::try_from(left.saturating_add(1)).unwrap_or(usize::MAX);
+                let len = buf.len().min(most);
+                &mut buf[..len]
+            }
+            None => buf,
+        };
         let n = self.inner.read(buf)?;
         self.read += n as u64;
         if self.read > self.cap {
-            self.over.set(true);
+            self.gauge.over.set(true);
             return Err(io::Error::other("the layer is larger than the cap"));
+        }
+        if let Some(left) = self.gauge.headers_left.get() {
+            let Some(left) = left.checked_sub(n as u64) else {
+                self.gauge.headers_over.set(true);
+                return Err(io::Error::other(
+                    "a member's headers are larger than the cap",
+                ));
+            };
+            self.gauge.headers_left.set(Some(left));
         }
         self.hasher.update(&buf[..n]);
         Ok(n)
@@ -188,6 +277,10 @@ struct Unpacker {
     as_root: bool,
     /// Directories whose times are set at the end, when nothing is created in them any more.
     dirs: Vec<(PathBuf, u64)>,
+    /// The apparent size of the files written so far (a sparse file's holes included).
+    written: u64,
+    /// The most `written` may reach: the layer's byte cap.
+    cap: u64,
 }
 
 const OPAQUE: &[u8] = b".wh..wh..opq";
@@ -196,16 +289,19 @@ const WHITEOUT: &[u8] = b".wh.";
 
 impl Unpacker {
     fn entry<R: Read>(&mut self, entry: &mut tar::Entry<'_, R>) -> Result<(), EntryError> {
-        let header = entry.header();
-        let kind = header.entry_type();
-        let mode = header.mode().map_err(corrupt)? & 0o7777;
-        let owner = (
-            id(header.uid().map_err(corrupt)?)?,
-            id(header.gid().map_err(corrupt)?)?,
-        );
-        let mtime = header.mtime().map_err(corrupt)?;
+        let kind = entry.header().entry_type();
+        if let Some(done) = extension(kind, entry.size()) {
+            return done;
+        }
+        let meta = Meta::of(entry.header())?;
+        let (mode, owner, mtime) = (meta.mode, meta.owner, meta.mtime);
         let path = entry.path_bytes().into_owned();
         let link = entry.link_name_bytes().map(std::borrow::Cow::into_owned);
+        // No path or link target this long can be made; refused before it is split up.
+        let limit = libc::PATH_MAX as usize;
+        if path.len() >= limit || link.as_ref().is_some_and(|l| l.len() >= limit) {
+            return Err(io::Error::from_raw_os_error(libc::ENAMETOOLONG).into());
+        }
         let xattrs = kept_xattrs(entry).map_err(corrupt)?;
         let components = clean(&path)?;
 
@@ -252,21 +348,7 @@ impl Unpacker {
                 self.dirs.push((target, mtime));
             }
             EntryType::Regular | EntryType::Continuous | EntryType::GNUSparse => {
-                remove_existing(&target)?;
-                let mut file = OpenOptions::new()
-                    .write(true)
-                    .create_new(true)
-                    .mode(0o600)
-                    .custom_flags(libc::O_NOFOLLOW)
-                    .open(&target)?;
-                io::copy(entry, &mut file)?;
-                drop(file);
-                self.owner_and_mode(&target, owner, Some(mode))?;
-                // After chown, which drops file capabilities.
-                for (name, value) in &xattrs {
-                    sys::set_xattr(&target, name, value)?;
-                }
-                sys::set_mtime(&target, mtime)?;
+                self.file(entry, &target, &meta, &xattrs)?;
             }
             EntryType::Symlink => {
                 let link = link.unwrap_or_default();
@@ -279,6 +361,13 @@ impl Unpacker {
             EntryType::Link => {
                 let link = link.unwrap_or_default();
                 let source = self.hardlink_source(&link)?;
+                if fs::symlink_metadata(&source)?.file_type().is_symlink() {
+                    // The new name is a second copy of that link, at its own depth.
+                    check_symlink(
+                        parents.len(),
+                        fs::read_link(&source)?.as_os_str().as_bytes(),
+                    )?;
+                }
                 if source != target {
                     remove_existing(&target)?;
                     fs::hard_link(&source, &target)?;
@@ -290,11 +379,67 @@ impl Unpacker {
                 self.owner_and_mode(&target, owner, Some(mode))?;
                 sys::set_mtime(&target, mtime)?;
             }
-            EntryType::Char | EntryType::Block => return Err(LayerProblem::Device.into()),
-            // Global PAX headers and anything else carry no file.
+            EntryType::Char | EntryType::Block => {
+                remove_existing(&target)?;
+                if self.device(&target, kind == EntryType::Block, meta.device)? {
+                    self.owner_and_mode(&target, owner, Some(mode))?;
+                    sys::set_mtime(&target, mtime)?;
+                }
+            }
+            // Anything else (a volume label, a multi-volume continuation) carries no file.
             other => tracing::debug!(?other, "skipping a tar entry of this type"),
         }
         Ok(())
+    }
+
+    /// Writes a regular (or sparse) file's data to the new file `target`, then its attributes.
+    fn file<R: Read>(
+        &mut self,
+        entry: &mut tar::Entry<'_, R>,
+        target: &Path,
+        meta: &Meta,
+        xattrs: &[(String, Vec<u8>)],
+    ) -> Result<(), EntryError> {
+        // The apparent size, before anything is written: a sparse entry's holes are zeros no
+        // byte of the stream paid for.
+        self.written = self.written.saturating_add(entry.size());
+        if self.written > self.cap {
+            return Err(LayerProblem::TooLarge(self.cap).into());
+        }
+        remove_existing(target)?;
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(target)?;
+        io::copy(entry, &mut file)?;
+        drop(file);
+        self.owner_and_mode(target, meta.owner, Some(meta.mode))?;
+        // After chown, which drops file capabilities.
+        for (name, value) in xattrs {
+            sys::set_xattr(target, name, value)?;
+        }
+        sys::set_mtime(target, meta.mtime)?;
+        Ok(())
+    }
+
+    /// Makes a device node; `false` when this process may not (not root, or root of a user
+    /// namespace), after which the entry is skipped as containers/storage and containerd skip
+    /// it.
+    fn device(&self, path: &Path, block: bool, (major, minor): (u32, u32)) -> io::Result<bool> {
+        if !self.as_root {
+            tracing::debug!(path = %path.display(), "not root: skipping a device node");
+            return Ok(false);
+        }
+        match sys::device(path, block, major, minor) {
+            Ok(()) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+                tracing::debug!(path = %path.display(), "may not make device nodes: skipping one");
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// The directory `parents` names under the root, made (0755, owned by the unpacker) where
@@ -321,7 +466,7 @@ impl Unpacker {
     /// The file in this layer a hard link names: reached without following a symbolic link, and
     /// not a directory.
     fn hardlink_source(&self, link: &[u8]) -> Result<PathBuf, EntryError> {
-        let outside = || LayerProblem::HardlinkOutside(String::from_utf8_lossy(link).into_owned());
+        let outside = || LayerProblem::HardlinkOutside(quoted(link));
         let parts = clean(link).map_err(|_| outside())?;
         let Some((name, parents)) = parts.split_last() else {
             return Err(outside().into());
@@ -365,6 +510,60 @@ impl Unpacker {
     }
 }
 
+/// For a global PAX header, or an extension the reader did not take as one (in a header of no
+/// known format): no file, only data to drain (the caller does), when it is small. Asking it for
+/// PAX records would read it whole. `None` for any other entry.
+fn extension(kind: EntryType, size: u64) -> Option<Result<(), EntryError>> {
+    if !matches!(
+        kind,
+        EntryType::XGlobalHeader
+            | EntryType::XHeader
+            | EntryType::GNULongName
+            | EntryType::GNULongLink
+    ) {
+        return None;
+    }
+    Some(if size > MAX_HEADER_BYTES {
+        Err(LayerProblem::HeaderTooLarge(MAX_HEADER_BYTES).into())
+    } else {
+        Ok(())
+    })
+}
+
+/// What a header says of an entry besides its name and type.
+struct Meta {
+    /// Permission bits, setuid, setgid and sticky included.
+    mode: u32,
+    owner: (u32, u32),
+    mtime: u64,
+    /// Major and minor, for a character or block device.
+    device: (u32, u32),
+}
+
+impl Meta {
+    fn of(header: &tar::Header) -> Result<Meta, EntryError> {
+        let device = if matches!(header.entry_type(), EntryType::Char | EntryType::Block) {
+            let number =
+                |n: io::Result<Option<u32>>| n.map_err(corrupt).map(Option::unwrap_or_default);
+            (
+                number(header.device_major())?,
+                number(header.device_minor())?,
+            )
+        } else {
+            (0, 0)
+        };
+        Ok(Meta {
+            mode: header.mode().map_err(corrupt)? & 0o7777,
+            owner: (
+                id(header.uid().map_err(corrupt)?)?,
+                id(header.gid().map_err(corrupt)?)?,
+            ),
+            mtime: header.mtime().map_err(corrupt)?,
+            device,
+        })
+    }
+}
+
 /// The extended attributes a PAX header carries (`SCHILY.xattr.<name>`) that a layer may set:
 /// `user.*` and file capabilities (`security.capability`, as ping needs). `trusted.*` would let
 /// a layer forge overlayfs' own marks, and other `security.*` names are for the host's security
@@ -383,7 +582,10 @@ fn kept_xattrs<R: Read>(entry: &mut tar::Entry<'_, R>) -> io::Result<Vec<(String
         if name.starts_with("user.") || name == "security.capability" {
             kept.push((name.to_owned(), extension.value_bytes().to_vec()));
         } else {
-            tracing::debug!(name, "dropping an extended attribute a layer may not set");
+            tracing::debug!(
+                name = quoted(name.as_bytes()),
+                "dropping an extended attribute a layer may not set"
+            );
         }
     }
     Ok(kept)
@@ -430,9 +632,7 @@ fn check_symlink(depth: usize, target: &[u8]) -> Result<(), LayerProblem> {
             b".." => {
                 depth -= 1;
                 if depth < 0 {
-                    return Err(LayerProblem::SymlinkEscapes(
-                        String::from_utf8_lossy(target).into_owned(),
-                    ));
+                    return Err(LayerProblem::SymlinkEscapes(quoted(target)));
                 }
             }
             _ => depth += 1,
@@ -441,12 +641,10 @@ fn check_symlink(depth: usize, target: &[u8]) -> Result<(), LayerProblem> {
     Ok(())
 }
 
+/// `parts` joined with `/`, [`quoted`].
 fn joined(parts: &[&OsStr]) -> String {
-    parts
-        .iter()
-        .map(|p| p.to_string_lossy())
-        .collect::<Vec<_>>()
-        .join("/")
+    let bytes: Vec<&[u8]> = parts.iter().map(|p| p.as_bytes()).collect();
+    quoted(&bytes.join(&b'/'))
 }
 
 /// Removes whatever is at `path` (a whole tree for a directory); nothing there is fine.

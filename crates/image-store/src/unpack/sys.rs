@@ -1,4 +1,4 @@
-//! The system calls the standard library has no safe wrapper for: whiteouts, FIFOs, extended
+//! The system calls the standard library has no safe wrapper for: whiteouts, devices, FIFOs, extended
 //! attributes, and times on symbolic links.
 
 use std::ffi::CString;
@@ -20,6 +20,23 @@ pub(crate) fn whiteout(path: &Path) -> io::Result<()> {
 /// A named pipe with no permissions yet (the caller sets the mode).
 pub(crate) fn fifo(path: &Path) -> io::Result<()> {
     mknod(path, SFlag::S_IFIFO, Mode::empty(), 0).map_err(io::Error::from)
+}
+
+/// A character (or, with `block`, block) device node with no permissions yet (the caller sets
+/// the mode; needs `CAP_MKNOD`).
+pub(crate) fn device(path: &Path, block: bool, major: u32, minor: u32) -> io::Result<()> {
+    let kind = if block {
+        SFlag::S_IFBLK
+    } else {
+        SFlag::S_IFCHR
+    };
+    mknod(
+        path,
+        kind,
+        Mode::empty(),
+        makedev(major.into(), minor.into()),
+    )
+    .map_err(io::Error::from)
 }
 
 /// Marks `dir` opaque for overlayfs (needs `CAP_SYS_ADMIN`: `trusted.*` is root's namespace).

@@ -67,10 +67,13 @@ async fn hostile_layers_are_refused_naming_image_layer_and_entry() {
             LayerProblem::HardlinkOutside("/etc/passwd".into()),
         ),
         (
-            "device",
-            Tar::new().char_device("dev/mem", 1, 1),
-            "dev/mem",
-            LayerProblem::Device,
+            "hardlink-to-symlink-out",
+            Tar::new()
+                .dir("a/b", 0o755)
+                .symlink("a/b/top", "../../etc")
+                .hardlink("top", "a/b/top"),
+            "top",
+            LayerProblem::SymlinkEscapes("../../etc".into()),
         ),
     ];
     for (tag, tar, entry, problem) in cases {
