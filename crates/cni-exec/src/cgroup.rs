@@ -300,19 +300,20 @@ fn kill_all(dir: &Path) {
             return;
         }
     }
-    let frozen = write_file(&dir.join("cgroup.freeze"), b"1").is_ok();
-    kill_each(dir);
-    if frozen {
-        // SIGKILLed frozen tasks still die; thawing is for anyone the signal missed.
-        let _ = write_file(&dir.join("cgroup.freeze"), b"0");
-    }
+    kill_listed(dir);
 }
 
-/// SIGKILL for each pid in the group's `cgroup.procs` (the fallback for kernels before 5.14).
-pub(crate) fn kill_each(dir: &Path) {
+/// SIGKILL for each pid in the group's `cgroup.procs`, the group frozen meanwhile: the fallback
+/// for kernels before 5.14. One round; a child forked before the freeze is found by the next.
+fn kill_listed(dir: &Path) {
+    let frozen = write_file(&dir.join("cgroup.freeze"), b"1").is_ok();
     for pid in procs(dir) {
         // ESRCH: gone meanwhile.
         let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+    if frozen {
+        // SIGKILLed frozen tasks still die; thawing is for anyone the signal missed.
+        let _ = write_file(&dir.join("cgroup.freeze"), b"0");
     }
 }
 
@@ -361,6 +362,37 @@ mod tests {
         );
         assert_eq!(cgroup2_mount("31 30 0:27 / /x rw - cgroup cgroup rw"), None);
         assert_eq!(cgroup2_mount("garbage"), None);
+    }
+
+    /// The path kernels before 5.14 take (no `cgroup.kill`): each listed pid is killed, the group
+    /// frozen meanwhile, and the group empties. Here a process forks children in a loop.
+    #[test]
+    #[ignore = "needs root + netns: cargo xtask test"]
+    fn without_cgroup_kill_each_process_is_killed() {
+        use std::os::unix::process::CommandExt as _;
+        let mut group = PluginCgroup::create().expect("a writable cgroup2 hierarchy");
+        let fd = group.procs_fd();
+        let mut cmd = std::process::Command::new("sh");
+        cmd.args(["-c", "while :; do sleep 1000 & sleep 0.01; done"]);
+        // SAFETY: `join` is a single write(2), async-signal-safe; the descriptor is open.
+        unsafe {
+            cmd.pre_exec(move || join(fd));
+        }
+        let mut child = cmd.spawn().expect("spawn");
+        while count_procs(&group.dir) < 5 {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let deadline = Instant::now() + EMPTY_WAIT;
+        while !is_empty(&group.dir) {
+            assert!(Instant::now() < deadline, "{:?} left", procs(&group.dir));
+            kill_listed(&group.dir);
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        child.wait().expect("reaped");
+        let dir = group.dir.clone();
+        remove(&dir);
+        assert!(!dir.exists());
+        group.finished = true;
     }
 
     #[test]
