@@ -13,11 +13,9 @@
 //! a read-only `/sys/fs/cgroup`), plugins run as before, reached through their process group
 //! only; this is logged once.
 
-use std::ffi::OsStr;
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read as _, Write as _};
 use std::os::fd::{AsRawFd as _, RawFd};
-use std::os::unix::ffi::OsStrExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -224,7 +222,8 @@ fn sweep(parent: &Path) {
 }
 
 /// The root and mount point of the first cgroup2 file system in `mountinfo`
-/// (proc_pid_mountinfo(5)), its octal escapes undone.
+/// (proc_pid_mountinfo(5)). One whose paths hold a `\ooo` escape (a space, a tab, a newline or
+/// a backslash: never seen on a cgroup mount) is not used, rather than decoded here once more.
 pub(crate) fn cgroup2_mount(mountinfo: &str) -> Option<(PathBuf, PathBuf)> {
     mountinfo.lines().find_map(|line| {
         let (fields, after) = line.split_once(" - ")?;
@@ -234,34 +233,16 @@ pub(crate) fn cgroup2_mount(mountinfo: &str) -> Option<(PathBuf, PathBuf)> {
         let mut fields = fields.split(' ');
         let root = fields.nth(3)?;
         let mount = fields.next()?;
-        Some((unescape(root), unescape(mount)))
+        if root.contains('\\') || mount.contains('\\') {
+            return None;
+        }
+        Some((root.into(), mount.into()))
     })
 }
 
 /// The caller's cgroup2 path from `/proc/self/cgroup` (its `0::` line).
 pub(crate) fn own_cgroup(text: &str) -> Option<&str> {
     text.lines().find_map(|line| line.strip_prefix("0::"))
-}
-
-/// Undoes mountinfo's `\ooo` escapes (space, tab, newline, backslash).
-fn unescape(field: &str) -> PathBuf {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal = bytes
-            .get(i + 1..i + 4)
-            .filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)))
-            .map(|d| d.iter().fold(0u32, |n, b| n * 8 + u32::from(b - b'0')));
-        if let Some(byte) = octal.and_then(|n| u8::try_from(n).ok()) {
-            out.push(byte);
-            i += 4;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    PathBuf::from(OsStr::from_bytes(&out))
 }
 
 /// Says once that plugins are not put in groups of their own, and why.
@@ -355,11 +336,13 @@ mod tests {
             cgroup2_mount(hybrid),
             Some(("/".into(), "/sys/fs/cgroup/unified".into()))
         );
-        let v2 = "35 24 0:30 /kubepods/x /sys/fs/my\\040cgroup rw - cgroup2 cgroup2 rw,nsdelegate";
+        let v2 = "35 24 0:30 /kubepods/x /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate";
         assert_eq!(
             cgroup2_mount(v2),
-            Some(("/kubepods/x".into(), "/sys/fs/my cgroup".into()))
+            Some(("/kubepods/x".into(), "/sys/fs/cgroup".into()))
         );
+        let escaped = "35 24 0:30 / /sys/fs/my\\040cgroup rw - cgroup2 cgroup2 rw";
+        assert_eq!(cgroup2_mount(escaped), None);
         assert_eq!(cgroup2_mount("31 30 0:27 / /x rw - cgroup cgroup rw"), None);
         assert_eq!(cgroup2_mount("garbage"), None);
     }

@@ -236,22 +236,10 @@ mod tests {
     /// A client that connects and says nothing used to hold its connection forever.
     #[tokio::test]
     async fn a_silent_client_is_disconnected_and_others_are_served() {
-        let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("s.sock");
-        let listener = UnixListener::bind(&socket).unwrap();
-        let router = Router::new().route("/ping", axum::routing::get(|| async { "pong" }));
-        let limits = Limits {
+        let (_dir, socket, stop, server) = server(Limits {
             first_byte: Duration::from_millis(300),
             ..Limits::default()
-        };
-        let stop = CancellationToken::new();
-        let server = tokio::spawn(serve(
-            listener,
-            router,
-            limits,
-            stop.clone(),
-            Duration::from_secs(1),
-        ));
+        });
 
         let started = Instant::now();
         let mut silent = UnixStream::connect(&socket).await.unwrap();
