@@ -236,7 +236,7 @@ mod tests {
     /// A client that connects and says nothing used to hold its connection forever.
     #[tokio::test]
     async fn a_silent_client_is_disconnected_and_others_are_served() {
-        let (_dir, socket, stop, server) = server(Limits {
+        let (_dir, socket, stop, server, _) = server(Limits {
             first_byte: Duration::from_millis(300),
             ..Limits::default()
         });
@@ -263,7 +263,8 @@ mod tests {
         server.await.unwrap();
     }
 
-    /// A server on a fresh socket with a `/ping` and a `/slow` route (1.5 s).
+    /// A server on a fresh socket with a `/ping` and a `/slow` route (1.5 s), which signals the
+    /// returned `Notify` as it starts.
     fn server(
         limits: Limits,
     ) -> (
@@ -271,7 +272,10 @@ mod tests {
         PathBuf,
         CancellationToken,
         JoinHandle<()>,
+        Arc<tokio::sync::Notify>,
     ) {
+        let slow_started = Arc::new(tokio::sync::Notify::new());
+        let started = Arc::clone(&slow_started);
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("s.sock");
         let listener = UnixListener::bind(&socket).unwrap();
@@ -279,7 +283,8 @@ mod tests {
             .route("/ping", axum::routing::get(|| async { "pong" }))
             .route(
                 "/slow",
-                axum::routing::get(|| async {
+                axum::routing::get(|| async move {
+                    started.notify_one();
                     tokio::time::sleep(Duration::from_millis(1500)).await;
                     "done"
                 }),
@@ -290,9 +295,9 @@ mod tests {
             router,
             limits,
             stop.clone(),
-            Duration::from_secs(1),
+            Duration::from_secs(5),
         ));
-        (dir, socket, stop, server)
+        (dir, socket, stop, server, slow_started)
     }
 
     /// An HTTP/1.1 `GET /ping` on `stream`; the answer's body.
@@ -318,6 +323,24 @@ mod tests {
         )
     }
 
+    /// Stopping lets a request in flight finish (within the grace period), then ends: each
+    /// connection follows the stop itself now that its idle timer may also close it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_stop_lets_the_request_in_flight_finish() {
+        let (_dir, socket, stop, server, slow_started) = server(Limits::default());
+        let (mut client, _driver) = h2_client(&socket).await;
+        let call = tokio::spawn(async move { h2_get(&mut client, "/slow").await });
+        let mut silent = UnixStream::connect(&socket).await.unwrap();
+        slow_started.notified().await;
+        stop.cancel();
+        assert_eq!(call.await.unwrap(), 200, "answered after the stop");
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .expect("the server ends once its connections did")
+            .unwrap();
+        assert!(closed_within(&mut silent, Duration::from_secs(1)).await);
+    }
+
     const OTHER_CLIENT: &str = "CRIO_LITE_TEST_OTHER_CLIENT";
 
     /// Issue #21: one client holding connections used to lock every other client out once the
@@ -331,7 +354,7 @@ mod tests {
             assert!(answer.ends_with("pong"), "{answer}");
             return;
         }
-        let (_dir, socket, stop, server) = server(Limits {
+        let (_dir, socket, stop, server, _) = server(Limits {
             max_per_client: 3,
             ..Limits::default()
         });
@@ -393,7 +416,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_idle_http2_connection_is_closed_and_a_busy_one_is_not() {
         let idle_timeout = Duration::from_millis(500);
-        let (_dir, socket, stop, server) = server(Limits {
+        let (_dir, socket, stop, server, _) = server(Limits {
             idle_timeout,
             ..Limits::default()
         });
