@@ -118,6 +118,10 @@ impl Drop for PluginCgroup {
             return;
         }
         kill_all(&self.dir);
+        if is_empty(&self.dir) {
+            remove(&self.dir);
+            return;
+        }
         let dir = self.dir.clone();
         // The caller's future was dropped: the processes die now; the (short) wait for them and
         // the removal happen on a thread of their own, not the dropping (async) thread, and not

@@ -308,6 +308,8 @@ impl ProcessExec {
         }
     }
 
+    /// Runs the plugin in a cgroup of its own where there is one, and empties and removes the
+    /// group however the run ended. If this future is dropped, the group's `Drop` does it.
     async fn run(
         &self,
         plugin: &Path,
@@ -315,10 +317,25 @@ impl ProcessExec {
         stdin: &[u8],
         command: Option<&str>,
     ) -> Result<PluginOutput> {
-        // Declared first, dropped last: if this future is dropped, the group is killed after the
-        // process group (which needs the leader unreaped) and then removed.
         let cgroup = PluginCgroup::create();
-        let mut cmd = self.command(plugin, env, cgroup.as_ref())?;
+        let result = self
+            .run_in(plugin, env, stdin, command, cgroup.as_ref())
+            .await;
+        if let Some(cgroup) = cgroup {
+            finish(cgroup, plugin, result.is_ok()).await;
+        }
+        result
+    }
+
+    async fn run_in(
+        &self,
+        plugin: &Path,
+        env: &[(String, String)],
+        stdin: &[u8],
+        command: Option<&str>,
+        cgroup: Option<&PluginCgroup>,
+    ) -> Result<PluginOutput> {
+        let mut cmd = self.command(plugin, env, cgroup)?;
         // `child` is declared before `guard`, so the guard drops first: the group is killed while the
         // leader is not yet reaped and its pid (the group id) cannot have been reused.
         let mut child = self.spawn(&mut cmd, plugin).await?;
@@ -334,7 +351,6 @@ impl ProcessExec {
             Ok(done) => done?,
             Err(_elapsed) => {
                 guard.kill();
-                finish(cgroup, plugin, false).await;
                 return Err(Error::Timeout {
                     plugin: plugin.to_owned(),
                     command: command.map(str::to_owned),
@@ -344,7 +360,6 @@ impl ProcessExec {
         };
         if status.success() {
             guard.disarm();
-            finish(cgroup, plugin, true).await;
             let stderr_tail = stderr_tail(&stderr);
             if !stderr_tail.is_empty() {
                 tracing::debug!(stderr = %one_line(&stderr_tail), "plugin wrote to stderr");
@@ -358,7 +373,6 @@ impl ProcessExec {
         // group (a child still holding a lease or a lock) is killed with it. The group's id cannot
         // have been reused while any member lives, and if none does the kill finds nobody.
         guard.kill();
-        finish(cgroup, plugin, false).await;
         let status = match (status.code(), status.signal()) {
             (Some(code), _) => PluginStatus::Code(code),
             (None, Some(sig)) => PluginStatus::Signal(sig),
@@ -423,8 +437,7 @@ impl Exec for ProcessExec {
 /// the node, not by the plugin), so a process a successful plugin left behind answers to nobody,
 /// outlives the pod, and would keep its group from being removed. Debian's plugins leave none;
 /// one that does is named in a warning.
-async fn finish(cgroup: Option<PluginCgroup>, plugin: &Path, succeeded: bool) {
-    let Some(cgroup) = cgroup else { return };
+async fn finish(cgroup: PluginCgroup, plugin: &Path, succeeded: bool) {
     let left = cgroup.finish().await;
     if succeeded && left > 0 {
         tracing::warn!(
