@@ -92,7 +92,6 @@ impl PluginCgroup {
     /// Kills whatever is still in the group, waits (bounded) until it is empty and removes it.
     /// Returns how many processes were still there; a plugin that exited normally leaves none.
     pub(crate) async fn finish(mut self) -> usize {
-        self.finished = true;
         let dir = self.dir.clone();
         let left = count_procs(&dir);
         if left > 0 {
@@ -107,6 +106,8 @@ impl PluginCgroup {
             // found on the next round.
             kill_all(&dir);
         }
+        // Only now: a caller dropped during the wait leaves the rest to `Drop`.
+        self.finished = true;
         remove(&dir);
         left
     }
