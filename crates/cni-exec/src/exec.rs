@@ -13,6 +13,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 use tracing::Instrument;
 
+use crate::cgroup::{self, PluginCgroup};
 use crate::discovery::find_plugin_in;
 use crate::error::{Error, OutputStream, PluginStatus, Result, one_line, stderr_tail};
 
@@ -99,7 +100,14 @@ pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bi
 ///
 /// Each plugin runs in a process group of its own. When an invocation times out, writes too much, or
 /// its future is dropped (the caller was cancelled), the whole group gets `SIGKILL`, so IPAM plugins and
-/// `iptables` it started die with it. Stdin is written while stdout and stderr are read, so no pipe can
+/// `iptables` it started die with it.
+///
+/// Where the node has a cgroup2 hierarchy the runtime may write to (root; pure v2 or "hybrid"), each
+/// plugin also runs in a cgroup of its own, made under the runtime's cgroup for the run and joined
+/// before the plugin executes. Whatever is in it when the run ends is killed (`cgroup.kill`) and the
+/// group removed: a child that left the process group with `setsid` dies too, and so does anything a
+/// plugin that exited with 0 left behind (plugins are one-shot; that is logged as a warning). Without
+/// such a hierarchy this is said once in the log, and the process group is all there is. Stdin is written while stdout and stderr are read, so no pipe can
 /// fill up and deadlock; a plugin that exits without reading its stdin is not an error. An invocation
 /// ends when the plugin has exited *and* its stdout and stderr are closed, so a child it leaves behind
 /// holding them open makes the invocation run into the timeout.
@@ -197,7 +205,12 @@ impl ProcessExec {
         self.timeout
     }
 
-    fn command(&self, plugin: &Path, env: &[(String, String)]) -> Result<Command> {
+    fn command(
+        &self,
+        plugin: &Path,
+        env: &[(String, String)],
+        cgroup: Option<&PluginCgroup>,
+    ) -> Result<Command> {
         for (name, value) in env {
             let reason = if name.is_empty() {
                 Some("empty name")
@@ -241,11 +254,20 @@ impl ProcessExec {
             .kill_on_drop(true)
             .process_group(0);
         let parent = std::process::id();
+        let procs = cgroup.map(PluginCgroup::procs_fd);
         // SAFETY: the closure runs in the child between fork and exec, where only
-        // async-signal-safe calls are allowed: prctl(2) and getppid(2) are plain system calls,
-        // and nothing here allocates or takes a lock.
+        // async-signal-safe calls are allowed: prctl(2), getppid(2) and write(2) are plain system
+        // calls, and nothing here allocates or takes a lock. The descriptor stays open in the
+        // parent (held by `cgroup`) until the spawn has returned.
         unsafe {
-            cmd.pre_exec(move || die_with_parent(parent));
+            cmd.pre_exec(move || {
+                // Into the group first: whatever the plugin starts, even in a session of its
+                // own, is then in it too.
+                if let Some(procs) = procs {
+                    cgroup::join(procs)?;
+                }
+                die_with_parent(parent)
+            });
         }
         Ok(cmd)
     }
@@ -286,6 +308,8 @@ impl ProcessExec {
         }
     }
 
+    /// Runs the plugin in a cgroup of its own where there is one, and empties and removes the
+    /// group however the run ended. If this future is dropped, the group's `Drop` does it.
     async fn run(
         &self,
         plugin: &Path,
@@ -293,7 +317,25 @@ impl ProcessExec {
         stdin: &[u8],
         command: Option<&str>,
     ) -> Result<PluginOutput> {
-        let mut cmd = self.command(plugin, env)?;
+        let cgroup = PluginCgroup::create();
+        let result = self
+            .run_in(plugin, env, stdin, command, cgroup.as_ref())
+            .await;
+        if let Some(cgroup) = cgroup {
+            finish(cgroup, plugin, result.is_ok()).await;
+        }
+        result
+    }
+
+    async fn run_in(
+        &self,
+        plugin: &Path,
+        env: &[(String, String)],
+        stdin: &[u8],
+        command: Option<&str>,
+        cgroup: Option<&PluginCgroup>,
+    ) -> Result<PluginOutput> {
+        let mut cmd = self.command(plugin, env, cgroup)?;
         // `child` is declared before `guard`, so the guard drops first: the group is killed while the
         // leader is not yet reaped and its pid (the group id) cannot have been reused.
         let mut child = self.spawn(&mut cmd, plugin).await?;
@@ -386,6 +428,23 @@ impl Exec for ProcessExec {
         }
         .instrument(span)
         .await
+    }
+}
+
+/// Kills what is left in a plugin's cgroup and removes the group.
+///
+/// After a normal exit too: the spec's plugins are one-shot (a DHCP client daemon is started by
+/// the node, not by the plugin), so a process a successful plugin left behind answers to nobody,
+/// outlives the pod, and would keep its group from being removed. Debian's plugins leave none;
+/// one that does is named in a warning.
+async fn finish(cgroup: PluginCgroup, plugin: &Path, succeeded: bool) {
+    let left = cgroup.finish().await;
+    if succeeded && left > 0 {
+        tracing::warn!(
+            plugin = %plugin.display(),
+            processes = left,
+            "the plugin exited leaving processes behind: killed them"
+        );
     }
 }
 
@@ -509,8 +568,9 @@ async fn read_limited<R: AsyncRead + Unpin>(
 ///
 /// The signal follows the thread that spawned the plugin; the plugin is spawned from an async
 /// task, whose worker thread lives as long as the runtime does. What it cannot reach: a process
-/// the plugin starts with `setsid` (outside its process group), which also escapes the group kill
-/// on timeout. The guarantee is for the plugin and its process group.
+/// the plugin starts with `setsid` (outside its process group), which also escapes the group kill;
+/// the plugin's cgroup catches it when the run ends or, if the runtime itself was killed, at the
+/// next runtime's first plugin run.
 fn die_with_parent(parent: u32) -> std::io::Result<()> {
     nix::sys::prctl::set_pdeathsig(Signal::SIGKILL)?;
     if u32::try_from(nix::unistd::getppid().as_raw()).ok() != Some(parent) {

@@ -59,7 +59,8 @@
 //! - [`Exec`] is the seam: find a plugin by name, run it. Code above this layer holds an
 //!   `Arc<dyn Exec>`, so it can be tested against a fake.
 //! - [`ProcessExec`] is the real thing on `tokio::process`: an empty environment plus the `CNI_*`
-//!   variables and `PATH`, a process group per plugin that is killed on timeout or cancellation,
+//!   variables and `PATH`, a process group and a cgroup per plugin that are killed on timeout or
+//!   cancellation,
 //!   bounded stdout/stderr, retries while the binary is "text file busy", and an optional wrapper
 //!   command (see [`ProcessExec::with_launcher`]).
 //! - [`find_plugin_in`] searches plugin directories ([`DEFAULT_PLUGIN_DIRS`] unless configured) for an
@@ -111,6 +112,7 @@
 //! ```
 
 mod cache;
+mod cgroup;
 mod cni;
 mod discovery;
 mod error;

@@ -2,6 +2,7 @@
 //! (with fakes), and real plugins inside network namespaces (ignored unless run as root).
 
 mod cache;
+mod cgroup;
 mod discovery;
 mod fake_plugin;
 mod matrix;

@@ -270,6 +270,80 @@ async fn twenty_pods_at_once() {
     cni.shutdown().await;
 }
 
+/// Issue #21: the lock directory held one file per pod ever created. After its teardown, a pod
+/// has no lock file: only the GC lock's stays, however many pods came and went, at once or not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pods_torn_down_leave_no_lock_file() {
+    let node = Node::with_fake_networks("1.0.0", &["net"]);
+    let cni = node.start().await;
+    let locks = || test_support::fs::file_names(&node.run_dir().join("locks"));
+    for round in 0..3 {
+        let pods: Vec<_> = (0..10)
+            .map(|i| node.pod(&format!("r{round}-pod{i}")))
+            .collect();
+        let cycles: Vec<_> = pods
+            .into_iter()
+            .map(|pod| {
+                let cni = cni.clone();
+                tokio::spawn(async move {
+                    cni.setup_pod(&pod).await?;
+                    cni.teardown_pod(&pod).await
+                })
+            })
+            .collect();
+        for cycle in cycles {
+            cycle.await.unwrap().unwrap();
+        }
+        assert_eq!(locks(), ["gc.lock"], "after round {round}");
+    }
+    // A teardown of a pod that was never set up (a kubelet's retry) leaves nothing either.
+    cni.teardown_pod(&node.pod("never")).await.unwrap();
+    assert_eq!(locks(), ["gc.lock"]);
+    assert!(node.cache_entries().is_empty());
+    cni.shutdown().await;
+}
+
+/// Two runtimes sharing a run directory (crio-lite and ocicnitool) exclude each other through
+/// the lock files alone, however often those files come and go: a teardown asked for by one
+/// while the other sets the pod up waits for the set-up, and nothing is left after the last.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_runtimes_on_one_pod_take_turns_and_leave_no_lock_file() {
+    let node = Node::with_fake_networks("1.0.0", &["net"]);
+    node.fake
+        .hang("fake", "ADD", std::time::Duration::from_millis(50));
+    let (a, b) = (node.start().await, node.start().await);
+    let pod = node.pod("p1");
+    for round in 1..=5 {
+        let setup = {
+            let (a, pod) = (a.clone(), pod.clone());
+            tokio::spawn(async move { a.setup_pod(&pod).await })
+        };
+        let give_up = tokio::time::Instant::now() + crate::fake_exec::DEADLINE;
+        while node.fake.calls_of("ADD").len() < round {
+            assert!(tokio::time::Instant::now() < give_up, "ADD never started");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        b.teardown_pod(&pod).await.unwrap();
+        setup.await.unwrap().unwrap();
+        let commands = node.fake.pod_commands();
+        assert_eq!(
+            commands[commands.len() - 2..],
+            ["ADD", "DEL"],
+            "{commands:?}"
+        );
+        assert!(
+            node.cache_entries().is_empty(),
+            "the DEL saw the ADD's entry"
+        );
+        assert_eq!(
+            test_support::fs::file_names(&node.run_dir().join("locks")),
+            ["gc.lock"]
+        );
+    }
+    a.shutdown().await;
+    b.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn teardown_uses_the_cached_config_of_a_network_no_longer_on_disk() {
     let node = Node::with_plugins(&["fake", "keep"]);
