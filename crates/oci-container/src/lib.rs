@@ -114,7 +114,9 @@ pub use exec::{EXEC_TIMEOUT_EXIT_CODE, ExecOutput};
 pub use hooks::Hooks;
 pub use monitor::Exit;
 pub use pod::{POD_SHM_SIZE, PodNamespaces, check_ipc_sysctl, is_ipc_sysctl, pin_pod, unpin_pod};
-pub use pod_pid::{PodInitProgram, pin_pod_pid, pod_init_pid, pod_pid_pin, unpin_pod_pid};
+pub use pod_pid::{
+    PodInitConfinement, PodInitProgram, pin_pod_pid, pod_init_pid, pod_pid_pin, unpin_pod_pid,
+};
 pub use record::{ContainerRecord, ProcessIdentity, SignalDisposition};
 pub use runtime::{
     ContainerState, DEFAULT_CREATE_TIMEOUT, DEFAULT_TIMEOUT, Records, Runtime, Status,
