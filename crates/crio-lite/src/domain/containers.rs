@@ -497,10 +497,28 @@ impl Containers {
         })?;
         let (pod, hostname) = (sandbox.id.clone(), pod_hostname(sandbox));
         let program = sandbox.shares_pid().then(|| self.pod_init.clone());
+        // The init's cgroup is named as CRI-O names the infra container's, beside the pod's
+        // containers.
+        let cgroup_parent = PathBuf::from(cgroup_parent(sandbox)?);
+        let (network, cgroup_name) = (sandbox.netns_path.clone(), format!("crio-{pod}"));
         let (pins, pid) = blocking(move || -> oci_container::Result<_> {
             let pins = oci_container::pin_pod(&pod, &dir, &hostname)?;
             let pid = match program {
-                Some(program) => Some(oci_container::pin_pod_pid(&pod, &dir, &program)?),
+                Some(program) => {
+                    let confinement = oci_container::PodInitConfinement {
+                        network,
+                        ipc: pins.ipc.clone(),
+                        uts: pins.uts.clone(),
+                        cgroup_parent,
+                        cgroup_name,
+                    };
+                    Some(oci_container::pin_pod_pid(
+                        &pod,
+                        &dir,
+                        &program,
+                        &confinement,
+                    )?)
+                }
                 None => None,
             };
             Ok((pins, pid))
@@ -535,20 +553,7 @@ impl Containers {
                 });
             }
         }
-        let cgroup_parent = if sandbox.cgroup_parent.is_empty() {
-            "/crio-lite".to_owned()
-        } else if sandbox.cgroup_parent.starts_with('/') {
-            sandbox.cgroup_parent.clone()
-        } else {
-            return Err(SandboxError::invalid(
-                "sandbox cgroup_parent",
-                format!(
-                    "{:?} is not a cgroupfs path (crio-lite uses the cgroupfs driver; a systemd \
-                     slice is not supported)",
-                    sandbox.cgroup_parent
-                ),
-            ));
-        };
+        let cgroup_parent = cgroup_parent(sandbox)?;
         let mut annotations = request.annotations.clone();
         annotations.insert(
             "io.kubernetes.cri-o.SandboxID".to_owned(),
@@ -1498,6 +1503,25 @@ fn check_pid_mode(sandbox: &Sandbox, pid: PidMode) -> SandboxResult<()> {
         ));
     }
     Ok(())
+}
+
+/// The cgroupfs parent of the sandbox's containers (and of its init): its `cgroup_parent`, or
+/// `/crio-lite`.
+fn cgroup_parent(sandbox: &Sandbox) -> SandboxResult<String> {
+    if sandbox.cgroup_parent.is_empty() {
+        Ok("/crio-lite".to_owned())
+    } else if sandbox.cgroup_parent.starts_with('/') {
+        Ok(sandbox.cgroup_parent.clone())
+    } else {
+        Err(SandboxError::invalid(
+            "sandbox cgroup_parent",
+            format!(
+                "{:?} is not a cgroupfs path (crio-lite uses the cgroupfs driver; a systemd \
+                 slice is not supported)",
+                sandbox.cgroup_parent
+            ),
+        ))
+    }
 }
 
 /// The daemon's own executable, resolved once (an upgrade that replaces the file later does not

@@ -16,20 +16,20 @@ use tonic::transport::Channel;
 use crate::e2e_support::{self, Node};
 use crate::support;
 
-type Client = RuntimeServiceClient<Channel>;
+pub(crate) type Client = RuntimeServiceClient<Channel>;
 
 /// A node set up for containers, the registry it pulls from, busybox pulled as `image`, and a
 /// ready pod `pod` whose sandbox is `sandbox`.
-struct Setup {
-    node: Node,
+pub(crate) struct Setup {
+    pub(crate) node: Node,
     _registry: Registry,
-    image: String,
-    client: Client,
-    sandbox: String,
+    pub(crate) image: String,
+    pub(crate) client: Client,
+    pub(crate) sandbox: String,
     pod: &'static str,
 }
 
-async fn setup(tag: &str, pod_name: &'static str) -> Setup {
+pub(crate) async fn setup(tag: &str, pod_name: &'static str) -> Setup {
     let registry = Registry::start();
     // busybox, then a layer of the applets the tests run by name (exec runs no shell).
     let mut applets = Tar::new().dir("bin", 0o755);
@@ -79,7 +79,7 @@ async fn setup(tag: &str, pod_name: &'static str) -> Setup {
 
 impl Setup {
     /// stopp and rmp, SIGTERM, and nothing of the containers or the pod may be left.
-    async fn finish(mut self) {
+    pub(crate) async fn finish(mut self) {
         e2e_support::stop(&mut self.client, &self.sandbox).await;
         e2e_support::remove(&mut self.client, &self.sandbox).await;
         assert!(
@@ -113,11 +113,11 @@ fn pod(node: &Node, name: &str) -> cri::RunPodSandboxRequest {
     request
 }
 
-fn cgroup_parent(node: &Node, name: &str) -> String {
+pub(crate) fn cgroup_parent(node: &Node, name: &str) -> String {
     format!("/crio-lite-e2e-{}-{name}", node.name())
 }
 
-fn container_config(image: &str, name: &str, script: &str) -> cri::ContainerConfig {
+pub(crate) fn container_config(image: &str, name: &str, script: &str) -> cri::ContainerConfig {
     cri::ContainerConfig {
         metadata: Some(cri::ContainerMetadata {
             name: name.to_owned(),
@@ -149,7 +149,11 @@ async fn create(
     .map(|r| r.into_inner().container_id)
 }
 
-async fn run(client: &mut Client, sandbox: &str, config: cri::ContainerConfig) -> String {
+pub(crate) async fn run(
+    client: &mut Client,
+    sandbox: &str,
+    config: cri::ContainerConfig,
+) -> String {
     let name = config.metadata.clone().unwrap_or_default().name;
     let id = create(client, sandbox, config)
         .await
@@ -192,7 +196,7 @@ async fn wait_exited(client: &mut Client, id: &str, within: Duration) -> cri::Co
     }
 }
 
-async fn exec(
+pub(crate) async fn exec(
     client: &mut Client,
     id: &str,
     cmd: &[&str],
@@ -620,7 +624,7 @@ async fn pid1(client: &mut Client, id: &str) -> String {
 
 /// A pod's init, as the daemon recorded it (oci-container's process identity: pid and start
 /// time), found to run.
-fn pod_init(node: &Node, sandbox: &str) -> oci_container::ProcessIdentity {
+pub(crate) fn pod_init(node: &Node, sandbox: &str) -> oci_container::ProcessIdentity {
     let file = node.run_dir().join(format!("pods/{sandbox}/pid.init"));
     let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     let init: oci_container::ProcessIdentity =
