@@ -126,8 +126,8 @@ fn exe_pin(dir: &Path) -> PathBuf {
 ///
 /// [`Error::Spawn`] naming the program when it cannot run; [`Error::Runtime`] with its stderr
 /// when it fails (an init that cannot be confined: its stderr names the step); [`Error::Timeout`]
-/// when it takes longer than 10 s; [`Error::Config`] when the cgroup is not a plain absolute
-/// path; [`Error::Io`] or [`Error::Corrupt`] naming the file at fault. What was started is
+/// when it takes longer than 10 s; [`Error::InvalidConfig`] when the cgroup is not a plain absolute
+/// path or no cgroup file system is mounted; [`Error::Io`] or [`Error::Corrupt`] naming the file at fault. What was started is
 /// undone.
 pub fn pin_pod_pid(
     pod: &str,
@@ -239,6 +239,15 @@ fn make_cgroup(pod: &str, dir: &Path, confinement: &PodInitConfinement) -> Resul
             ),
         )
     })?;
+    if dirs.is_empty() {
+        return Err(Error::config(
+            pod,
+            format!(
+                "no cgroup file system is mounted for the pod init's cgroup {}/{name}",
+                parent.display()
+            ),
+        ));
+    }
     let record = cgroup_file(dir);
     let bytes = serde_json::to_vec(&dirs).map_err(|e| Error::Corrupt {
         container: pod.to_owned(),
