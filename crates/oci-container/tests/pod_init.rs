@@ -209,6 +209,11 @@ fn assert_confined(init: i32, confinement: &PodInitConfinement) -> Vec<PathBuf> 
     ] {
         assert_eq!(field(&status, name), want, "{name} of the init: {status}");
     }
+    // /proc/<pid> of a process that is not dumpable belongs to root, not to its uid.
+    let owner = std::fs::metadata(proc.join("status"))
+        .expect("status")
+        .uid();
+    assert_eq!(owner, 0, "the init is not dumpable");
     let root: Vec<_> = std::fs::read_dir(proc.join("root"))
         .expect("the init's root")
         .collect();
@@ -219,8 +224,8 @@ fn assert_confined(init: i32, confinement: &PodInitConfinement) -> Vec<PathBuf> 
     let mounts = std::fs::read_to_string(proc.join("mountinfo")).expect("mountinfo");
     assert_eq!(mounts.lines().count(), 1, "one mount, its root: {mounts}");
     assert!(
-        mounts.contains(" / ro,") && mounts.contains(" - tmpfs "),
-        "{mounts}"
+        mounts.contains(" / ro,nosuid,nodev,noexec") && mounts.contains(" - tmpfs "),
+        "a read-only tmpfs: {mounts}"
     );
     for (kind, pin) in [
         ("net", confinement.network.clone().expect("a network")),
