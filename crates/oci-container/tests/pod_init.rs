@@ -77,7 +77,16 @@ fn pod_init_is_confined_pins_reaps_and_dies_by_identity() {
     let netns = NetNs::new("podinit");
     let p1 = confinement(&pod_dir, "p1", Some(&netns));
 
+    // A descriptor of the node's root the caller let through (no close-on-exec), as in
+    // CVE-2024-21626: the init must not keep it, or /proc/1/fd/N would lead to the node.
+    let leaked = std::fs::File::open("/").expect("open /");
+    nix::fcntl::fcntl(
+        &leaked,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+    )
+    .expect("clear close-on-exec");
     let pin = pin_pod_pid("p1", &pod_dir, &program, &p1).expect("pin the pod's PID namespace");
+    drop(leaked);
     assert_eq!(pin, pod_pid_pin(&pod_dir));
     let init = pod_init_pid("p1", &pod_dir)
         .expect("pid file")
@@ -209,6 +218,10 @@ fn assert_confined(init: i32, confinement: &PodInitConfinement) -> Vec<PathBuf> 
     ] {
         assert_eq!(field(&status, name), want, "{name} of the init: {status}");
     }
+    let fds: Vec<_> = std::fs::read_dir(proc.join("fd"))
+        .expect("the init's descriptors")
+        .collect();
+    assert!(fds.is_empty(), "no descriptor is left open: {fds:?}");
     // /proc/<pid> of a process that is not dumpable belongs to root, not to its uid.
     let owner = std::fs::metadata(proc.join("status"))
         .expect("status")
