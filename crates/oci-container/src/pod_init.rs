@@ -149,6 +149,9 @@ fn record(child: Pid, pid_file: &Path) -> Result<(), String> {
 /// Steps 2 and 4: the init itself.
 fn init(plan: &Plan, staging: &Path, go: OwnedFd, report: OwnedFd) -> ! {
     let _ = nix::unistd::setsid();
+    // Its executable is the read-only bind `pid.exe`; `ps` should say what it is, as CRI-O's
+    // `pause` does.
+    let _ = nix::sys::prctl::set_name(c"pod-init");
     let mut signals = SigSet::empty();
     for signal in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGINT] {
         signals.add(signal);

@@ -218,6 +218,7 @@ fn assert_confined(init: i32, confinement: &PodInitConfinement) -> Vec<PathBuf> 
     ] {
         assert_eq!(field(&status, name), want, "{name} of the init: {status}");
     }
+    assert_eq!(field(&status, "Name:"), "pod-init", "what ps shows");
     let fds: Vec<_> = std::fs::read_dir(proc.join("fd"))
         .expect("the init's descriptors")
         .collect();
