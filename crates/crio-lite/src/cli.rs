@@ -82,7 +82,8 @@ pub enum Command {
     },
     /// Print the version.
     Version,
-    /// Become the init of a pod's PID namespace (run by the daemon itself, never by hand).
+    /// Become the init of a pod's PID namespace (run by the daemon itself, never by hand, with
+    /// where to confine the init on stdin).
     #[command(name = "pod-init", hide = true)]
     PodInit {
         /// The pod sandbox.

@@ -18,6 +18,9 @@ use crate::error::{Error, Result, validate_id};
 use crate::record::ProcessIdentity;
 use crate::runtime::{Runtime, Status};
 
+mod leaf;
+pub(crate) use leaf::{cgroupfs_dirs, make_dir, remove_dir};
+
 /// The most read of one cgroup or `/proc` file (`memory.stat` is a few KiB, a mount table of a
 /// busy host some hundreds).
 const MAX_FILE: u64 = 1 << 20;

@@ -31,8 +31,9 @@
 //! - A pod's shared parts, without an infra container: [`pin_pod`] pins IPC and UTS namespaces
 //!   and makes the pod's `/dev/shm`; [`pin_pod_pid`] starts a pod init (pid 1 of a new PID
 //!   namespace that only reaps, [`pod_init::main`], run through the caller's
-//!   [`PodInitProgram`]) and pins its namespace; [`unpin_pod`] and [`unpin_pod_pid`] kill the
-//!   init by identity and unpin.
+//!   [`PodInitProgram`], confined as a pause container is: [`PodInitConfinement`]) and pins its
+//!   namespace; [`unpin_pod`] and [`unpin_pod_pid`] kill the init by identity, unpin and remove
+//!   its cgroup.
 //! - After it exits: [`exit_details`](Runtime::exit_details) ([`Exit`]: the code, when, and
 //!   whether the kernel OOM-killed it, from conmon's files).
 //!
@@ -119,7 +120,9 @@ pub use pod::{
     POD_SHM_SIZE, PodNamespaces, check_ipc_sysctl, is_ipc_sysctl, pin_pod, try_ipc_sysctls,
     unpin_pod,
 };
-pub use pod_pid::{PodInitProgram, pin_pod_pid, pod_init_pid, pod_pid_pin, unpin_pod_pid};
+pub use pod_pid::{
+    PodInitConfinement, PodInitProgram, pin_pod_pid, pod_init_pid, pod_pid_pin, unpin_pod_pid,
+};
 pub use record::{ContainerRecord, ProcessIdentity, SignalDisposition};
 pub use runtime::{
     ContainerState, DEFAULT_CREATE_TIMEOUT, DEFAULT_TIMEOUT, Records, Runtime, Status,

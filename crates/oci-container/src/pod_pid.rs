@@ -11,7 +11,21 @@
 //! ```text
 //! <dir>/pid.init   {"pid":…,"start_time":…}: the init, written by the program before it runs
 //! <dir>/pid        the init's PID namespace, bind-mounted over an empty file: containers join it
+//! <dir>/pid.cgroup ["/sys/fs/cgroup/…/crio-<pod>",…]: the init's cgroup leaf, made before it
+//!                  starts and removed after it is gone
+//! <dir>/pid.exe    the program, bind-mounted read-only while it starts (it runs from there)
 //! ```
+//!
+//! # Confinement
+//!
+//! Pid 1 of the namespace is reachable from every container that shares it (`/proc/1/root`,
+//! `/proc/1/net`, `/proc/1/mountinfo`, `/proc/1/exe`). So the init is confined before it is
+//! recorded (see [`crate::pod_init`]): the pod's network, IPC and UTS namespaces, an empty
+//! read-only root in a mount namespace of its own, a cgroup leaf of its own under the pod's
+//! parent ([`PodInitConfinement`]), uid and gid 65534, no capabilities, no_new_privs, not
+//! dumpable, a seccomp filter. It is started from a read-only bind mount of the program, so its
+//! executable cannot be opened for writing through `/proc/1/exe` on any kernel (not only on one
+//! that refuses writes to a running executable).
 //!
 //! # Identity
 //!
@@ -35,6 +49,7 @@ use std::fs::OpenOptions;
 use std::io::Read as _;
 use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -45,6 +60,7 @@ use nix::sys::signal::Signal;
 use safe_file::Symlinks;
 
 use crate::error::{Error, Result};
+use crate::pod_init::Plan;
 use crate::record::{
     ProcStat, ProcessIdentity, innermost_pid, pidfd_open, pidfd_send as send, wait_pidfd,
 };
@@ -53,6 +69,8 @@ use crate::record::{
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 /// The most read of the pid file and of the program's output.
 const MAX_OUTPUT: u64 = 4096;
+/// The most read of the cgroup record.
+const MAX_RECORD: u64 = 64 * 1024;
 
 /// The program that becomes a pod's init: run as `<path> <args…> <pod> <pid file>`, it must
 /// call [`crate::pod_init::main`] with the last two arguments before it starts a thread.
@@ -62,6 +80,21 @@ pub struct PodInitProgram {
     pub path: PathBuf,
     /// Its arguments before the pod and the pid file (crio-lite's: `pod-init`).
     pub args: Vec<OsString>,
+}
+
+/// Where a pod's init is confined: the pod's namespaces it joins, and its cgroup.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodInitConfinement {
+    /// The pod's network namespace (its pin); `None` for a pod on the node's network.
+    pub network: Option<PathBuf>,
+    /// The pod's IPC namespace, as [`pin_pod`](crate::pin_pod) pinned it.
+    pub ipc: PathBuf,
+    /// The pod's UTS namespace, as [`pin_pod`](crate::pin_pod) pinned it.
+    pub uts: PathBuf,
+    /// The cgroup (a cgroupfs path, absolute) the pod's containers are placed under.
+    pub cgroup_parent: PathBuf,
+    /// The init's cgroup below it (CRI-O names its infra container's `crio-<pod>`).
+    pub cgroup_name: String,
 }
 
 /// `<dir>/pid`: where [`pin_pod_pid`] pins the pod's PID namespace.
@@ -74,16 +107,34 @@ fn pid_file(dir: &Path) -> PathBuf {
     dir.join("pid.init")
 }
 
-/// Starts the pod's init with `program` and pins its PID namespace at `<dir>/pid` (returned);
-/// `dir` is made if missing. An init already recorded there that passes the identity check is
-/// kept (pinned again if its pin went): calling it again for the same pod is a no-op.
+/// `<dir>/pid.cgroup`: the init's cgroup leaf, a directory per hierarchy.
+fn cgroup_file(dir: &Path) -> PathBuf {
+    dir.join("pid.cgroup")
+}
+
+/// `<dir>/pid.exe`: the program, mounted read-only, that the init is started from.
+fn exe_pin(dir: &Path) -> PathBuf {
+    dir.join("pid.exe")
+}
+
+/// Starts the pod's init with `program`, confined as `confinement` says (see the module docs),
+/// and pins its PID namespace at `<dir>/pid` (returned); `dir` is made if missing. An init
+/// already recorded there that passes the identity check is kept (pinned again if its pin
+/// went): calling it again for the same pod is a no-op.
 ///
 /// # Errors
 ///
 /// [`Error::Spawn`] naming the program when it cannot run; [`Error::Runtime`] with its stderr
-/// when it fails; [`Error::Timeout`] when it takes longer than 10 s; [`Error::Io`] or
-/// [`Error::Corrupt`] naming the file at fault. What was started is undone.
-pub fn pin_pod_pid(pod: &str, dir: &Path, program: &PodInitProgram) -> Result<PathBuf> {
+/// when it fails (an init that cannot be confined: its stderr names the step); [`Error::Timeout`]
+/// when it takes longer than 10 s; [`Error::InvalidConfig`] when the cgroup is not a plain absolute
+/// path or no cgroup file system is mounted; [`Error::Io`] or [`Error::Corrupt`] naming the file at fault. What was started is
+/// undone.
+pub fn pin_pod_pid(
+    pod: &str,
+    dir: &Path,
+    program: &PodInitProgram,
+    confinement: &PodInitConfinement,
+) -> Result<PathBuf> {
     let pin = pod_pid_pin(dir);
     std::fs::create_dir_all(dir).map_err(|e| Error::io(pod, "create directory", dir, e))?;
     if let Some(init) = recorded_init(pod, dir)? {
@@ -94,14 +145,15 @@ pub fn pin_pod_pid(pod: &str, dir: &Path, program: &PodInitProgram) -> Result<Pa
     }
     // Whatever a dead init left: its pin, its pid file.
     unpin_pod_pid(pod, dir)?;
-    let started = start(pod, dir, program).and_then(|()| match recorded_init(pod, dir)? {
-        Some(init) => bind(pod, &init, &pin),
-        None => Err(Error::Corrupt {
-            container: pod.to_owned(),
-            path: pid_file(dir),
-            reason: "names no running pod init of this pod".to_owned(),
-        }),
-    });
+    let started =
+        start(pod, dir, program, confinement).and_then(|()| match recorded_init(pod, dir)? {
+            Some(init) => bind(pod, &init, &pin),
+            None => Err(Error::Corrupt {
+                container: pod.to_owned(),
+                path: pid_file(dir),
+                reason: "names no running pod init of this pod".to_owned(),
+            }),
+        });
     if let Err(e) = started {
         let _ = unpin_pod_pid(pod, dir);
         return Err(e);
@@ -110,27 +162,24 @@ pub fn pin_pod_pid(pod: &str, dir: &Path, program: &PodInitProgram) -> Result<Pa
 }
 
 /// Kills the pod's init (after checking it is that init, see the module docs), which kills
-/// every process in its PID namespace; then unmounts and removes `<dir>/pid` and the pid file.
-/// What is not there is fine.
+/// every process in its PID namespace; then unmounts and removes `<dir>/pid`, removes the init's
+/// cgroup leaf, and the pid file. What is not there is fine.
 ///
 /// # Errors
 ///
-/// [`Error::Corrupt`] when the pid file cannot be parsed (the init cannot be identified, so
-/// nothing is removed); [`Error::Timeout`] when the init outlives a SIGKILL by 10 s;
-/// [`Error::Io`] naming the path that cannot be unmounted or removed.
+/// [`Error::Corrupt`] when the pid file or the cgroup record cannot be parsed (the init cannot
+/// be identified, so nothing is removed); [`Error::Timeout`] when the init outlives a SIGKILL by
+/// 10 s; [`Error::Io`] naming the path that cannot be unmounted or removed.
 pub fn unpin_pod_pid(pod: &str, dir: &Path) -> Result<()> {
     if let Some(init) = recorded_init(pod, dir)? {
         init.kill(pod, dir)?;
     }
     let pin = pod_pid_pin(dir);
-    loop {
-        match umount2(pin.as_path(), MntFlags::MNT_DETACH) {
-            Ok(()) => {}
-            Err(Errno::EINVAL | Errno::ENOENT) => break,
-            Err(e) => return Err(Error::io(pod, "unmount", &pin, e.into())),
-        }
+    for path in [&pin, &exe_pin(dir)] {
+        unmount_all(pod, path)?;
     }
-    for path in [pin, pid_file(dir)] {
+    remove_cgroup(pod, dir)?;
+    for path in [pin, exe_pin(dir), pid_file(dir)] {
         match std::fs::remove_file(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(Error::io(pod, "remove", &path, e));
@@ -151,33 +200,168 @@ pub fn pod_init_pid(pod: &str, dir: &Path) -> Result<Option<i32>> {
     Ok(recorded_init(pod, dir)?.map(|init| init.who.pid))
 }
 
-/// Runs the program and checks what it said.
-fn start(pod: &str, dir: &Path, program: &PodInitProgram) -> Result<()> {
-    let pin = pod_pid_pin(dir);
-    // The pin's file first: the mount needs it, and a crash leaves it for unpin to remove.
+/// Every mount stacked at `path` detached; nothing mounted there is fine.
+fn unmount_all(pod: &str, path: &Path) -> Result<()> {
+    loop {
+        match umount2(path, MntFlags::MNT_DETACH) {
+            Ok(()) => {}
+            Err(Errno::EINVAL | Errno::ENOENT) => return Ok(()),
+            Err(e) => return Err(Error::io(pod, "unmount", path, e.into())),
+        }
+    }
+}
+
+/// An empty file at `path`, for a bind mount; a crash leaves it for unpin to remove.
+fn create_pin(pod: &str, path: &Path) -> Result<()> {
     OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(false)
         .mode(0o000)
-        .open(&pin)
-        .map_err(|e| Error::io(pod, "create pin", &pin, e))?;
+        .open(path)
+        .map(drop)
+        .map_err(|e| Error::io(pod, "create pin", path, e))
+}
+
+/// The init's cgroup leaf: its directories resolved from the mount table, recorded in
+/// `<dir>/pid.cgroup` (so an unpin after a crash finds them), then made.
+fn make_cgroup(pod: &str, dir: &Path, confinement: &PodInitConfinement) -> Result<Vec<PathBuf>> {
+    let (parent, name) = (&confinement.cgroup_parent, &confinement.cgroup_name);
+    let mountinfo = Path::new("/proc/self/mountinfo");
+    let table = std::fs::read_to_string(mountinfo)
+        .map_err(|e| Error::io(pod, "read the mount table", mountinfo, e))?;
+    let dirs = crate::cgroup::cgroupfs_dirs(&table, parent, name).ok_or_else(|| {
+        Error::config(
+            pod,
+            format!(
+                "the pod init's cgroup {}/{name} is not a plain absolute cgroup path",
+                parent.display()
+            ),
+        )
+    })?;
+    if dirs.is_empty() {
+        return Err(Error::config(
+            pod,
+            format!(
+                "no cgroup file system is mounted for the pod init's cgroup {}/{name}",
+                parent.display()
+            ),
+        ));
+    }
+    let record = cgroup_file(dir);
+    let bytes = serde_json::to_vec(&dirs).map_err(|e| Error::Corrupt {
+        container: pod.to_owned(),
+        path: record.clone(),
+        reason: e.to_string(),
+    })?;
+    safe_file::write_atomic(&record, &bytes, 0o600, safe_file::Durability::Unsynced)
+        .map_err(|e| Error::file(pod, e))?;
+    for leaf in &dirs {
+        crate::cgroup::make_dir(leaf).map_err(|e| Error::io(pod, "make the cgroup", leaf, e))?;
+    }
+    Ok(dirs)
+}
+
+/// Removes the cgroup leaf `<dir>/pid.cgroup` names (its init is gone), then the record.
+fn remove_cgroup(pod: &str, dir: &Path) -> Result<()> {
+    let record = cgroup_file(dir);
+    let dirs: Vec<PathBuf> = match safe_file::read_regular(&record, MAX_RECORD, Symlinks::Refuse) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+            container: pod.to_owned(),
+            path: record.clone(),
+            reason: e.to_string(),
+        })?,
+        Err(e) if e.is_not_found() => return Ok(()),
+        Err(e) => return Err(Error::file(pod, e)),
+    };
+    let deadline = Instant::now() + START_TIMEOUT;
+    for leaf in &dirs {
+        crate::cgroup::remove_dir(leaf, deadline)
+            .map_err(|e| Error::io(pod, "remove the pod init's cgroup", leaf, e))?;
+    }
+    match std::fs::remove_file(&record) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(Error::io(pod, "remove", &record, e))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The program bind-mounted read-only at `<dir>/pid.exe`: what the init runs from, so
+/// `/proc/<init>/exe` opened for writing fails (EROFS) whatever the kernel does about running
+/// executables.
+fn bind_exe(pod: &str, dir: &Path, program: &Path) -> Result<PathBuf> {
+    let exe = exe_pin(dir);
+    create_pin(pod, &exe)?;
+    mount(
+        Some(program),
+        exe.as_path(),
+        None::<&str>,
+        MsFlags::MS_BIND,
+        None::<&str>,
+    )
+    .map_err(|e| Error::io(pod, "bind the pod init's program at", &exe, e.into()))?;
+    mount(
+        None::<&str>,
+        exe.as_path(),
+        None::<&str>,
+        MsFlags::MS_REMOUNT
+            | MsFlags::MS_BIND
+            | MsFlags::MS_RDONLY
+            | MsFlags::MS_NOSUID
+            | MsFlags::MS_NODEV,
+        None::<&str>,
+    )
+    .map_err(|e| Error::io(pod, "make read-only", &exe, e.into()))?;
+    Ok(exe)
+}
+
+/// Runs the program and checks what it said.
+fn start(
+    pod: &str,
+    dir: &Path,
+    program: &PodInitProgram,
+    confinement: &PodInitConfinement,
+) -> Result<()> {
+    // The pin's file first: the mount needs it, and a crash leaves it for unpin to remove.
+    create_pin(pod, &pod_pid_pin(dir))?;
+    let plan = Plan {
+        network: confinement.network.clone(),
+        ipc: confinement.ipc.clone(),
+        uts: confinement.uts.clone(),
+        cgroups: make_cgroup(pod, dir, confinement)?,
+    };
+    let exe = bind_exe(pod, dir, &program.path)?;
+    let ran = run(pod, dir, program, &exe, &plan);
+    // The init holds its executable's mount; the node's mount table need not.
+    unmount_all(pod, &exe)?;
+    ran
+}
+
+/// Runs the program from `exe`, the plan on its stdin.
+fn run(pod: &str, dir: &Path, program: &PodInitProgram, exe: &Path, plan: &Plan) -> Result<()> {
     let spawn_error = |source| Error::Spawn {
         container: pod.to_owned(),
         program: program.path.clone(),
         source,
     };
-    let mut child = Command::new(&program.path)
+    let mut child = Command::new(exe)
+        .arg0(&program.path)
         .args(&program.args)
         .arg(pod)
         .arg(pid_file(dir))
         .env_clear()
         .current_dir("/")
-        .stdin(Stdio::null())
+        .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(spawn_error)?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A few hundred bytes: the pipe takes them whether or not the program reads. A program
+        // that died says why on stderr.
+        let _ = serde_json::to_writer(&mut stdin, plan);
+    }
     let deadline = Instant::now() + START_TIMEOUT;
     let status = loop {
         if let Some(status) = child.try_wait().map_err(spawn_error)? {
@@ -321,13 +505,7 @@ impl Init {
 /// Bind-mounts the init's namespace (through the descriptor opened while the pidfd showed it
 /// alive, so never another process's) onto `pin`.
 fn bind(pod: &str, init: &Init, pin: &Path) -> Result<()> {
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o000)
-        .open(pin)
-        .map_err(|e| Error::io(pod, "create pin", pin, e))?;
+    create_pin(pod, pin)?;
     let source = format!("/proc/self/fd/{}", init.ns.as_raw_fd());
     mount(
         Some(source.as_str()),

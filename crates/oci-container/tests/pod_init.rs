@@ -1,5 +1,6 @@
-//! The pod init end to end: a PID namespace pinned, its orphans reaped, its init found and killed
-//! by identity, pinned or not.
+//! The pod init end to end: a PID namespace pinned, its init confined (the pod's namespaces and
+//! cgroup, an empty root, no privileges), its orphans reaped, its init found and killed by
+//! identity, pinned or not.
 //!
 //! `harness = false`: this binary is also the init program (run again as `<self> pod-init <pod>
 //! <pid file>`), which forks and so must start with one thread, as libtest's would not. It speaks
@@ -12,9 +13,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use oci_container::{PodInitProgram, pin_pod_pid, pod_init_pid, pod_pid_pin, unpin_pod_pid};
+use oci_container::{
+    PodInitConfinement, PodInitProgram, pin_pod, pin_pod_pid, pod_init_pid, pod_pid_pin,
+    unpin_pod_pid,
+};
+use test_support::netns::NetNs;
 
-const NAME: &str = "pod_init_pins_reaps_and_dies_by_identity";
+const NAME: &str = "pod_init_is_confined_pins_reaps_and_dies_by_identity";
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -29,7 +34,7 @@ fn main() {
         println!("\ntest result: ok. 0 passed; 0 failed; 1 ignored; 0 measured\n");
         return;
     }
-    pod_init_pins_reaps_and_dies_by_identity();
+    pod_init_is_confined_pins_reaps_and_dies_by_identity();
     println!("test {NAME} ... ok");
     println!("\ntest result: ok. 1 passed; 0 failed; 0 ignored; 0 measured\n");
 }
@@ -60,7 +65,7 @@ fn wanted(args: &[String]) -> bool {
     ignored && (filters.is_empty() || filters.iter().any(matches)) && !skips.iter().any(matches)
 }
 
-fn pod_init_pins_reaps_and_dies_by_identity() {
+fn pod_init_is_confined_pins_reaps_and_dies_by_identity() {
     let dir = test_support::temp_dir("pod-init");
     let pods = dir.path();
     let _guard = Guard(pods.to_owned());
@@ -69,8 +74,19 @@ fn pod_init_pins_reaps_and_dies_by_identity() {
         args: vec!["pod-init".into()],
     };
     let pod_dir = pods.join("p1");
+    let netns = NetNs::new("podinit");
+    let p1 = confinement(&pod_dir, "p1", Some(&netns));
 
-    let pin = pin_pod_pid("p1", &pod_dir, &program).expect("pin the pod's PID namespace");
+    // A descriptor of the node's root the caller let through (no close-on-exec), as in
+    // CVE-2024-21626: the init must not keep it, or /proc/1/fd/N would lead to the node.
+    let leaked = std::fs::File::open("/").expect("open /");
+    nix::fcntl::fcntl(
+        &leaked,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+    )
+    .expect("clear close-on-exec");
+    let pin = pin_pod_pid("p1", &pod_dir, &program, &p1).expect("pin the pod's PID namespace");
+    drop(leaked);
     assert_eq!(pin, pod_pid_pin(&pod_dir));
     let init = pod_init_pid("p1", &pod_dir)
         .expect("pid file")
@@ -92,8 +108,9 @@ fn pod_init_pins_reaps_and_dies_by_identity() {
         std::process::id().to_string(),
         "the init is not its caller's child"
     );
+    let leaf = assert_confined(init, &p1);
     assert_eq!(
-        pin_pod_pid("p1", &pod_dir, &program).expect("again"),
+        pin_pod_pid("p1", &pod_dir, &program, &p1).expect("again"),
         pin,
         "a second call keeps the init"
     );
@@ -120,7 +137,7 @@ fn pod_init_pins_reaps_and_dies_by_identity() {
     // the pid file still finds the init, which is pinned again, not replaced.
     nix::mount::umount2(&pin, nix::mount::MntFlags::MNT_DETACH).expect("unmount the pin");
     std::fs::remove_file(&pin).expect("remove the pin");
-    pin_pod_pid("p1", &pod_dir, &program).expect("pin again");
+    pin_pod_pid("p1", &pod_dir, &program, &p1).expect("pin again");
     assert_eq!(pod_init_pid("p1", &pod_dir).expect("pid file"), Some(init));
     assert_eq!(ns_id(&format!("/proc/{init}/ns/pid")), ns_id_of(&pin));
 
@@ -149,16 +166,151 @@ fn pod_init_pins_reaps_and_dies_by_identity() {
         children(init).is_empty() && !pin.exists() && !pod_dir.join("pid.init").exists(),
         "nothing of the init is left"
     );
+    for dir in &leaf {
+        assert!(
+            !dir.exists(),
+            "the init's cgroup {} is removed",
+            dir.display()
+        );
+    }
     unpin_pod_pid("p1", &pod_dir).expect("twice is fine");
+    oci_container::unpin_pod("p1", &pod_dir).expect("unpin p1's IPC and UTS namespaces");
 
     another_pods_init_is_not_p1s(pods, &program, &pod_dir, init);
     a_failing_program_is_named_and_leaves_nothing(pods);
+    an_init_that_cannot_be_confined_does_not_run(pods, &program);
+}
+
+/// What a test pod's init joins: `netns`, the pod's IPC and UTS pins (made here), and the leaf
+/// `crio-<pod>` under a cgroup parent of this test's own.
+fn confinement(pod_dir: &Path, pod: &str, netns: Option<&NetNs>) -> PodInitConfinement {
+    let pins = pin_pod(pod, pod_dir, pod).expect("pin the pod's IPC and UTS namespaces");
+    PodInitConfinement {
+        network: netns.map(NetNs::path),
+        ipc: pins.ipc,
+        uts: pins.uts,
+        cgroup_parent: cgroup_parent(),
+        cgroup_name: format!("crio-{pod}"),
+    }
+}
+
+fn cgroup_parent() -> PathBuf {
+    PathBuf::from(format!("/oci-container-pod-init-{}", std::process::id()))
+}
+
+/// Checks from the host what a container sharing the init's PID namespace could reach through
+/// `/proc/1`; returns the init's cgroup directories.
+fn assert_confined(init: i32, confinement: &PodInitConfinement) -> Vec<PathBuf> {
+    let proc = PathBuf::from(format!("/proc/{init}"));
+    let status = std::fs::read_to_string(proc.join("status")).expect("status");
+    for (name, want) in [
+        ("Uid:", "65534\t65534\t65534\t65534"),
+        ("Gid:", "65534\t65534\t65534\t65534"),
+        ("Groups:", ""),
+        ("CapInh:", "0000000000000000"),
+        ("CapPrm:", "0000000000000000"),
+        ("CapEff:", "0000000000000000"),
+        ("CapBnd:", "0000000000000000"),
+        ("CapAmb:", "0000000000000000"),
+        ("NoNewPrivs:", "1"),
+        // 2: a seccomp filter
+        ("Seccomp:", "2"),
+    ] {
+        assert_eq!(field(&status, name), want, "{name} of the init: {status}");
+    }
+    assert_eq!(field(&status, "Name:"), "pod-init", "what ps shows");
+    let fds: Vec<_> = std::fs::read_dir(proc.join("fd"))
+        .expect("the init's descriptors")
+        .collect();
+    assert!(fds.is_empty(), "no descriptor is left open: {fds:?}");
+    // /proc/<pid> of a process that is not dumpable belongs to root, not to its uid.
+    let owner = std::fs::metadata(proc.join("status"))
+        .expect("status")
+        .uid();
+    assert_eq!(owner, 0, "the init is not dumpable");
+    let root: Vec<_> = std::fs::read_dir(proc.join("root"))
+        .expect("the init's root")
+        .collect();
+    assert!(
+        root.is_empty() && !proc.join("root/etc").exists(),
+        "the init's root is an empty one of its own: {root:?}"
+    );
+    let mounts = std::fs::read_to_string(proc.join("mountinfo")).expect("mountinfo");
+    assert_eq!(mounts.lines().count(), 1, "one mount, its root: {mounts}");
+    assert!(
+        mounts.contains(" / ro,nosuid,nodev,noexec") && mounts.contains(" - tmpfs "),
+        "a read-only tmpfs: {mounts}"
+    );
+    for (kind, pin) in [
+        ("net", confinement.network.clone().expect("a network")),
+        ("ipc", confinement.ipc.clone()),
+        ("uts", confinement.uts.clone()),
+    ] {
+        assert_eq!(
+            ns_id_of(&proc.join("ns").join(kind)),
+            ns_id_of(&pin),
+            "the init is in the pod's {kind} namespace"
+        );
+    }
+    let leaf = confinement.cgroup_parent.join(&confinement.cgroup_name);
+    let cgroups = std::fs::read_to_string(proc.join("cgroup")).expect("cgroup");
+    for line in cgroups.lines() {
+        assert!(
+            line.ends_with(&format!(":{}", leaf.display())),
+            "the init is in its leaf {} in every hierarchy: {cgroups}",
+            leaf.display()
+        );
+    }
+    let dirs = cgroup_dirs(&leaf);
+    assert!(!dirs.is_empty());
+    for dir in &dirs {
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs")).expect("cgroup.procs");
+        assert_eq!(procs.trim(), init.to_string(), "{}", dir.display());
+    }
+    // No write through /proc/<pid>/exe: this kernel refuses to open a running executable for
+    // writing (ETXTBSY), and the executable is on a read-only mount (EROFS) for kernels that
+    // do not.
+    let write = std::fs::OpenOptions::new()
+        .write(true)
+        .open(proc.join("exe"))
+        .expect_err("the init's executable opened for writing");
+    assert!(
+        [Some(libc::ETXTBSY), Some(libc::EROFS)].contains(&write.raw_os_error()),
+        "{write}"
+    );
+    let exe_mount = nix::sys::statvfs::statvfs(&proc.join("exe")).expect("statvfs of the exe");
+    assert!(
+        exe_mount
+            .flags()
+            .contains(nix::sys::statvfs::FsFlags::ST_RDONLY),
+        "the init runs from a read-only mount: {exe_mount:?}"
+    );
+    dirs
+}
+
+fn an_init_that_cannot_be_confined_does_not_run(pods: &Path, program: &PodInitProgram) {
+    let dir = pods.join("p4");
+    let mut p4 = confinement(&dir, "p4", None);
+    p4.network = Some(pods.join("no-such-netns"));
+    let err = pin_pod_pid("p4", &dir, program, &p4).expect_err("a network that is not there");
+    assert!(
+        err.to_string()
+            .contains("could not be confined: cannot join the pod's network namespace")
+            && err.to_string().contains("no-such-netns"),
+        "the step is named: {err}"
+    );
+    assert!(!dir.join("pid.init").exists() && !dir.join("pid.cgroup").exists());
+    for leaf in cgroup_dirs(&cgroup_parent().join("crio-p4")) {
+        assert!(!leaf.exists(), "{} is removed", leaf.display());
+    }
+    oci_container::unpin_pod("p4", &dir).expect("unpin p4");
 }
 
 fn another_pods_init_is_not_p1s(pods: &Path, program: &PodInitProgram, pod_dir: &Path, init: i32) {
     // A second pod's init; unpin_pod ends it too, and its mount.
     let other = pods.join("p2");
-    pin_pod_pid("p2", &other, program).expect("pin p2");
+    let p2 = confinement(&other, "p2", None);
+    pin_pod_pid("p2", &other, program, &p2).expect("pin p2");
     let init2 = pod_init_pid("p2", &other).expect("pid file").expect("init");
     assert_ne!(init2, init);
     // p1's name on p2's init: the command line names another pod, so it is not p1's.
@@ -180,7 +332,15 @@ fn a_failing_program_is_named_and_leaves_nothing(pods: &Path) {
         path: PathBuf::from("/bin/false"),
         args: Vec::new(),
     };
-    let err = pin_pod_pid("p3", &pods.join("p3"), &bad).expect_err("/bin/false starts no init");
+    let p3 = PodInitConfinement {
+        network: None,
+        ipc: pods.join("p3/ipc"),
+        uts: pods.join("p3/uts"),
+        cgroup_parent: cgroup_parent(),
+        cgroup_name: "crio-p3".to_owned(),
+    };
+    let err =
+        pin_pod_pid("p3", &pods.join("p3"), &bad, &p3).expect_err("/bin/false starts no init");
     assert!(err.to_string().contains("/bin/false"), "{err}");
     assert_eq!(
         test_support::fs::file_names(&pods.join("p3")),
@@ -193,10 +353,23 @@ struct Guard(PathBuf);
 
 impl Drop for Guard {
     fn drop(&mut self) {
-        for pod in ["p1", "p2", "p3"] {
+        for pod in ["p1", "p2", "p3", "p4"] {
             let _ = oci_container::unpin_pod(pod, &self.0.join(pod));
         }
+        for parent in cgroup_dirs(&cgroup_parent()) {
+            let _ = std::fs::remove_dir(parent);
+        }
     }
+}
+
+/// The directories of the cgroup `path` (absolute) in each cgroup hierarchy mounted here.
+fn cgroup_dirs(path: &Path) -> Vec<PathBuf> {
+    let below = path.strip_prefix("/").expect("an absolute cgroup path");
+    test_support::fs::mounts()
+        .into_iter()
+        .filter(|m| m.line.contains(" - cgroup"))
+        .map(|m| Path::new(&m.point).join(below))
+        .collect()
 }
 
 fn ns_id(path: &str) -> (u64, u64) {

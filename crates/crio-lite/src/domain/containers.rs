@@ -548,10 +548,28 @@ impl Containers {
         })?;
         let (pod, hostname) = (sandbox.id.clone(), pod_hostname(sandbox));
         let program = sandbox.shares_pid().then(|| self.pod_init.clone());
+        // The init's cgroup is named as CRI-O names the infra container's, beside the pod's
+        // containers.
+        let cgroup_parent = PathBuf::from(cgroup_parent(self.cgroups, sandbox)?);
+        let (network, cgroup_name) = (sandbox.netns_path.clone(), format!("crio-{pod}"));
         let (pins, pid) = blocking(move || -> oci_container::Result<_> {
             let pins = oci_container::pin_pod(&pod, &dir, &hostname)?;
             let pid = match program {
-                Some(program) => Some(oci_container::pin_pod_pid(&pod, &dir, &program)?),
+                Some(program) => {
+                    let confinement = oci_container::PodInitConfinement {
+                        network,
+                        ipc: pins.ipc.clone(),
+                        uts: pins.uts.clone(),
+                        cgroup_parent,
+                        cgroup_name,
+                    };
+                    Some(oci_container::pin_pod_pid(
+                        &pod,
+                        &dir,
+                        &program,
+                        &confinement,
+                    )?)
+                }
                 None => None,
             };
             Ok((pins, pid))
@@ -587,15 +605,7 @@ impl Containers {
                 });
             }
         }
-        // Checked at RunPodSandbox; checked again for records of pods made before that.
-        cgroups
-            .check_parent(&sandbox.cgroup_parent)
-            .map_err(|why| SandboxError::invalid("sandbox cgroup_parent", why))?;
-        let cgroup_parent = if sandbox.cgroup_parent.is_empty() {
-            DEFAULT_CGROUP_PARENT
-        } else {
-            sandbox.cgroup_parent.as_str()
-        };
+        let cgroup_parent = cgroup_parent(cgroups, sandbox)?;
         let mut annotations = request.annotations.clone();
         annotations.insert(
             "io.kubernetes.cri-o.SandboxID".to_owned(),
@@ -1560,6 +1570,23 @@ fn check_privileged(sandbox: &Sandbox, request: &ContainerRequest) -> SandboxRes
         ));
     }
     Ok(())
+}
+
+/// The cgroup parent of the sandbox's containers (and of its init): its `cgroup_parent`, or
+/// `/crio-lite`. Checked at RunPodSandbox; checked again here for records of pods made before
+/// that check.
+fn cgroup_parent(
+    cgroups: oci_container::CgroupManager,
+    sandbox: &Sandbox,
+) -> SandboxResult<String> {
+    cgroups
+        .check_parent(&sandbox.cgroup_parent)
+        .map_err(|why| SandboxError::invalid("sandbox cgroup_parent", why))?;
+    Ok(if sandbox.cgroup_parent.is_empty() {
+        DEFAULT_CGROUP_PARENT.to_owned()
+    } else {
+        sandbox.cgroup_parent.clone()
+    })
 }
 
 /// The daemon's own executable, resolved once (an upgrade that replaces the file later does not

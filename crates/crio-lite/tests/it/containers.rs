@@ -16,7 +16,7 @@ use tonic::transport::Channel;
 use crate::e2e_support::{self, Node};
 use crate::support;
 
-type Client = RuntimeServiceClient<Channel>;
+pub(crate) type Client = RuntimeServiceClient<Channel>;
 
 /// A node set up for containers, the registry it pulls from, busybox pulled as `image`, and a
 /// ready pod `pod` whose sandbox is `sandbox`.
@@ -29,7 +29,7 @@ pub(crate) struct Setup {
     pub(crate) pod: &'static str,
 }
 
-async fn setup(tag: &str, pod_name: &'static str) -> Setup {
+pub(crate) async fn setup(tag: &str, pod_name: &'static str) -> Setup {
     setup_with(tag, pod_name, Vec::new(), |_| {}).await
 }
 
@@ -129,7 +129,7 @@ pub(crate) fn pod(node: &Node, name: &str) -> cri::RunPodSandboxRequest {
     request
 }
 
-fn cgroup_parent(node: &Node, name: &str) -> String {
+pub(crate) fn cgroup_parent(node: &Node, name: &str) -> String {
     format!("/crio-lite-e2e-{}-{name}", node.name())
 }
 
@@ -644,7 +644,7 @@ async fn pid1(client: &mut Client, id: &str) -> String {
 
 /// A pod's init, as the daemon recorded it (oci-container's process identity: pid and start
 /// time), found to run.
-fn pod_init(node: &Node, sandbox: &str) -> oci_container::ProcessIdentity {
+pub(crate) fn pod_init(node: &Node, sandbox: &str) -> oci_container::ProcessIdentity {
     let file = node.run_dir().join(format!("pods/{sandbox}/pid.init"));
     let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
     let init: oci_container::ProcessIdentity =

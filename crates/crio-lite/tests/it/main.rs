@@ -16,6 +16,7 @@ mod images;
 mod lifecycle;
 mod logs;
 mod notify;
+mod pod_init_escape;
 mod privileged;
 mod raw_client;
 mod recovery;
