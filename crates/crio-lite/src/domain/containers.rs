@@ -664,7 +664,7 @@ impl Containers {
             },
             resources: oci_resources(&request.limits),
             devices: request.devices.clone(),
-            cgroups_path: Some(cgroups.cgroups_path(cgroup_parent, "crio-lite", &container.id)),
+            cgroups_path: Some(cgroups.cgroups_path(&cgroup_parent, "crio-lite", &container.id)),
             annotations,
             seccomp: seccomp.of(request.seccomp.as_ref()),
         })
