@@ -910,6 +910,14 @@ async fn bad_requests_and_an_oom_kill_are_reported_and_the_daemon_keeps_serving(
             .contains("config.mounts[0].container_path"),
         "{refused}"
     );
+    // A log path that climbs out of the pod's log directory (CRI-O's CVE-2025-0750 was one).
+    let mut climbing_log = container_config(&image, "log", "true");
+    climbing_log.log_path = "../../../etc/cron.d/x".to_owned();
+    let refused = create(client, &sandbox, climbing_log)
+        .await
+        .expect_err("a log path outside the pod's log directory");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused}");
+    assert!(refused.message().contains("config.log_path"), "{refused}");
     let mut not_a_device = container_config(&image, "dev", "true");
     not_a_device.devices = vec![cri::Device {
         container_path: "/dev/x".to_owned(),
