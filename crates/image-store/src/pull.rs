@@ -25,6 +25,8 @@ use crate::registries::PullSource;
 use crate::store::{Inner, Store};
 use crate::trust::{Checks, PullOptions};
 use crate::usage::usage;
+use crate::watchdog::Watchdog;
+use crate::pins::Pins;
 
 pub(crate) const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
@@ -185,6 +187,9 @@ impl Store {
                 started.elapsed(),
             );
         }
+        if let Err(e) = &result {
+            log_failure(&named, e);
+        }
         result
     }
 
@@ -276,7 +281,7 @@ impl Store {
                             .await;
                     log_summary(&reference, &tracker, &result);
                     if result.is_err() {
-                        inner.collect_if_idle();
+                        inner.collect_after_failure();
                     }
                     inner
                         .inflight
@@ -354,6 +359,21 @@ async fn pull_from_sources(
     })
 }
 
+/// The most of an error's message a log line carries: it may quote what a registry sent.
+pub(crate) const LOGGED_ERROR_MAX: usize = 1024;
+
+/// A failed pull, once per caller (a refusal, a pull joined, a pull of its own): a warning when
+/// the registry, the image or the node's rules refused, an error when the node is at fault
+/// (its disk, its files); the message capped.
+fn log_failure(image: &str, e: &Error) {
+    let error = e.capped(LOGGED_ERROR_MAX);
+    if e.is_node_fault() {
+        tracing::error!(image, error, "pull failed");
+    } else {
+        tracing::warn!(image, error, "pull failed");
+    }
+}
+
 /// The pull's summary line: what it downloaded, how fast, what it reused.
 fn log_summary(reference: &Reference, tracker: &Tracker, result: &Result<Image>) {
     let summary = tracker.summary();
@@ -368,13 +388,14 @@ fn log_summary(reference: &Reference, tracker: &Tracker, result: &Result<Image>)
             seconds = summary.seconds,
             "pulled image"
         ),
+        // Why is said at warn or error by each caller (`log_failure`); this is the statistics.
         Err(e) => tracing::info!(
             image = %reference,
             bytes = summary.downloaded,
             mb_per_s = summary.mb_per_s,
             seconds = summary.seconds,
-            error = %e,
-            "pull failed"
+            node_fault = e.is_node_fault(),
+            "pull stopped"
         ),
     }
 }
@@ -424,6 +445,10 @@ pub(crate) struct Puller {
     pub(crate) image: String,
     checks: Option<Checks>,
     tracker: Arc<Tracker>,
+    /// The progress timeout, for this source.
+    watchdog: Watchdog,
+    /// What this pull stored and has not indexed yet: never collected meanwhile.
+    pins: Pins,
 }
 
 impl Puller {
@@ -449,11 +474,15 @@ impl Puller {
             auth: auth.to_client(),
             checks,
             tracker,
+            watchdog: Watchdog::start(
+                inner.config.progress_timeout,
+                inner.config.min_pull_rate,
+            ),
+            pins: Pins::new(inner),
         }
     }
 
     async fn run(self) -> Result<Image> {
-        let _gc = self.inner.gc.read().await;
         let (top, top_digest) = self
             .fetch_document(&self.target, self.reference.digest())
             .await?;
@@ -479,6 +508,7 @@ impl Puller {
         if config_size > DOCUMENT_MAX {
             return Err(self.malformed(&what, format!("config of {config_size} bytes")));
         }
+        self.pins.blob(&config_digest);
         if !self.inner.blobs.has(&config_digest) {
             let writer = self
                 .download(&config_digest, config_size, None, None)
@@ -518,11 +548,13 @@ impl Puller {
             self.blocking(move || crate::layers::sync(&inner)).await?;
         }
 
+        self.pins.blob(&manifest_digest);
         self.inner
             .blobs
             .put(&self.image, &manifest_digest, &manifest_bytes)?;
         let index_digest = match index {
             Some((bytes, digest)) => {
+                self.pins.blob(&digest);
                 self.inner.blobs.put(&self.image, &digest, &bytes)?;
                 Some(digest)
             }
@@ -729,6 +761,8 @@ impl Puller {
         if cancel.load(Ordering::Relaxed) {
             return Err(self.cancelled(&layer.digest));
         }
+        self.pins.blob(&layer.digest);
+        self.pins.layer(&layer.chain_id);
         let dir = self.inner.layer_dir(&layer.chain_id);
         let stored = self.inner.blobs.has(&layer.digest);
         if !stored {
@@ -866,6 +900,7 @@ impl Puller {
             match self.timed(&op, stream.next()).await? {
                 None => break,
                 Some(Ok(chunk)) => {
+                    self.received(chunk.len());
                     writer.write(&chunk)?;
                     if cancel.is_some() {
                         self.tracker.bytes(digest, chunk.len() as u64);
@@ -906,15 +941,30 @@ impl Puller {
         Ok(writer)
     }
 
+    /// Runs a request to the registry under the request timeout and the progress timeout.
     pub(crate) async fn timed<T>(&self, op: &str, fut: impl Future<Output = T>) -> Result<T> {
         let after = self.inner.config.request_timeout;
-        tokio::time::timeout(after, fut)
-            .await
-            .map_err(|_| Error::Timeout {
+        match self.watchdog.guard(tokio::time::timeout(after, fut)).await {
+            Ok(Ok(out)) => Ok(out),
+            Ok(Err(_)) => Err(Error::Timeout {
                 image: self.image.clone(),
                 op: op.to_owned(),
                 after,
-            })
+            }),
+            Err(stalled) => Err(Error::NoProgress {
+                image: self.image.clone(),
+                registry: self.target.resolve_registry().to_owned(),
+                op: op.to_owned(),
+                window: stalled.window,
+                received: stalled.received,
+                wanted: stalled.wanted,
+            }),
+        }
+    }
+
+    /// Counts bytes received from the registry, for the progress timeout.
+    pub(crate) fn received(&self, bytes: usize) {
+        self.watchdog.received(bytes);
     }
 
     fn interrupted(&self, e: impl fmt::Display) -> Error {

@@ -10,6 +10,7 @@ mod progress;
 mod props;
 mod pull;
 mod redirect;
+mod slow;
 mod registries;
 mod rootfs;
 mod stall;

@@ -146,8 +146,11 @@ async fn both_drivers_show_the_merged_layers_and_write_beside_them() {
         return;
     }
     let registry = Registry::start();
-    registry.push_image("app", Some("v1"), &layered_image(), Upload::Monolithic);
+    let built = layered_image();
+    registry.push_image("app", Some("v1"), &built, Upload::Monolithic);
+    registry.push_image("app", Some("also"), &built, Upload::Monolithic);
     let reference = support::reference(registry.host(), "app", "v1");
+    let other_tag = support::reference(registry.host(), "app", "also");
     for driver in [StorageDriver::Overlay, StorageDriver::Vfs] {
         let dir = test_support::temp_dir("img-rootfs");
         let _unmount = Unmount(dir.path().to_owned());
@@ -216,7 +219,14 @@ async fn both_drivers_show_the_merged_layers_and_write_beside_them() {
             "{driver}: images only"
         );
 
-        // The image stays while the container uses it.
+        // A name of it goes while another stays (CRI-O's rmi of one tag)...
+        store.pull(&other_tag, &Auth::Anonymous).await.unwrap();
+        let removed = store.remove(&other_tag).await.unwrap();
+        assert!(!removed.image_gone(), "{driver}: {removed:?}");
+        assert_eq!(store.get(&reference).unwrap().names, [reference.clone()]);
+        // ... but the image, by its last name or its id, stays while the container uses it.
+        let by_id = store.remove(&image.id).await.unwrap_err();
+        assert!(matches!(by_id, Error::ImageInUse { .. }), "{by_id}");
         let err = store.remove(&reference).await.unwrap_err();
         assert!(
             matches!(&err, Error::ImageInUse { image: i, containers } if *i == image.id && containers == &[ID]),
