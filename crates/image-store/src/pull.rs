@@ -18,6 +18,7 @@ use crate::blobs::{BlobWriter, DOCUMENT_MAX};
 use crate::digest::Digest;
 use crate::error::{Attempt, Error, LayerProblem, Result};
 use crate::index::{Image, IndexFile, Layer};
+use crate::pins::Pins;
 use crate::platform::Platform;
 use crate::progress::Tracker;
 use crate::reference::Reference;
@@ -26,7 +27,6 @@ use crate::store::{Inner, Store};
 use crate::trust::{Checks, PullOptions};
 use crate::usage::usage;
 use crate::watchdog::Watchdog;
-use crate::pins::Pins;
 
 pub(crate) const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
@@ -474,10 +474,7 @@ impl Puller {
             auth: auth.to_client(),
             checks,
             tracker,
-            watchdog: Watchdog::start(
-                inner.config.progress_timeout,
-                inner.config.min_pull_rate,
-            ),
+            watchdog: Watchdog::start(inner.config.progress_timeout, inner.config.min_pull_rate),
             pins: Pins::new(inner),
         }
     }
@@ -508,14 +505,7 @@ impl Puller {
         if config_size > DOCUMENT_MAX {
             return Err(self.malformed(&what, format!("config of {config_size} bytes")));
         }
-        self.pins.blob(&config_digest);
-        if !self.inner.blobs.has(&config_digest) {
-            let writer = self
-                .download(&config_digest, config_size, None, None)
-                .await?;
-            self.blocking(move || writer.commit()).await?;
-        }
-        let config_bytes = self.inner.blobs.read(&config_digest)?;
+        let config_bytes = self.config_blob(&config_digest, config_size).await?;
         let config_what = format!("config {config_digest}");
         let config = ImageConfiguration::from_reader(&config_bytes[..])
             .map_err(|e| self.malformed(&config_what, e.to_string()))?;
@@ -588,6 +578,16 @@ impl Puller {
                 .map_or(0, |d| d.as_secs()),
         };
         self.commit(image)
+    }
+
+    /// The configuration blob's bytes, downloaded unless stored (and pinned either way).
+    async fn config_blob(&self, digest: &Digest, size: u64) -> Result<Vec<u8>> {
+        self.pins.blob(digest);
+        if !self.inner.blobs.has(digest) {
+            let writer = self.download(digest, size, None, None).await?;
+            self.blocking(move || writer.commit()).await?;
+        }
+        self.inner.blobs.read(digest)
     }
 
     /// When the policy wants signatures, fetches those of the top-level manifest `digest`

@@ -47,7 +47,8 @@ impl Watchdog {
             let counters = Arc::clone(&counters);
             let wanted = wanted(window, min_rate);
             tokio::spawn(async move {
-                let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + window, window);
+                let mut ticks =
+                    tokio::time::interval_at(tokio::time::Instant::now() + window, window);
                 let mut last = 0;
                 let mut was_waiting = false;
                 loop {

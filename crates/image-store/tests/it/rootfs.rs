@@ -133,6 +133,24 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, String> {
     out
 }
 
+/// While a container uses the image: a name of it goes while another stays (CRI-O's rmi of
+/// one tag), but the image, by id, stays.
+async fn untag_in_use(store: &Store, id: &str, registry: &str) {
+    let (reference, other_tag) = (
+        support::reference(registry, "app", "v1"),
+        support::reference(registry, "app", "also"),
+    );
+    store.pull(&other_tag, &Auth::Anonymous).await.unwrap();
+    let removed = store.remove(&other_tag).await.unwrap();
+    assert!(!removed.image_gone(), "{removed:?}");
+    assert_eq!(
+        store.get(&reference).unwrap().names,
+        std::slice::from_ref(&reference)
+    );
+    let by_id = store.remove(id).await.unwrap_err();
+    assert!(matches!(by_id, Error::ImageInUse { .. }), "{by_id}");
+}
+
 fn open(root: &Path, registry: &str, driver: StorageDriver) -> Store {
     let mut config = support::config(root, registry);
     config.storage_driver = Some(driver);
@@ -146,11 +164,10 @@ async fn both_drivers_show_the_merged_layers_and_write_beside_them() {
         return;
     }
     let registry = Registry::start();
-    let built = layered_image();
-    registry.push_image("app", Some("v1"), &built, Upload::Monolithic);
-    registry.push_image("app", Some("also"), &built, Upload::Monolithic);
+    for tag in ["v1", "also"] {
+        registry.push_image("app", Some(tag), &layered_image(), Upload::Monolithic);
+    }
     let reference = support::reference(registry.host(), "app", "v1");
-    let other_tag = support::reference(registry.host(), "app", "also");
     for driver in [StorageDriver::Overlay, StorageDriver::Vfs] {
         let dir = test_support::temp_dir("img-rootfs");
         let _unmount = Unmount(dir.path().to_owned());
@@ -219,14 +236,7 @@ async fn both_drivers_show_the_merged_layers_and_write_beside_them() {
             "{driver}: images only"
         );
 
-        // A name of it goes while another stays (CRI-O's rmi of one tag)...
-        store.pull(&other_tag, &Auth::Anonymous).await.unwrap();
-        let removed = store.remove(&other_tag).await.unwrap();
-        assert!(!removed.image_gone(), "{driver}: {removed:?}");
-        assert_eq!(store.get(&reference).unwrap().names, [reference.clone()]);
-        // ... but the image, by its last name or its id, stays while the container uses it.
-        let by_id = store.remove(&image.id).await.unwrap_err();
-        assert!(matches!(by_id, Error::ImageInUse { .. }), "{by_id}");
+        untag_in_use(&store, &image.id, registry.host()).await;
         let err = store.remove(&reference).await.unwrap_err();
         assert!(
             matches!(&err, Error::ImageInUse { image: i, containers } if *i == image.id && containers == &[ID]),

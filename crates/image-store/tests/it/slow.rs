@@ -76,7 +76,7 @@ async fn a_slow_pull_holds_up_no_removal_listing_or_other_pull() {
         .expect("a pull from a healthy registry waited for the slow pull")
         .unwrap();
     let names: Vec<String> = store.list().into_iter().flat_map(|i| i.names).collect();
-    assert_eq!(names, [other.clone()]);
+    assert_eq!(names, std::slice::from_ref(&other));
     assert!(store.blob_path(&pulled.config_digest).is_file());
     assert!(
         !slow_pull.is_finished(),

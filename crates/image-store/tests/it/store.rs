@@ -243,7 +243,12 @@ async fn removing_a_tag_removes_that_name_and_the_image_goes_with_its_last() {
     assert!(matches!(store.get(&v1), Err(Error::NotFound { .. })));
     assert_eq!(store.get(&v2).unwrap().id, image.id);
     assert!(store.blob_path(&image.config_digest).is_file());
-    assert!(image.layers.iter().all(|l| store.layer_dir(&l.chain_id).is_dir()));
+    assert!(
+        image
+            .layers
+            .iter()
+            .all(|l| store.layer_dir(&l.chain_id).is_dir())
+    );
     // As the index on disk says.
     drop(store);
     let store = support::open(dir.path(), registry.host());
@@ -261,7 +266,10 @@ async fn removing_a_tag_removes_that_name_and_the_image_goes_with_its_last() {
         store.pull(name, &Auth::Anonymous).await.unwrap();
     }
     assert!(!store.remove(&v1).await.unwrap().image_gone());
-    assert!(store.remove(&v2).await.unwrap().image_gone(), "its last name");
+    assert!(
+        store.remove(&v2).await.unwrap().image_gone(),
+        "its last name"
+    );
     assert!(store.list().is_empty());
     for name in [&v1, &v2] {
         store.pull(name, &Auth::Anonymous).await.unwrap();
