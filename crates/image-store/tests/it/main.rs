@@ -6,6 +6,7 @@
 mod crash;
 mod full_disk;
 mod hostile;
+mod logged;
 mod progress;
 mod props;
 mod pull;
