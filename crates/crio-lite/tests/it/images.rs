@@ -424,3 +424,101 @@ async fn pulls_show_in_metrics() {
     }
     daemon.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + docker-registry: cargo xtask test"]
+async fn without_a_policy_file_pulls_are_refused_naming_the_file_to_create() {
+    let registry = Registry::start();
+    let host = registry.host().to_owned();
+    let id = push_busybox(&registry, "team/app", "v1", "0");
+    let reference = format!("{host}/team/app:v1");
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("etc/policy.json");
+    let (daemon, mut client) = start(dir.path(), |c| {
+        c.crio.image.insecure_registries = vec![host.clone()];
+        c.crio.image.signature_policy = policy.clone();
+    })
+    .await;
+    let err = pull(&mut client, &reference, None).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    let message = err.message();
+    for says in [
+        &format!("{} does not exist", policy.display()),
+        "pulls are refused",
+        r#"{"default": [{"type": "insecureAcceptAnything"}]}"#,
+    ] {
+        assert!(message.contains(says), "{says:?} in {message}");
+    }
+    assert!(list(&mut client, None).await.is_empty(), "nothing stored");
+
+    // The file the message names, as it shows it: pulls work, without a restart.
+    std::fs::create_dir_all(policy.parent().unwrap()).unwrap();
+    std::fs::write(&policy, image_store::Policy::ACCEPT_ANYTHING).unwrap();
+    assert_eq!(pull(&mut client, &reference, None).await.unwrap(), id);
+    daemon.shutdown().await.unwrap();
+
+    // Not configured, and neither default there (this node): refused too, naming the first.
+    if crio_lite::domain::DEFAULT_POLICIES
+        .iter()
+        .all(|p| !Path::new(p).exists())
+    {
+        let (daemon, mut client) = start(dir.path(), |c| {
+            c.crio.image.insecure_registries = vec![host.clone()];
+            c.crio.image.signature_policy = std::path::PathBuf::new();
+        })
+        .await;
+        let err = pull(&mut client, &format!("{host}/team/app:v2"), None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+        let default = crio_lite::domain::DEFAULT_POLICIES[0];
+        assert!(err.message().contains(default), "{}", err.message());
+        daemon.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + docker-registry: cargo xtask test"]
+async fn removing_one_tag_keeps_the_image_under_its_others() {
+    let registry = Registry::start();
+    let host = registry.host().to_owned();
+    let id = push_busybox(&registry, "team/app", "v1", "0");
+    assert_eq!(push_busybox(&registry, "team/app", "stable", "0"), id);
+    let (v1, stable) = (
+        format!("{host}/team/app:v1"),
+        format!("{host}/team/app:stable"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, mut client) = start(dir.path(), |c| {
+        c.crio.image.insecure_registries = vec![host.clone()];
+    })
+    .await;
+    for name in [&v1, &stable] {
+        assert_eq!(pull(&mut client, name, None).await.unwrap(), id);
+    }
+    let remove = |image: &str| cri::RemoveImageRequest {
+        image: Some(spec(image)),
+    };
+
+    // crictl rmi of one tag: that name goes, the image stays under the other.
+    client.remove_image(remove(&v1)).await.expect("RemoveImage");
+    let all = list(&mut client, None).await;
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0].id, id);
+    assert_eq!(all[0].repo_tags, std::slice::from_ref(&stable));
+    assert!(status(&mut client, &v1, false).await.image.is_none());
+    assert!(status(&mut client, &stable, false).await.image.is_some());
+
+    // Its last name takes the image; so does its id, whatever names it has.
+    client
+        .remove_image(remove(&stable))
+        .await
+        .expect("RemoveImage");
+    assert!(list(&mut client, None).await.is_empty());
+    for name in [&v1, &stable] {
+        pull(&mut client, name, None).await.unwrap();
+    }
+    client.remove_image(remove(&id)).await.expect("RemoveImage");
+    assert!(list(&mut client, None).await.is_empty());
+    daemon.shutdown().await.unwrap();
+}
