@@ -70,16 +70,18 @@ fn stamp(path: &Path) -> Stamp {
 }
 
 /// The signature policy file pulls use, given `crio.image.signature_policy` (empty: the first
-/// of [`DEFAULT_POLICIES`] that exists); what `check-config` warns of and every pull is refused
-/// with when there is none.
+/// of [`DEFAULT_POLICIES`] that exists), read and checked: what `check-config` warns of, and
+/// every pull is refused with, when there is none or it is not a policy.
 ///
 /// # Errors
 ///
 /// [`image_store::Error::NoPolicy`] naming the file to create: the configured one, else the
-/// first default.
+/// first default; [`image_store::Error::InvalidPolicy`] naming the file and what is wrong.
 pub fn signature_policy_file(configured: &Path) -> image_store::Result<PathBuf> {
     let configured = Some(configured).filter(|p| !p.as_os_str().is_empty());
-    existing_policy(policy_in_force(configured).as_deref().or(configured))
+    let path = existing_policy(policy_in_force(configured).as_deref().or(configured))?;
+    Policy::from_file(&path)?;
+    Ok(path)
 }
 
 /// The policy file in force: the configured one, else the first default that exists.

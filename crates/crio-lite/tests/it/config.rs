@@ -171,6 +171,15 @@ fn check_config_warns_when_the_policy_file_is_missing() {
     );
     assert!(stderr.contains("insecureAcceptAnything"), "{stderr}");
 
+    std::fs::write(&policy, "{").unwrap();
+    let out = check();
+    assert!(stdout(&out).starts_with("configuration ok"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with(&format!("warning: {policy_text}: invalid signature policy")),
+        "{stderr}"
+    );
+
     std::fs::write(&policy, image_store::Policy::ACCEPT_ANYTHING).unwrap();
     let out = check();
     assert!(stdout(&out).starts_with("configuration ok"));
