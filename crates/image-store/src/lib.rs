@@ -111,9 +111,13 @@ mod blobs;
 mod config;
 mod copy;
 mod digest;
+mod documents;
 mod driver;
 mod error;
 mod feed;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod index;
 mod inspect;
 mod layers;

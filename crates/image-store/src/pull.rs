@@ -10,12 +10,12 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::{FutureExt as _, StreamExt as _};
 use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_spec::image::{ImageConfiguration, ImageIndex, ImageManifest};
 use serde_json::Value;
 
 use crate::auth::Auth;
 use crate::blobs::{BlobWriter, DOCUMENT_MAX};
 use crate::digest::Digest;
+use crate::documents::Documents;
 use crate::error::{Attempt, Error, LayerProblem, Result};
 use crate::index::{Image, IndexFile, Layer};
 use crate::pins::Pins;
@@ -35,7 +35,7 @@ const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+
 const ACCEPTED: &[&str] = &[OCI_MANIFEST, OCI_INDEX, DOCKER_MANIFEST, DOCKER_LIST];
 
 /// Layer media types this crate unpacks (compression is told by magic number, not by name).
-const LAYER_TYPES: &[&str] = &[
+pub(crate) const LAYER_TYPES: &[&str] = &[
     "application/vnd.oci.image.layer.v1.tar",
     "application/vnd.oci.image.layer.v1.tar+gzip",
     "application/vnd.oci.image.layer.v1.tar+zstd",
@@ -484,9 +484,10 @@ impl Puller {
             .fetch_document(&self.target, self.reference.digest())
             .await?;
         self.check_signatures(&top_digest).await?;
+        let documents = self.documents();
         let (manifest_bytes, manifest_digest, index) = match kind(&top) {
             Kind::Index => {
-                let chosen = self.choose(&top, &top_digest)?;
+                let chosen = documents.choose(&top, &top_digest, &self.inner.config.platform)?;
                 let target = self.target.clone_with_digest(chosen.to_string());
                 let (bytes, digest) = self.fetch_document(&target, Some(&chosen)).await?;
                 (bytes, digest, Some((top, top_digest)))
@@ -496,36 +497,12 @@ impl Puller {
                 return Err(self.malformed(&format!("manifest {top_digest}"), why));
             }
         };
-        let what = format!("manifest {manifest_digest}");
-        let manifest = ImageManifest::from_reader(&manifest_bytes[..])
-            .map_err(|e| self.malformed(&what, e.to_string()))?;
-
-        let config_digest = self.digest_of(manifest.config().digest().to_string(), &what)?;
-        let config_size = manifest.config().size();
-        if config_size > DOCUMENT_MAX {
-            return Err(self.malformed(&what, format!("config of {config_size} bytes")));
-        }
-        let config_bytes = self.config_blob(&config_digest, config_size).await?;
-        let config_what = format!("config {config_digest}");
-        let config = ImageConfiguration::from_reader(&config_bytes[..])
-            .map_err(|e| self.malformed(&config_what, e.to_string()))?;
-        let diff_ids = config
-            .rootfs()
-            .diff_ids()
-            .iter()
-            .map(|d| self.digest_of(d.clone(), &config_what))
-            .collect::<Result<Vec<_>>>()?;
-        if diff_ids.len() != manifest.layers().len() {
-            return Err(self.malformed(
-                &config_what,
-                format!(
-                    "{} diff ids for {} layers",
-                    diff_ids.len(),
-                    manifest.layers().len()
-                ),
-            ));
-        }
-        let plans = self.plan_layers(&manifest, &diff_ids, &what)?;
+        let manifest = documents.manifest(&manifest_bytes, &manifest_digest)?;
+        let config_bytes = self
+            .config_blob(&manifest.config_digest, manifest.config_size)
+            .await?;
+        let (config, plans) = documents.config(&manifest, &config_bytes)?;
+        let config_digest = manifest.config_digest;
 
         let layers = self.layers(plans).await?;
         // Once for the whole pull (not per layer): what it unpacked reaches the disk before the
@@ -603,35 +580,6 @@ impl Puller {
         Ok(())
     }
 
-    /// Each layer of `manifest` with its chain id, refusing media types that are not layers.
-    fn plan_layers(
-        &self,
-        manifest: &ImageManifest,
-        diff_ids: &[Digest],
-        what: &str,
-    ) -> Result<Vec<Layer>> {
-        let mut chain: Option<Digest> = None;
-        let mut plans = Vec::new();
-        for (desc, diff_id) in manifest.layers().iter().zip(diff_ids) {
-            let chain_id = Digest::chain(chain.as_ref(), diff_id);
-            let digest = self.digest_of(desc.digest().to_string(), what)?;
-            let media_type = desc.media_type().to_string();
-            if !LAYER_TYPES.contains(&media_type.as_str()) {
-                return Err(self.layer_error(&digest, None, LayerProblem::MediaType(media_type)));
-            }
-            plans.push(Layer {
-                digest,
-                media_type,
-                compressed_size: desc.size(),
-                diff_id: diff_id.clone(),
-                chain_id: chain_id.clone(),
-                size: 0,
-            });
-            chain = Some(chain_id);
-        }
-        Ok(plans)
-    }
-
     /// Adds the image to the index and saves it; the in-memory index changes only once saved.
     /// A pull that changes nothing but the time (a warm pull) writes nothing and keeps the
     /// first pull's time.
@@ -683,32 +631,6 @@ impl Puller {
             });
         }
         Ok((bytes, digest))
-    }
-
-    /// The manifest of this node's platform in an index.
-    fn choose(&self, bytes: &[u8], digest: &Digest) -> Result<Digest> {
-        let what = format!("index {digest}");
-        let index =
-            ImageIndex::from_reader(bytes).map_err(|e| self.malformed(&what, e.to_string()))?;
-        let wanted = &self.inner.config.platform;
-        let mut available = Vec::new();
-        for desc in index.manifests() {
-            let Some(p) = desc.platform() else { continue };
-            let (os, arch) = (p.os().to_string(), p.architecture().to_string());
-            if wanted.matches(&os, &arch, p.variant().as_deref()) {
-                let media = desc.media_type().to_string();
-                if media != OCI_MANIFEST && media != DOCKER_MANIFEST {
-                    return Err(self.malformed(&what, format!("entry of media type {media:?}")));
-                }
-                return self.digest_of(desc.digest().to_string(), &what);
-            }
-            available.push(Platform::new(&os, &arch, p.variant().as_deref()).to_string());
-        }
-        Err(Error::NoMatchingPlatform {
-            image: self.image.clone(),
-            wanted: wanted.to_string(),
-            available,
-        })
     }
 
     /// Fetches and unpacks the layers, a bounded number at a time. When one fails the others
@@ -994,8 +916,9 @@ impl Puller {
         }
     }
 
-    fn digest_of(&self, text: String, what: &str) -> Result<Digest> {
-        Digest::parse(&text).map_err(|e| self.malformed(what, e.to_string()))
+    /// The registry's documents parsed as this pull names things.
+    fn documents(&self) -> Documents<'_> {
+        Documents { image: &self.image }
     }
 
     fn layer_error(&self, layer: &Digest, entry: Option<String>, problem: LayerProblem) -> Error {
@@ -1012,7 +935,7 @@ fn is_cancelled(e: Option<&Error>) -> bool {
     e.and_then(Error::layer_problem) == Some(&LayerProblem::Cancelled)
 }
 
-enum Kind {
+pub(crate) enum Kind {
     Index,
     Manifest,
     Unknown(String),
@@ -1020,7 +943,7 @@ enum Kind {
 
 /// Whether a document is an index or a manifest, by its media type or, when it has none, by its
 /// shape.
-fn kind(bytes: &[u8]) -> Kind {
+pub(crate) fn kind(bytes: &[u8]) -> Kind {
     let value: Value = match serde_json::from_slice(bytes) {
         Ok(v) => v,
         Err(e) => return Kind::Unknown(format!("not JSON: {e}")),
