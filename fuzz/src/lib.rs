@@ -13,6 +13,7 @@
 //! | `cni_args`    | a pod's names and extra CNI_ARGS        | refused exactly when `k=v;k=v` cannot carry it |
 //! | `cri_request` | a RunPodSandbox request (protobuf)      | a sandbox it accepts is named and persists  |
 //! | `sysctl`      | a sysctl key and value                  | an accepted key is a path under `net/`      |
+//! | `registry`    | a registry's manifest or index, config  | refused or planned, never a panic; bounded  |
 
 pub mod cache_entry;
 pub mod cni_args;
@@ -20,6 +21,7 @@ pub mod conf;
 pub mod cri_request;
 pub mod result;
 pub mod sysctl;
+pub mod registry;
 
 /// A target's body: feeds one input to the code under test, panics when a property fails.
 pub type Check = fn(&[u8]);
@@ -32,6 +34,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("cni_args", cni_args::check),
     ("cri_request", cri_request::check),
     ("sysctl", sysctl::check),
+    ("registry", registry::check),
 ];
 
 /// Seeds read in place beside `fuzz/seeds/<target>/`, relative to the workspace root: fixtures

@@ -71,6 +71,7 @@ macro_rules! seeds {
 }
 
 seeds!(conf, result, cache_entry, cni_args, cri_request, sysctl);
+seeds!(registry);
 
 /// Inputs that found a bug not fixed yet, in `fuzz/regressions/<target>/`: kept out of the seeds
 /// (and of libFuzzer's corpus) so the replay stays green, and checked to still fail, so a fix is
@@ -107,6 +108,7 @@ fn every_target_is_replayed() {
         "cni_args",
         "cri_request",
         "sysctl",
+        "registry",
     ];
     for (name, _) in TARGETS {
         assert!(replayed.contains(name), "{name} has no seed test");

@@ -28,7 +28,7 @@ target crashes: the input is in fuzz/artifacts/<target>/; keep it in fuzz/regres
 while the bug is open, in fuzz/seeds/<target>/ once fixed. Installs cargo-fuzz, the nightly
 toolchain and a C++ compiler when missing.
 
-targets: conf result cache_entry cni_args cri_request sysctl
+targets: conf result cache_entry cni_args cri_request sysctl registry
 
 options:
   --secs N        seconds per target (default 60)
@@ -44,6 +44,7 @@ const TARGETS: &[&str] = &[
     "cni_args",
     "cri_request",
     "sysctl",
+    "registry",
 ];
 
 /// Seeds read in place beside `fuzz/seeds/<target>/`, relative to the workspace root; missing
