@@ -247,7 +247,10 @@ fn extracted(package: &Package, deb: &Path, meta: &Meta) -> Result<()> {
             .context("cannot run crio-lite check-config")?;
         let warned = String::from_utf8_lossy(&checked.stderr);
         if !checked.status.success() || !warned.trim().is_empty() {
-            bail!("crio-lite check-config on the shipped policy: {}", warned.trim());
+            bail!(
+                "crio-lite check-config on the shipped policy: {}",
+                warned.trim()
+            );
         }
         println!("    /{POLICY_PATH}: read by crio-lite check-config, no warning");
     }
