@@ -18,7 +18,7 @@ pub(crate) struct Documents<'a> {
 
 /// A manifest, with what the pull fetches next.
 pub(crate) struct Manifest {
-    pub(crate) manifest: ImageManifest,
+    pub(crate) parsed: ImageManifest,
     /// How errors name it: `manifest sha256:…`.
     what: String,
     pub(crate) config_digest: Digest,
@@ -67,7 +67,7 @@ impl Documents<'_> {
             return Err(self.malformed(&what, format!("config of {config_size} bytes")));
         }
         Ok(Manifest {
-            manifest,
+            parsed: manifest,
             what,
             config_digest,
             config_size,
@@ -89,14 +89,14 @@ impl Documents<'_> {
             .iter()
             .map(|d| self.digest_of(d.clone(), &what))
             .collect::<Result<Vec<_>>>()?;
-        let layers = manifest.manifest.layers();
+        let layers = manifest.parsed.layers();
         if diff_ids.len() != layers.len() {
             return Err(self.malformed(
                 &what,
                 format!("{} diff ids for {} layers", diff_ids.len(), layers.len()),
             ));
         }
-        let plans = self.plan_layers(&manifest.manifest, &diff_ids, &manifest.what)?;
+        let plans = self.plan_layers(&manifest.parsed, &diff_ids, &manifest.what)?;
         Ok((config, plans))
     }
 

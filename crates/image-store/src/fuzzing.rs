@@ -11,7 +11,7 @@ use crate::pull::{Kind, kind};
 /// an index), then, for an index, `manifest` (the entry chosen for `platform`), and the
 /// configuration `config`. Returns the layers the pull would fetch. Digests are not checked
 /// against the bytes (a fuzzer cannot forge them); sizes are, against the caps the pull reads
-/// with: a document past [`DOCUMENT_MAX`] is refused.
+/// with: a document past 4 MiB is refused.
 ///
 /// # Errors
 ///

@@ -148,6 +148,7 @@ pub use index::{Image, Layer};
 pub use platform::Platform;
 pub use policy::{Policy, Requirement, Rule, SignedIdentity, SigstoreSigned};
 pub use progress::Progress;
+pub use pull::log_failed_pull;
 pub use reference::{DEFAULT_REGISTRY, DEFAULT_TAG, Reference};
 pub use registries::{PullFromMirror, PullSource, Registries, ShortNameMode};
 pub use rootfs::Rootfs;

@@ -188,7 +188,7 @@ impl Store {
             );
         }
         if let Err(e) = &result {
-            log_failure(&named, e);
+            log_failed_pull(&named, e);
         }
         result
     }
@@ -362,10 +362,12 @@ async fn pull_from_sources(
 /// The most of an error's message a log line carries: it may quote what a registry sent.
 pub(crate) const LOGGED_ERROR_MAX: usize = 1024;
 
-/// A failed pull, once per caller (a refusal, a pull joined, a pull of its own): a warning when
-/// the registry, the image or the node's rules refused, an error when the node is at fault
-/// (its disk, its files); the message capped.
-fn log_failure(image: &str, e: &Error) {
+/// Logs a failed pull of `image`: a warning when the registry, the image or the node's rules
+/// refused, an error when the node is at fault (its disk, its files; [`Error::is_node_fault`]);
+/// the message capped at 1 KiB, as it may quote what a registry sent. [`Store::pull_with`]
+/// logs its own failures so, once per caller; a caller that refuses a pull before calling it
+/// (a missing policy file) logs with this.
+pub fn log_failed_pull(image: &str, e: &Error) {
     let error = e.capped(LOGGED_ERROR_MAX);
     if e.is_node_fault() {
         tracing::error!(image, error, "pull failed");

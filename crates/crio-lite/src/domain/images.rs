@@ -16,9 +16,6 @@ use crate::error::{Error, Result};
 /// The image store's directory under `crio.root`.
 pub const STORAGE_DIR: &str = "storage";
 
-/// The most of an error's message a log line carries: it may quote what a registry sent.
-const LOGGED_ERROR_MAX: usize = 1024;
-
 /// Where the signature policy is looked for when `crio.image.signature_policy` is empty; with
 /// none there, pulls are refused naming the first.
 pub const DEFAULT_POLICIES: [&str; 2] =
@@ -279,15 +276,10 @@ impl Images {
     /// one of the node's files cannot be used.
     pub async fn pull(&self, reference: &str, auth: Option<Auth>) -> image_store::Result<Image> {
         let store = self.store()?;
-        let (options, auth) = self.prepare(reference, auth).inspect_err(|e| {
-            // Refused before image-store's pull, which logs its own failures.
-            let error = e.capped(LOGGED_ERROR_MAX);
-            if e.is_node_fault() {
-                tracing::error!(image = reference, error, "pull failed");
-            } else {
-                tracing::warn!(image = reference, error, "pull failed");
-            }
-        })?;
+        // Refused before image-store's pull, which logs its own failures.
+        let (options, auth) = self
+            .prepare(reference, auth)
+            .inspect_err(|e| image_store::log_failed_pull(reference, e))?;
         store.pull_with(reference, &auth, &options).await
     }
 
