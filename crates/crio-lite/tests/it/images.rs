@@ -8,7 +8,7 @@ use cri_api::v1 as cri;
 use cri_api::v1::image_service_client::ImageServiceClient;
 use crio_lite::{Config, Daemon};
 use test_support::image::{Compression, ImageBuilder, Layer, Tar};
-use test_support::registry::{AUTH_PASSWORD, AUTH_USER, Registry, Upload};
+use test_support::registry::{AUTH_PASSWORD, AUTH_USER, Registry, Throttle, Upload};
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -520,5 +520,49 @@ async fn removing_one_tag_keeps_the_image_under_its_others() {
     }
     client.remove_image(remove(&id)).await.expect("RemoveImage");
     assert!(list(&mut client, None).await.is_empty());
+    daemon.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + docker-registry: cargo xtask test"]
+async fn a_pull_the_registry_only_trickles_to_ends_at_the_progress_timeout() {
+    let registry = Registry::start();
+    let noise: Vec<u8> = (0..64u32 << 10)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let image = ImageBuilder::new()
+        .layer(Layer::new(
+            &Tar::new().file("noise", 0o644, &noise).build(),
+            Compression::None,
+        ))
+        .build();
+    registry.push_image("slow", Some("latest"), &image, Upload::Monolithic);
+    // Manifest and configuration at once, then the layer at 200 B/s.
+    let slow = Throttle::start_after(registry.host(), 8 << 10, 200);
+    let dir = tempfile::tempdir().unwrap();
+    let host = slow.host().to_owned();
+    let (daemon, mut client) = start(dir.path(), |c| {
+        c.crio.image.insecure_registries = vec![host.clone()];
+        c.crio.image.pull_progress_timeout = std::time::Duration::from_secs(2);
+        c.crio_lite.image.pull_min_rate = 1024;
+    })
+    .await;
+    let started = std::time::Instant::now();
+    let name = format!("{host}/slow:latest");
+    let pulled = pull(&mut client, &name, None);
+    let err = tokio::time::timeout(std::time::Duration::from_secs(30), pulled)
+        .await
+        .expect("the pull was not cancelled within 30 s")
+        .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    for says in [host.as_str(), &image.layers[0].digest, "progress timeout"] {
+        assert!(
+            err.message().contains(says),
+            "{says:?} in {}",
+            err.message()
+        );
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert!(list(&mut client, None).await.is_empty(), "nothing stored");
     daemon.shutdown().await.unwrap();
 }
