@@ -594,6 +594,59 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_node_is_at_fault_for_its_disk_and_files_not_for_registries_and_images() {
+        let io = || Arc::new(io::Error::from(io::ErrorKind::StorageFull));
+        let node = [
+            Error::Blob {
+                image: "i".into(),
+                blob: "b".into(),
+                op: "write",
+                source: io(),
+            },
+            Error::io(
+                "create",
+                Path::new("/x"),
+                io::Error::from(io::ErrorKind::PermissionDenied),
+            ),
+            Error::NoPolicy {
+                path: "/etc/containers/policy.json".into(),
+            },
+        ];
+        let elsewhere = [
+            Error::Blob {
+                image: "i".into(),
+                blob: "b".into(),
+                op: "download",
+                source: io(),
+            },
+            Error::Timeout {
+                image: "i".into(),
+                op: "fetch the manifest".into(),
+                after: Duration::from_secs(1),
+            },
+            Error::NotFound { query: "q".into() },
+        ];
+        assert!(node.iter().all(Error::is_node_fault), "{node:?}");
+        assert!(!elsewhere.iter().any(Error::is_node_fault), "{elsewhere:?}");
+    }
+
+    #[test]
+    fn capped_messages_end_on_a_character_with_a_mark() {
+        let err = Error::NotFound {
+            query: "é".repeat(100),
+        };
+        let full = err.to_string();
+        assert_eq!(err.capped(full.len()), full);
+        for max in [10, 11, 12, 50] {
+            let capped = err.capped(max);
+            assert!(
+                capped.len() <= max && capped.ends_with('…'),
+                "{max}: {capped}"
+            );
+        }
+    }
+
+    #[test]
     fn layer_errors_name_image_layer_and_entry() {
         let err = Error::Layer {
             image: "docker.io/library/busybox:latest".into(),
