@@ -14,6 +14,7 @@
 //! | `cri_request` | a RunPodSandbox request (protobuf)      | a sandbox it accepts is named and persists  |
 //! | `sysctl`      | a sysctl key and value                  | an accepted key is a path under `net/`      |
 //! | `unpack_layer` | a layer blob (tar, gzip or zstd)       | nothing outside the layer directory, files within the byte cap, no link climbing out, bounded memory and errors |
+//! | `registry`    | a registry's manifest or index, config  | refused or planned, never a panic; bounded  |
 
 pub mod cache_entry;
 pub mod cni_args;
@@ -22,6 +23,7 @@ pub mod cri_request;
 pub mod result;
 pub mod sysctl;
 pub mod unpack_layer;
+pub mod registry;
 
 /// A target's body: feeds one input to the code under test, panics when a property fails.
 pub type Check = fn(&[u8]);
@@ -35,6 +37,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("cri_request", cri_request::check),
     ("sysctl", sysctl::check),
     ("unpack_layer", unpack_layer::check),
+    ("registry", registry::check),
 ];
 
 /// Seeds read in place beside `fuzz/seeds/<target>/`, relative to the workspace root: fixtures

@@ -77,7 +77,8 @@ seeds!(
     cni_args,
     cri_request,
     sysctl,
-    unpack_layer
+    unpack_layer,
+    registry
 );
 
 /// Inputs that found a bug not fixed yet, in `fuzz/regressions/<target>/`: kept out of the seeds
@@ -116,6 +117,7 @@ fn every_target_is_replayed() {
         "cri_request",
         "sysctl",
         "unpack_layer",
+        "registry",
     ];
     for (name, _) in TARGETS {
         assert!(replayed.contains(name), "{name} has no seed test");

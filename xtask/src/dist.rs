@@ -32,6 +32,7 @@ Builds the release binaries (crio-lite, ocicnitool) and lays out target/dist/ as
   usr/lib/systemd/system/crio-lite.service          the systemd unit (Type=notify)
   etc/crio-lite/crio-lite.conf                      `crio-lite config --default`
   etc/crio-lite/crio-lite.conf.d/                   its drop-in directory, empty
+  etc/crio-lite/policy.json                         a signature policy accepting every image
 
 Then it builds two Debian packages from that tree with dpkg-deb, in target/deb/:
 crio-lite_VERSION_ARCH.deb (the daemon, unit and configuration) and
@@ -112,7 +113,8 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// crio-lite's unit, and its default configuration with an empty drop-in directory.
+/// crio-lite's unit, its default configuration with an empty drop-in directory, and the
+/// signature policy without which it refuses every pull.
 fn stage_daemon_files(root: &Path) -> Result<()> {
     let unit = root.join(debian::UNIT_PATH);
     create_parent(&unit)?;
@@ -126,6 +128,9 @@ fn stage_daemon_files(root: &Path) -> Result<()> {
     std::fs::write(&config, default_config(&daemon)?)
         .with_context(|| format!("cannot write {}", config.display()))?;
     std::fs::create_dir_all(root.join(debian::CONFIG_DROP_INS))?;
+    let policy = root.join(debian::POLICY_PATH);
+    std::fs::write(&policy, debian::POLICY)
+        .with_context(|| format!("cannot write {}", policy.display()))?;
     // What the package ships must be what the daemon it ships accepts.
     output(
         Command::new(&daemon)

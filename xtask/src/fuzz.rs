@@ -28,7 +28,7 @@ target crashes: the input is in fuzz/artifacts/<target>/; keep it in fuzz/regres
 while the bug is open, in fuzz/seeds/<target>/ once fixed. Installs cargo-fuzz, the nightly
 toolchain and a C++ compiler when missing.
 
-targets: conf result cache_entry cni_args cri_request sysctl unpack_layer
+targets: conf result cache_entry cni_args cri_request sysctl unpack_layer registry
 
 options:
   --secs N        seconds per target (default 60)
@@ -45,6 +45,7 @@ const TARGETS: &[&str] = &[
     "cri_request",
     "sysctl",
     "unpack_layer",
+    "registry",
 ];
 
 /// Seeds read in place beside `fuzz/seeds/<target>/`, relative to the workspace root; missing

@@ -141,6 +141,12 @@ fn check_config(loader: &Loader) -> anyhow::Result<()> {
                 .iter()
                 .map(|f| f.display().to_string())
                 .collect();
+            // Not a mistake in the configuration, but every pull would be refused.
+            if let Err(e) =
+                crate::domain::signature_policy_file(&loaded.config.crio.image.signature_policy)
+            {
+                eprintln!("warning: {e}");
+            }
             if files.is_empty() {
                 println!("configuration ok (no file read: defaults, environment and flags)");
             } else {

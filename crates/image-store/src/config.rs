@@ -44,6 +44,15 @@ pub struct StoreConfig {
     pub request_timeout: Duration,
     /// The longest a connection to a registry may take to open.
     pub connect_timeout: Duration,
+    /// A pull's progress window (CRI-O's `pull_progress_timeout`): a pull that waits on its
+    /// registry for a whole window and receives less than [`min_pull_rate`](Self::min_pull_rate)
+    /// in it is cancelled ([`Error::NoProgress`](crate::Error::NoProgress)). `None` (or zero):
+    /// never, as CRI-O's default; then only `request_timeout` bounds a pull, chunk by chunk.
+    pub progress_timeout: Option<Duration>,
+    /// The fewest bytes per second, over a progress window, that count as progress; 0: any
+    /// byte does (CRI-O's meaning). A registry that trickles (a few bytes per chunk, each in
+    /// time) is only cut by a rate.
+    pub min_pull_rate: u64,
     /// How containers' root file systems are made; `None` probes: overlay when a test mount
     /// works, vfs (logging why) when not.
     pub storage_driver: Option<StorageDriver>,
@@ -51,7 +60,8 @@ pub struct StoreConfig {
 
 impl StoreConfig {
     /// The defaults for a store at `root`: HTTPS only, this node's platform, [`Limits::default`],
-    /// three layers at a time, 30 s per request, 10 s per connection, the storage driver probed.
+    /// three layers at a time, 30 s per request, 10 s per connection, no progress timeout, the
+    /// storage driver probed.
     pub fn new(root: impl Into<PathBuf>) -> StoreConfig {
         StoreConfig {
             root: root.into(),
@@ -61,6 +71,8 @@ impl StoreConfig {
             parallel_layers: 3,
             request_timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(10),
+            progress_timeout: None,
+            min_pull_rate: 0,
             storage_driver: None,
         }
     }

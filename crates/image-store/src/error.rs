@@ -51,6 +51,27 @@ pub enum Error {
         /// The timeout that expired.
         after: Duration,
     },
+    /// The pull waited on its registry for a whole progress window and received too little
+    /// (see [`StoreConfig::progress_timeout`](crate::StoreConfig::progress_timeout)): cancelled.
+    #[error(
+        "image {image}: cannot {op}: {registry} sent {received} bytes in {}s, fewer than the \
+         {wanted} the progress timeout wants: pull cancelled",
+        window.as_secs_f64()
+    )]
+    NoProgress {
+        /// The image being pulled.
+        image: String,
+        /// The registry (`host[:port]`) it was pulled from: a mirror's, when from a mirror.
+        registry: String,
+        /// What was being done: `fetch blob sha256:...` names the layer.
+        op: String,
+        /// The progress window.
+        window: Duration,
+        /// Bytes received in the last window.
+        received: u64,
+        /// The fewest bytes a window must bring.
+        wanted: u64,
+    },
     /// The manifest, index or configuration is not one this crate can use.
     #[error("image {image}: {what}: {reason}")]
     Malformed {
@@ -269,6 +290,18 @@ pub enum Error {
         path: PathBuf,
         /// What is wrong.
         reason: String,
+    },
+    /// No signature policy file is there: pulls are refused, as CRI-O refuses them, until the
+    /// node's operator says which images may be pulled.
+    #[error(
+        "no signature policy: {} does not exist, and pulls are refused until it does; a policy \
+         that accepts every image is {}",
+        path.display(),
+        crate::Policy::ACCEPT_ANYTHING
+    )]
+    NoPolicy {
+        /// The file to create.
+        path: PathBuf,
     },
     /// The signature policy refused the image, before any layer was downloaded.
     #[error(
@@ -494,6 +527,46 @@ impl Error {
         })
     }
 
+    /// Whether the node is at fault rather than the registry, the image or the node's rules:
+    /// its disk, its files, its store (log it as an error; the others as warnings).
+    pub fn is_node_fault(&self) -> bool {
+        match self {
+            Error::Blob { op, .. } => *op != "download",
+            Error::Layer {
+                problem: LayerProblem::Io(_),
+                ..
+            }
+            | Error::Io { .. }
+            | Error::Locked { .. }
+            | Error::CorruptIndex { .. }
+            | Error::AuthFile { .. }
+            | Error::InvalidPolicy { .. }
+            | Error::InvalidRegistries { .. }
+            | Error::NoPolicy { .. }
+            | Error::StorageDriver { .. }
+            | Error::StillMounted { .. }
+            | Error::Interrupted { .. } => true,
+            Error::AllSourcesFailed { attempts, .. } => {
+                attempts.iter().any(|a| a.error.is_node_fault())
+            }
+            _ => false,
+        }
+    }
+
+    /// The message, cut to at most `max` bytes (on a character boundary, `…` marking the cut):
+    /// an error may quote what a registry sent, which a log line must not carry in full.
+    pub fn capped(&self, max: usize) -> String {
+        let text = self.to_string();
+        if text.len() <= max {
+            return text;
+        }
+        let mut end = max.saturating_sub('…'.len_utf8());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}…", &text[..end])
+    }
+
     /// Whether a pull that failed so should go on with the next source (mirror, primary
     /// location): the source did not answer, refused, or sent what its digests deny. A refusal
     /// by policy, a hostile layer or a local failure stops the pull.
@@ -502,6 +575,7 @@ impl Error {
             self,
             Error::Registry { .. }
                 | Error::Timeout { .. }
+                | Error::NoProgress { .. }
                 | Error::DigestMismatch { .. }
                 | Error::SizeMismatch { .. }
         )
@@ -522,6 +596,59 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_node_is_at_fault_for_its_disk_and_files_not_for_registries_and_images() {
+        let io = || Arc::new(io::Error::from(io::ErrorKind::StorageFull));
+        let node = [
+            Error::Blob {
+                image: "i".into(),
+                blob: "b".into(),
+                op: "write",
+                source: io(),
+            },
+            Error::io(
+                "create",
+                Path::new("/x"),
+                io::Error::from(io::ErrorKind::PermissionDenied),
+            ),
+            Error::NoPolicy {
+                path: "/etc/containers/policy.json".into(),
+            },
+        ];
+        let elsewhere = [
+            Error::Blob {
+                image: "i".into(),
+                blob: "b".into(),
+                op: "download",
+                source: io(),
+            },
+            Error::Timeout {
+                image: "i".into(),
+                op: "fetch the manifest".into(),
+                after: Duration::from_secs(1),
+            },
+            Error::NotFound { query: "q".into() },
+        ];
+        assert!(node.iter().all(Error::is_node_fault), "{node:?}");
+        assert!(!elsewhere.iter().any(Error::is_node_fault), "{elsewhere:?}");
+    }
+
+    #[test]
+    fn capped_messages_end_on_a_character_with_a_mark() {
+        let err = Error::NotFound {
+            query: "é".repeat(100),
+        };
+        let full = err.to_string();
+        assert_eq!(err.capped(full.len()), full);
+        for max in [10, 11, 12, 50] {
+            let capped = err.capped(max);
+            assert!(
+                capped.len() <= max && capped.ends_with('…'),
+                "{max}: {capped}"
+            );
+        }
+    }
 
     #[test]
     fn layer_errors_name_image_layer_and_entry() {

@@ -13,8 +13,12 @@
 //!   arrives, unpacks each layer into `<root>/layers/<chain id>/` as its bytes arrive (put in
 //!   place once its blob is verified and its diff id matched) and only then lists the image.
 //!   A pull of a reference already being pulled joins it. [`Store::list`], [`Store::get`] (by
-//!   reference, digest or id prefix), [`Store::remove`] (blobs and layers go when no image uses
-//!   them) and [`Store::disk_usage`] (bytes and inodes).
+//!   reference, digest or id prefix), [`Store::remove`] (a tag removes that name, the image
+//!   going with its last; an id or digest the image; blobs and layers go when no image uses
+//!   them) and [`Store::disk_usage`] (bytes and inodes). No lock is held across a request to
+//!   a registry: a slow pull holds up no removal, listing or other pull, and a progress
+//!   timeout ([`StoreConfig::progress_timeout`], [`StoreConfig::min_pull_rate`]) cancels a
+//!   pull its registry only trickles to.
 //! - Layers are unpacked as overlayfs wants them: a whiteout `.wh.name` becomes a character
 //!   device 0/0 `name`, an opaque marker `.wh..wh..opq` the xattr `trusted.overlay.opaque=y`
 //!   (as containerd's overlay snapshotter and containers/storage lay them out). Entries with
@@ -109,14 +113,19 @@ mod blobs;
 mod config;
 mod copy;
 mod digest;
+mod documents;
 mod driver;
 mod error;
 mod feed;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod index;
 mod inspect;
 mod layers;
 mod manifest;
 mod mount;
+mod pins;
 mod platform;
 mod policy;
 mod progress;
@@ -129,6 +138,7 @@ mod store;
 mod trust;
 mod unpack;
 mod usage;
+mod watchdog;
 
 pub use auth::Auth;
 pub use auth_file::AuthFile;
@@ -140,36 +150,14 @@ pub use index::{Image, Layer};
 pub use platform::Platform;
 pub use policy::{Policy, Requirement, Rule, SignedIdentity, SigstoreSigned};
 pub use progress::Progress;
+pub use pull::log_failed_pull;
 pub use reference::{DEFAULT_REGISTRY, DEFAULT_TAG, Reference};
 pub use registries::{PullFromMirror, PullSource, Registries, ShortNameMode};
 pub use rootfs::Rootfs;
 pub use sigstore::{SIGNATURE_ANNOTATION, SIMPLE_SIGNING_MEDIA_TYPE, signature_tag};
-pub use store::{Store, Swept};
+pub use store::{Removed, Store, Swept};
 pub use trust::PullOptions;
 pub use usage::Usage;
-
-/// Unpacks one layer blob (gzip, zstd or plain tar) into the existing, empty directory `dest`
-/// under `limits`, as a pull does, and returns its diff id. For the fuzz targets in `fuzz/`
-/// (feature `fuzzing`), not an API: the error names no image and no layer.
-///
-/// # Errors
-///
-/// [`Error::Layer`] as a pull's unpack fails.
-#[cfg(feature = "fuzzing")]
-#[doc(hidden)]
-pub fn unpack_layer(
-    blob: impl std::io::Read,
-    dest: &std::path::Path,
-    limits: &Limits,
-) -> Result<Digest> {
-    let cancelled = std::sync::atomic::AtomicBool::new(false);
-    unpack::unpack(blob, dest, limits, &cancelled).map_err(|f| Error::Layer {
-        image: String::new(),
-        layer: String::new(),
-        entry: f.entry,
-        problem: f.problem,
-    })
-}
 
 /// An image's configuration, as [`Store::config`] returns it (the oci-spec crate's type).
 pub use oci_spec::image::ImageConfiguration;

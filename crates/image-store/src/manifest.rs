@@ -87,6 +87,7 @@ impl Puller {
         }
         let mut body = Vec::new();
         while let Some(chunk) = response.chunk().await? {
+            self.received(chunk.len());
             if (body.len() + chunk.len()) as u64 > cap {
                 return Err(too_large());
             }

@@ -154,6 +154,10 @@ impl fmt::Display for Rule<'_> {
 }
 
 impl Policy {
+    /// A policy that accepts every image, the one Debian's containers-common and CRI-O's
+    /// packages ship as `/etc/containers/policy.json`.
+    pub const ACCEPT_ANYTHING: &str = r#"{"default": [{"type": "insecureAcceptAnything"}]}"#;
+
     /// Reads and parses a policy file. Key files named by `keyPath`/`keyPaths` are read now.
     ///
     /// # Errors

@@ -10,14 +10,15 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use futures_util::{FutureExt as _, StreamExt as _};
 use oci_client::client::{ClientConfig, ClientProtocol};
-use oci_spec::image::{ImageConfiguration, ImageIndex, ImageManifest};
 use serde_json::Value;
 
 use crate::auth::Auth;
 use crate::blobs::{BlobWriter, DOCUMENT_MAX};
 use crate::digest::Digest;
+use crate::documents::Documents;
 use crate::error::{Attempt, Error, LayerProblem, Result};
 use crate::index::{Image, IndexFile, Layer};
+use crate::pins::Pins;
 use crate::platform::Platform;
 use crate::progress::Tracker;
 use crate::reference::Reference;
@@ -25,6 +26,7 @@ use crate::registries::PullSource;
 use crate::store::{Inner, Store};
 use crate::trust::{Checks, PullOptions};
 use crate::usage::usage;
+use crate::watchdog::Watchdog;
 
 pub(crate) const OCI_MANIFEST: &str = "application/vnd.oci.image.manifest.v1+json";
 const OCI_INDEX: &str = "application/vnd.oci.image.index.v1+json";
@@ -33,7 +35,7 @@ const DOCKER_LIST: &str = "application/vnd.docker.distribution.manifest.list.v2+
 const ACCEPTED: &[&str] = &[OCI_MANIFEST, OCI_INDEX, DOCKER_MANIFEST, DOCKER_LIST];
 
 /// Layer media types this crate unpacks (compression is told by magic number, not by name).
-const LAYER_TYPES: &[&str] = &[
+pub(crate) const LAYER_TYPES: &[&str] = &[
     "application/vnd.oci.image.layer.v1.tar",
     "application/vnd.oci.image.layer.v1.tar+gzip",
     "application/vnd.oci.image.layer.v1.tar+zstd",
@@ -185,6 +187,9 @@ impl Store {
                 started.elapsed(),
             );
         }
+        if let Err(e) = &result {
+            log_failed_pull(&named, e);
+        }
         result
     }
 
@@ -276,7 +281,7 @@ impl Store {
                             .await;
                     log_summary(&reference, &tracker, &result);
                     if result.is_err() {
-                        inner.collect_if_idle();
+                        inner.collect_after_failure();
                     }
                     inner
                         .inflight
@@ -354,6 +359,23 @@ async fn pull_from_sources(
     })
 }
 
+/// The most of an error's message a log line carries: it may quote what a registry sent.
+pub(crate) const LOGGED_ERROR_MAX: usize = 1024;
+
+/// Logs a failed pull of `image`: a warning when the registry, the image or the node's rules
+/// refused, an error when the node is at fault (its disk, its files; [`Error::is_node_fault`]);
+/// the message capped at 1 KiB, as it may quote what a registry sent. [`Store::pull_with`]
+/// logs its own failures so, once per caller; a caller that refuses a pull before calling it
+/// (a missing policy file) logs with this.
+pub fn log_failed_pull(image: &str, e: &Error) {
+    let error = e.capped(LOGGED_ERROR_MAX);
+    if e.is_node_fault() {
+        tracing::error!(image, error, "pull failed");
+    } else {
+        tracing::warn!(image, error, "pull failed");
+    }
+}
+
 /// The pull's summary line: what it downloaded, how fast, what it reused.
 fn log_summary(reference: &Reference, tracker: &Tracker, result: &Result<Image>) {
     let summary = tracker.summary();
@@ -368,13 +390,14 @@ fn log_summary(reference: &Reference, tracker: &Tracker, result: &Result<Image>)
             seconds = summary.seconds,
             "pulled image"
         ),
+        // Why is said at warn or error by each caller (`log_failure`); this is the statistics.
         Err(e) => tracing::info!(
             image = %reference,
             bytes = summary.downloaded,
             mb_per_s = summary.mb_per_s,
             seconds = summary.seconds,
-            error = %e,
-            "pull failed"
+            node_fault = e.is_node_fault(),
+            "pull stopped"
         ),
     }
 }
@@ -424,6 +447,10 @@ pub(crate) struct Puller {
     pub(crate) image: String,
     checks: Option<Checks>,
     tracker: Arc<Tracker>,
+    /// The progress timeout, for this source.
+    watchdog: Watchdog,
+    /// What this pull stored and has not indexed yet: never collected meanwhile.
+    pins: Pins,
 }
 
 impl Puller {
@@ -449,18 +476,20 @@ impl Puller {
             auth: auth.to_client(),
             checks,
             tracker,
+            watchdog: Watchdog::start(inner.config.progress_timeout, inner.config.min_pull_rate),
+            pins: Pins::new(inner),
         }
     }
 
     async fn run(self) -> Result<Image> {
-        let _gc = self.inner.gc.read().await;
         let (top, top_digest) = self
             .fetch_document(&self.target, self.reference.digest())
             .await?;
         self.check_signatures(&top_digest).await?;
+        let documents = self.documents();
         let (manifest_bytes, manifest_digest, index) = match kind(&top) {
             Kind::Index => {
-                let chosen = self.choose(&top, &top_digest)?;
+                let chosen = documents.choose(&top, &top_digest, &self.inner.config.platform)?;
                 let target = self.target.clone_with_digest(chosen.to_string());
                 let (bytes, digest) = self.fetch_document(&target, Some(&chosen)).await?;
                 (bytes, digest, Some((top, top_digest)))
@@ -470,42 +499,12 @@ impl Puller {
                 return Err(self.malformed(&format!("manifest {top_digest}"), why));
             }
         };
-        let what = format!("manifest {manifest_digest}");
-        let manifest = ImageManifest::from_reader(&manifest_bytes[..])
-            .map_err(|e| self.malformed(&what, e.to_string()))?;
-
-        let config_digest = self.digest_of(manifest.config().digest().to_string(), &what)?;
-        let config_size = manifest.config().size();
-        if config_size > DOCUMENT_MAX {
-            return Err(self.malformed(&what, format!("config of {config_size} bytes")));
-        }
-        if !self.inner.blobs.has(&config_digest) {
-            let writer = self
-                .download(&config_digest, config_size, None, None)
-                .await?;
-            self.blocking(move || writer.commit()).await?;
-        }
-        let config_bytes = self.inner.blobs.read(&config_digest)?;
-        let config_what = format!("config {config_digest}");
-        let config = ImageConfiguration::from_reader(&config_bytes[..])
-            .map_err(|e| self.malformed(&config_what, e.to_string()))?;
-        let diff_ids = config
-            .rootfs()
-            .diff_ids()
-            .iter()
-            .map(|d| self.digest_of(d.clone(), &config_what))
-            .collect::<Result<Vec<_>>>()?;
-        if diff_ids.len() != manifest.layers().len() {
-            return Err(self.malformed(
-                &config_what,
-                format!(
-                    "{} diff ids for {} layers",
-                    diff_ids.len(),
-                    manifest.layers().len()
-                ),
-            ));
-        }
-        let plans = self.plan_layers(&manifest, &diff_ids, &what)?;
+        let manifest = documents.manifest(&manifest_bytes, &manifest_digest)?;
+        let config_bytes = self
+            .config_blob(&manifest.config_digest, manifest.config_size)
+            .await?;
+        let (config, plans) = documents.config(&manifest, &config_bytes)?;
+        let config_digest = manifest.config_digest;
 
         let layers = self.layers(plans).await?;
         // Once for the whole pull (not per layer): what it unpacked reaches the disk before the
@@ -518,11 +517,13 @@ impl Puller {
             self.blocking(move || crate::layers::sync(&inner)).await?;
         }
 
+        self.pins.blob(&manifest_digest);
         self.inner
             .blobs
             .put(&self.image, &manifest_digest, &manifest_bytes)?;
         let index_digest = match index {
             Some((bytes, digest)) => {
+                self.pins.blob(&digest);
                 self.inner.blobs.put(&self.image, &digest, &bytes)?;
                 Some(digest)
             }
@@ -558,6 +559,16 @@ impl Puller {
         self.commit(image)
     }
 
+    /// The configuration blob's bytes, downloaded unless stored (and pinned either way).
+    async fn config_blob(&self, digest: &Digest, size: u64) -> Result<Vec<u8>> {
+        self.pins.blob(digest);
+        if !self.inner.blobs.has(digest) {
+            let writer = self.download(digest, size, None, None).await?;
+            self.blocking(move || writer.commit()).await?;
+        }
+        self.inner.blobs.read(digest)
+    }
+
     /// When the policy wants signatures, fetches those of the top-level manifest `digest`
     /// from the source and checks them: before the configuration or any layer is fetched.
     async fn check_signatures(&self, digest: &Digest) -> Result<()> {
@@ -569,35 +580,6 @@ impl Puller {
             tracing::info!(image = %self.image, digest = %digest, "signature accepted by policy");
         }
         Ok(())
-    }
-
-    /// Each layer of `manifest` with its chain id, refusing media types that are not layers.
-    fn plan_layers(
-        &self,
-        manifest: &ImageManifest,
-        diff_ids: &[Digest],
-        what: &str,
-    ) -> Result<Vec<Layer>> {
-        let mut chain: Option<Digest> = None;
-        let mut plans = Vec::new();
-        for (desc, diff_id) in manifest.layers().iter().zip(diff_ids) {
-            let chain_id = Digest::chain(chain.as_ref(), diff_id);
-            let digest = self.digest_of(desc.digest().to_string(), what)?;
-            let media_type = desc.media_type().to_string();
-            if !LAYER_TYPES.contains(&media_type.as_str()) {
-                return Err(self.layer_error(&digest, None, LayerProblem::MediaType(media_type)));
-            }
-            plans.push(Layer {
-                digest,
-                media_type,
-                compressed_size: desc.size(),
-                diff_id: diff_id.clone(),
-                chain_id: chain_id.clone(),
-                size: 0,
-            });
-            chain = Some(chain_id);
-        }
-        Ok(plans)
     }
 
     /// Adds the image to the index and saves it; the in-memory index changes only once saved.
@@ -653,32 +635,6 @@ impl Puller {
         Ok((bytes, digest))
     }
 
-    /// The manifest of this node's platform in an index.
-    fn choose(&self, bytes: &[u8], digest: &Digest) -> Result<Digest> {
-        let what = format!("index {digest}");
-        let index =
-            ImageIndex::from_reader(bytes).map_err(|e| self.malformed(&what, e.to_string()))?;
-        let wanted = &self.inner.config.platform;
-        let mut available = Vec::new();
-        for desc in index.manifests() {
-            let Some(p) = desc.platform() else { continue };
-            let (os, arch) = (p.os().to_string(), p.architecture().to_string());
-            if wanted.matches(&os, &arch, p.variant().as_deref()) {
-                let media = desc.media_type().to_string();
-                if media != OCI_MANIFEST && media != DOCKER_MANIFEST {
-                    return Err(self.malformed(&what, format!("entry of media type {media:?}")));
-                }
-                return self.digest_of(desc.digest().to_string(), &what);
-            }
-            available.push(Platform::new(&os, &arch, p.variant().as_deref()).to_string());
-        }
-        Err(Error::NoMatchingPlatform {
-            image: self.image.clone(),
-            wanted: wanted.to_string(),
-            available,
-        })
-    }
-
     /// Fetches and unpacks the layers, a bounded number at a time. When one fails the others
     /// stop early, and all have stopped (no unpack still writing) when this returns: what they
     /// left can then be collected.
@@ -729,6 +685,8 @@ impl Puller {
         if cancel.load(Ordering::Relaxed) {
             return Err(self.cancelled(&layer.digest));
         }
+        self.pins.blob(&layer.digest);
+        self.pins.layer(&layer.chain_id);
         let dir = self.inner.layer_dir(&layer.chain_id);
         let stored = self.inner.blobs.has(&layer.digest);
         if !stored {
@@ -866,6 +824,7 @@ impl Puller {
             match self.timed(&op, stream.next()).await? {
                 None => break,
                 Some(Ok(chunk)) => {
+                    self.received(chunk.len());
                     writer.write(&chunk)?;
                     if cancel.is_some() {
                         self.tracker.bytes(digest, chunk.len() as u64);
@@ -906,15 +865,30 @@ impl Puller {
         Ok(writer)
     }
 
+    /// Runs a request to the registry under the request timeout and the progress timeout.
     pub(crate) async fn timed<T>(&self, op: &str, fut: impl Future<Output = T>) -> Result<T> {
         let after = self.inner.config.request_timeout;
-        tokio::time::timeout(after, fut)
-            .await
-            .map_err(|_| Error::Timeout {
+        match self.watchdog.guard(tokio::time::timeout(after, fut)).await {
+            Ok(Ok(out)) => Ok(out),
+            Ok(Err(_)) => Err(Error::Timeout {
                 image: self.image.clone(),
                 op: op.to_owned(),
                 after,
-            })
+            }),
+            Err(stalled) => Err(Error::NoProgress {
+                image: self.image.clone(),
+                registry: self.target.resolve_registry().to_owned(),
+                op: op.to_owned(),
+                window: stalled.window,
+                received: stalled.received,
+                wanted: stalled.wanted,
+            }),
+        }
+    }
+
+    /// Counts bytes received from the registry, for the progress timeout.
+    pub(crate) fn received(&self, bytes: usize) {
+        self.watchdog.received(bytes);
     }
 
     fn interrupted(&self, e: impl fmt::Display) -> Error {
@@ -944,8 +918,9 @@ impl Puller {
         }
     }
 
-    fn digest_of(&self, text: String, what: &str) -> Result<Digest> {
-        Digest::parse(&text).map_err(|e| self.malformed(what, e.to_string()))
+    /// The registry's documents parsed as this pull names things.
+    fn documents(&self) -> Documents<'_> {
+        Documents { image: &self.image }
     }
 
     fn layer_error(&self, layer: &Digest, entry: Option<String>, problem: LayerProblem) -> Error {
@@ -962,7 +937,7 @@ fn is_cancelled(e: Option<&Error>) -> bool {
     e.and_then(Error::layer_problem) == Some(&LayerProblem::Cancelled)
 }
 
-enum Kind {
+pub(crate) enum Kind {
     Index,
     Manifest,
     Unknown(String),
@@ -970,7 +945,7 @@ enum Kind {
 
 /// Whether a document is an index or a manifest, by its media type or, when it has none, by its
 /// shape.
-fn kind(bytes: &[u8]) -> Kind {
+pub(crate) fn kind(bytes: &[u8]) -> Kind {
     let value: Value = match serde_json::from_slice(bytes) {
         Ok(v) => v,
         Err(e) => return Kind::Unknown(format!("not JSON: {e}")),

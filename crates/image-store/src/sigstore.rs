@@ -274,6 +274,7 @@ impl Puller {
                 what: format!("signature payload {digest}"),
                 reason: e.to_string(),
             })?;
+            self.received(chunk.len());
             bytes.extend_from_slice(&chunk);
             if bytes.len() as u64 > size {
                 break;

@@ -4,6 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures_util::future::{BoxFuture, Shared};
@@ -43,9 +44,9 @@ pub(crate) struct Inner {
     pub(crate) blobs: Blobs,
     pub(crate) layers: PathBuf,
     pub(crate) index: Mutex<IndexFile>,
-    /// Pulls hold it shared, removals exclusive: what a pull has written but not yet indexed is
-    /// never collected.
-    pub(crate) gc: tokio::sync::RwLock<()>,
+    /// What pulls in progress stored and have not indexed yet: never collected. No lock is
+    /// held across a request to a registry.
+    pub(crate) pinned: Mutex<crate::pins::Pinned>,
     pub(crate) inflight: Mutex<HashMap<String, Inflight>>,
     /// The registry clients anonymous pulls share, or why they could not be made.
     pub(crate) clients: std::result::Result<crate::pull::RegistryClients, String>,
@@ -149,7 +150,7 @@ impl Store {
                 blobs: Blobs::new(blobs_dir),
                 layers,
                 index: Mutex::new(index),
-                gc: tokio::sync::RwLock::new(()),
+                pinned: Mutex::new(crate::pins::Pinned::default()),
                 inflight: Mutex::new(HashMap::new()),
                 clients,
                 driver,
@@ -209,45 +210,75 @@ impl Store {
         find(&self.inner.index().images, query).cloned()
     }
 
-    /// Removes the image a query names (as [`Store::get`] finds it), then the blobs and layers
-    /// no other image or container uses. Waits for pulls in progress to finish first. Refused
-    /// while a container's root file system is made of it.
+    /// Removes what a query names, as CRI-O's RemoveImage does: a reference with a tag
+    /// (`busybox`, `registry/app:v1`) removes that name only, and the image goes only with its
+    /// last name; an id, an id prefix, a digest or a digest reference (`name@sha256:…`)
+    /// removes the image with all its names. When the image goes, so do the blobs and layers
+    /// no other image or container uses. Waits for no pull: what pulls in progress stored stays
+    /// theirs. An image a container's root file system is made of cannot go; a name of it can,
+    /// while another name stays.
     ///
     /// # Errors
     ///
     /// As [`Store::get`]; [`Error::ImageInUse`] naming the containers that use it (CRI's
     /// `FailedPrecondition`); [`Error::Io`] when the index cannot be written (the image stays) or
     /// an unused file cannot be removed (the image is gone; the file is swept at the next open).
-    pub async fn remove(&self, query: &str) -> Result<Image> {
-        let _gc = self.inner.gc.write().await;
+    pub async fn remove(&self, query: &str) -> Result<Removed> {
         let removed = {
             let table = self.inner.rootfs_table();
             let mut index = self.inner.index();
             let image = find(&index.images, query)?.clone();
-            let users = Inner::rootfs_users(&table, &image.id);
-            if !users.is_empty() {
-                return Err(Error::ImageInUse {
-                    image: image.id,
-                    containers: users,
-                });
-            }
             let mut next = IndexFile {
                 version: index.version,
                 images: index.images.clone(),
             };
-            next.images.retain(|i| i.id != image.id);
+            let name = tag_named(&image, query);
+            let removed = match name {
+                Some(name) if image.names.len() > 1 => {
+                    let kept = next
+                        .images
+                        .iter_mut()
+                        .find(|i| i.id == image.id)
+                        .ok_or_else(|| Error::NotFound {
+                            query: query.to_owned(),
+                        })?;
+                    kept.names.retain(|n| *n != name);
+                    Removed::Name {
+                        name,
+                        image: kept.clone(),
+                    }
+                }
+                _ => {
+                    let users = Inner::rootfs_users(&table, &image.id);
+                    if !users.is_empty() {
+                        return Err(Error::ImageInUse {
+                            image: image.id,
+                            containers: users,
+                        });
+                    }
+                    next.images.retain(|i| i.id != image.id);
+                    Removed::Image(image)
+                }
+            };
             next.save(self.root())?;
             *index = next;
-            image
+            removed
         };
-        let inner = Arc::clone(&self.inner);
-        tokio::task::spawn_blocking(move || inner.collect())
-            .await
-            .map_err(|e| Error::Interrupted {
-                image: removed.id.clone(),
-                reason: e.to_string(),
-            })??;
-        tracing::info!(id = %removed.id, names = ?removed.names, "removed image");
+        match &removed {
+            Removed::Name { name, image } => {
+                tracing::info!(id = %image.id, name, names = ?image.names, "removed a name of an image");
+            }
+            Removed::Image(image) => {
+                let inner = Arc::clone(&self.inner);
+                tokio::task::spawn_blocking(move || inner.collect())
+                    .await
+                    .map_err(|e| Error::Interrupted {
+                        image: image.id.clone(),
+                        reason: e.to_string(),
+                    })??;
+                tracing::info!(id = %image.id, names = ?image.names, "removed image");
+            }
+        }
         Ok(removed)
     }
 
@@ -302,37 +333,53 @@ impl Inner {
         })
     }
 
-    /// After a failed pull: removes what it stored but never indexed, unless other pulls are
-    /// in progress (their files are not indexed yet either; the next open sweeps then).
-    pub(crate) fn collect_if_idle(&self) {
-        if let Ok(_gc) = self.gc.try_write()
-            && let Err(e) = self.collect()
-        {
+    /// After a failed pull (its pins released): removes what it stored but never indexed.
+    pub(crate) fn collect_after_failure(&self) {
+        if let Err(e) = self.collect() {
             tracing::warn!(error = %e, "cannot remove what a failed pull left");
         }
     }
 
-    /// Removes the blobs and layer directories no indexed image uses.
+    /// Removes the blobs and layer directories no indexed image, root file system or pull in
+    /// progress uses. Decides and unlinks (a layer directory: renames it aside) holding the
+    /// pins, so a pull that pins a blob or layer after this looked finds it gone, never half
+    /// gone; the directories renamed aside are removed after. Temporary files and directories
+    /// are pulls' in progress: [`Store::open`] sweeps those a killed process left.
     pub(crate) fn collect(&self) -> Result<Swept> {
-        let (blobs, mut layers) = self.index().referenced();
-        layers.extend(self.rootfs_layers());
+        static TRASH: AtomicU64 = AtomicU64::new(0);
         let mut swept = Swept::default();
-        for digest in self.blobs.list()? {
-            if !blobs.contains(&digest) {
-                self.blobs.remove(&digest)?;
-                swept.blobs += 1;
+        let mut trash = Vec::new();
+        {
+            let pinned = self.pinned();
+            let (blobs, mut layers) = self.index().referenced();
+            layers.extend(self.rootfs_layers());
+            for digest in self.blobs.list()? {
+                if !blobs.contains(&digest) && !pinned.has_blob(&digest) {
+                    self.blobs.remove(&digest)?;
+                    swept.blobs += 1;
+                }
             }
-        }
-        for entry in read_dir(&self.layers)? {
-            let keep = entry
-                .file_name()
-                .to_str()
-                .and_then(Digest::from_hex)
-                .is_some_and(|d| layers.contains(&d));
-            if !keep {
-                remove_any(&entry.path())?;
+            for entry in read_dir(&self.layers)? {
+                let Some(chain_id) = entry.file_name().to_str().and_then(Digest::from_hex) else {
+                    continue;
+                };
+                if layers.contains(&chain_id) || pinned.has_layer(&chain_id) {
+                    continue;
+                }
+                let aside = self.layers.join(format!(
+                    ".trash-{}-{}-{}",
+                    chain_id.hex(),
+                    std::process::id(),
+                    TRASH.fetch_add(1, Ordering::Relaxed)
+                ));
+                std::fs::rename(entry.path(), &aside)
+                    .map_err(|e| Error::io("rename aside", &entry.path(), e))?;
+                trash.push(aside);
                 swept.layers += 1;
             }
+        }
+        for dir in &trash {
+            remove_any(dir)?;
         }
         if swept != Swept::default() {
             crate::blobs::sync_dirs(&[self.blobs.dir(), &self.layers]);
@@ -365,6 +412,50 @@ fn choose_driver(config: &StoreConfig, containers: &Path) -> Result<StorageDrive
             },
             |()| StorageDriver::Overlay,
         )),
+    }
+}
+
+/// The name `query` removes from `image` when it is a reference with a tag and no digest that
+/// names it; `None` when the query names the image as a whole (id, digest, digest reference).
+fn tag_named(image: &Image, query: &str) -> Option<String> {
+    let hex = query.strip_prefix("sha256:").unwrap_or(query);
+    if is_sha256_hex(hex) {
+        return None;
+    }
+    let reference = Reference::parse(query).ok()?;
+    if reference.digest().is_some() {
+        return None;
+    }
+    let name = reference.to_string();
+    image.names.contains(&name).then_some(name)
+}
+
+/// What [`Store::remove`] removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Removed {
+    /// One name of an image; the image stays, with its other names (as it is now).
+    Name {
+        /// The name removed, normalised: `docker.io/library/busybox:latest`.
+        name: String,
+        /// The image, without that name.
+        image: Image,
+    },
+    /// An image with all its names (as it was).
+    Image(Image),
+}
+
+impl Removed {
+    /// The image, as it is (a name removed) or was (removed).
+    pub fn image(&self) -> &Image {
+        match self {
+            Removed::Name { image, .. } | Removed::Image(image) => image,
+        }
+    }
+
+    /// Whether the image itself went.
+    pub fn image_gone(&self) -> bool {
+        matches!(self, Removed::Image(_))
     }
 }
 

@@ -472,6 +472,17 @@ impl Throttle {
     ///
     /// When it cannot listen.
     pub fn start(upstream: &str, bytes_per_sec: usize) -> Throttle {
+        Throttle::start_after(upstream, 0, bytes_per_sec)
+    }
+
+    /// As [`Throttle::start`], but the first `free` bytes of each answer connection go at full
+    /// speed: the small documents of a pull (manifest, configuration) come at once, and the
+    /// pull is caught in its layer.
+    ///
+    /// # Panics
+    ///
+    /// When it cannot listen.
+    pub fn start_after(upstream: &str, free: usize, bytes_per_sec: usize) -> Throttle {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
         let addr = listener.local_addr().expect("local address").to_string();
         let upstream = upstream.to_owned();
@@ -483,8 +494,8 @@ impl Throttle {
                 let (Ok(client_r), Ok(server_w)) = (client.try_clone(), server.try_clone()) else {
                     continue;
                 };
-                std::thread::spawn(move || pipe(client_r, server_w, usize::MAX));
-                std::thread::spawn(move || pipe(server, client, bytes_per_sec));
+                std::thread::spawn(move || pipe(client_r, server_w, 0, usize::MAX));
+                std::thread::spawn(move || pipe(server, client, free, bytes_per_sec));
             }
         });
         Throttle { addr }
@@ -496,19 +507,22 @@ impl Throttle {
     }
 }
 
-fn pipe(mut from: TcpStream, mut to: TcpStream, bytes_per_sec: usize) {
+fn pipe(mut from: TcpStream, mut to: TcpStream, mut free: usize, bytes_per_sec: usize) {
     // Ten slices a second.
     let slice = (bytes_per_sec / 10).clamp(1, 64 * 1024);
-    let mut buf = vec![0u8; slice];
+    let mut buf = vec![0u8; slice.max(free.min(64 * 1024))];
     loop {
-        let n = match from.read(&mut buf) {
+        let len = if free > 0 { free.min(buf.len()) } else { slice };
+        let n = match from.read(&mut buf[..len]) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
         if to.write_all(&buf[..n]).is_err() {
             break;
         }
-        if bytes_per_sec != usize::MAX {
+        if free > 0 {
+            free -= n;
+        } else if bytes_per_sec != usize::MAX {
             std::thread::sleep(Duration::from_millis(100));
         }
     }

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use anyhow::{Context as _, Result, bail};
 
-use super::debian::{CONFIG_PATH, Meta, Package, UNIT_PATH};
+use super::debian::{CONFIG_PATH, Meta, POLICY_PATH, Package, UNIT_PATH};
 use super::output;
 use crate::cmd::{ScratchDir, is_root, on_path};
 use crate::packages;
@@ -24,6 +24,7 @@ const EXPECTED: &[(&str, &[(&str, &str)])] = &[
             ("./usr/lib/systemd/system/crio-lite.service", "-rw-r--r--"),
             ("./etc/crio-lite/crio-lite.conf", "-rw-r--r--"),
             ("./etc/crio-lite/crio-lite.conf.d/", "drwxr-xr-x"),
+            ("./etc/crio-lite/policy.json", "-rw-r--r--"),
             ("./usr/share/man/man1/crio-lite.1.gz", "-rw-r--r--"),
             ("./usr/share/man/man1/crio-lite-run.1.gz", "-rw-r--r--"),
             ("./usr/share/man/man1/crio-lite-config.1.gz", "-rw-r--r--"),
@@ -232,6 +233,26 @@ fn extracted(package: &Package, deb: &Path, meta: &Meta) -> Result<()> {
         )
         .context("crio-lite rejects the configuration its package ships")?;
         println!("    /{CONFIG_PATH}: accepted by crio-lite config --config");
+    }
+    if package.conffiles.contains(&POLICY_PATH) {
+        // check-config reads the policy and warns (on stderr) when it is missing or broken.
+        let checked = Command::new(root.join("usr/bin/crio-lite"))
+            .arg("--config")
+            .arg(root.join(CONFIG_PATH))
+            .arg("--signature-policy")
+            .arg(root.join(POLICY_PATH))
+            .arg("check-config")
+            .env_remove("RUST_LOG")
+            .output()
+            .context("cannot run crio-lite check-config")?;
+        let warned = String::from_utf8_lossy(&checked.stderr);
+        if !checked.status.success() || !warned.trim().is_empty() {
+            bail!(
+                "crio-lite check-config on the shipped policy: {}",
+                warned.trim()
+            );
+        }
+        println!("    /{POLICY_PATH}: read by crio-lite check-config, no warning");
     }
     if package.unit.is_some() {
         match verify_unit(root, UNIT_PATH)? {

@@ -33,6 +33,15 @@ pub(crate) struct Package {
 pub(crate) const UNIT_PATH: &str = "usr/lib/systemd/system/crio-lite.service";
 pub(crate) const CONFIG_PATH: &str = "etc/crio-lite/crio-lite.conf";
 pub(crate) const CONFIG_DROP_INS: &str = "etc/crio-lite/crio-lite.conf.d";
+/// The signature policy the package ships: without one crio-lite refuses every pull, as CRI-O
+/// does. It accepts every image, as Debian's containers-common ships
+/// `/etc/containers/policy.json` (not shipped here: that file is containers-common's), so the
+/// package pulls out of the box and the choice is a file the operator reads and edits; a
+/// conffile, so dpkg keeps the operator's edits across upgrades.
+pub(crate) const POLICY_PATH: &str = "etc/crio-lite/policy.json";
+/// What [`POLICY_PATH`] holds: image-store's `Policy::ACCEPT_ANYTHING` (xtask depends on no
+/// workspace crate; `dist --check` has the shipped crio-lite accept it).
+pub(crate) const POLICY: &str = "{\"default\": [{\"type\": \"insecureAcceptAnything\"}]}\n";
 
 /// Two packages: an operator of CRI-O (or anything else on ocicni) wants ocicnitool without a
 /// second CRI daemon, and crio-lite runs without ocicnitool.
@@ -42,7 +51,7 @@ pub(crate) const PACKAGES: &[Package] = &[
         binaries: &["crio-lite"],
         files: &[UNIT_PATH, "etc/crio-lite/"],
         dirs: &[CONFIG_DROP_INS],
-        conffiles: &[CONFIG_PATH],
+        conffiles: &[CONFIG_PATH, POLICY_PATH],
         // The built-in default network is bridge + host-local + portmap (ocicni's builtin.rs);
         // bridge's ipMasq and portmap call iptables. crio-lite itself pins namespaces in-process
         // and never runs `ip`, so iproute2 is not a dependency (the tests use it, not the daemon).
@@ -58,7 +67,8 @@ pub(crate) const PACKAGES: &[Package] = &[
              containers. It also serves CRI-O's HTTP status API on the same socket.",
             "The package installs the daemon, a systemd unit (not enabled), the default \
              configuration in /etc/crio-lite/crio-lite.conf with a drop-in directory beside it, \
-             manual pages and shell completions.",
+             a signature policy in /etc/crio-lite/policy.json that accepts every image (edit it \
+             to restrict which images may be pulled), manual pages and shell completions.",
         ],
         unit: Some("crio-lite.service"),
     },
@@ -428,7 +438,9 @@ Description: thin CRI runtime for pod sandboxes and their networks
  .
  The package installs the daemon, a systemd unit (not enabled), the default
  configuration in /etc/crio-lite/crio-lite.conf with a drop-in directory beside
- it, manual pages and shell completions.
+ it, a signature policy in /etc/crio-lite/policy.json that accepts every image
+ (edit it to restrict which images may be pulled), manual pages and shell
+ completions.
 "
         );
     }
@@ -460,7 +472,7 @@ Description: thin CRI runtime for pod sandboxes and their networks
     fn conffiles_are_absolute() {
         assert_eq!(
             conffiles(package("crio-lite")),
-            "/etc/crio-lite/crio-lite.conf\n"
+            "/etc/crio-lite/crio-lite.conf\n/etc/crio-lite/policy.json\n"
         );
         assert_eq!(conffiles(package("ocicni-tools")), "");
     }

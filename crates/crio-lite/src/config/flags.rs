@@ -67,6 +67,10 @@ pub struct Overrides {
     /// CONTAINER_INSECURE_REGISTRY].
     #[arg(long = "insecure-registry", value_name = "HOST", value_delimiter = ',')]
     pub insecure_registries: Vec<String>,
+    /// Cancel a pull that receives too little for this long, such as 60s; 0s: never
+    /// [crio.image.pull_progress_timeout; env CONTAINER_PULL_PROGRESS_TIMEOUT].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub pull_progress_timeout: Option<Duration>,
     /// Which images may be pulled, a containers-policy.json file [crio.image.signature_policy;
     /// env CONTAINER_SIGNATURE_POLICY].
     #[arg(long, value_name = "PATH", value_parser = path_or_empty(),
@@ -134,6 +138,10 @@ pub struct Overrides {
     /// CRIO_LITE_REGISTRIES_CONF].
     #[arg(long, value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
     pub registries_conf: Option<PathBuf>,
+    /// The fewest bytes per second a pull must receive over a progress window; 0: any byte
+    /// [crio_lite.image.pull_min_rate; env CRIO_LITE_PULL_MIN_RATE].
+    #[arg(long, value_name = "BYTES")]
+    pub pull_min_rate: Option<u64>,
     /// Use a built-in default network when the configuration directory has none
     /// [crio_lite.network.builtin_default_network; env CRIO_LITE_BUILTIN_DEFAULT_NETWORK].
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
@@ -169,6 +177,11 @@ impl Overrides {
             "crio.image.signature_policy",
             &mut image.signature_policy,
             self.signature_policy.as_ref(),
+        );
+        set.one(
+            "crio.image.pull_progress_timeout",
+            &mut image.pull_progress_timeout,
+            self.pull_progress_timeout.as_ref(),
         );
         if !self.insecure_registries.is_empty() {
             image
@@ -306,6 +319,11 @@ impl Overrides {
             "crio_lite.image.registries_conf",
             &mut lite.image.registries_conf,
             self.registries_conf.as_ref(),
+        );
+        set.one(
+            "crio_lite.image.pull_min_rate",
+            &mut lite.image.pull_min_rate,
+            self.pull_min_rate.as_ref(),
         );
     }
 }

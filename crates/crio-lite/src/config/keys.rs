@@ -142,14 +142,24 @@ pub const KEYS: &[Key] = &[
         doc: "Registries (host or host:port) pulled from over plain HTTP; all others need HTTPS.",
     },
     Key {
+        path: "crio.image.pull_progress_timeout",
+        flag: "--pull-progress-timeout",
+        env: "CONTAINER_PULL_PROGRESS_TIMEOUT",
+        crio: true,
+        doc: "A pull that waits on its registry this long and receives less than\n\
+              crio_lite.image.pull_min_rate in that time is cancelled, naming the registry and\n\
+              the layer. \"0s\": never (CRI-O's default, which lets a registry that trickles\n\
+              hold a pull for ever); crio-lite's is 5m, with a 1 KiB/s minimum.",
+    },
+    Key {
         path: "crio.image.signature_policy",
         flag: "--signature-policy",
         env: "CONTAINER_SIGNATURE_POLICY",
         crio: true,
         doc: "A containers-policy.json file deciding which images may be pulled (reject,\n\
               insecureAcceptAnything, sigstoreSigned with a public key); read again when it\n\
-              changes. \"\" for /etc/crio-lite/policy.json, else /etc/containers/policy.json, else\n\
-              none: every image is accepted.",
+              changes. \"\" for /etc/crio-lite/policy.json, else /etc/containers/policy.json. With\n\
+              no policy file every pull is refused, as CRI-O refuses them.",
     },
     Key {
         path: "crio.network.network_dir",
@@ -271,6 +281,15 @@ pub const KEYS: &[Key] = &[
         doc: "A containers-registries.conf file (short-name aliases, unqualified-search registries,\n\
               mirrors, blocked and insecure registries), drop-ins in <file>.d/; read again when\n\
               it changes. A file that does not exist means none.",
+    },
+    Key {
+        path: "crio_lite.image.pull_min_rate",
+        flag: "--pull-min-rate",
+        env: "CRIO_LITE_PULL_MIN_RATE",
+        crio: false,
+        doc: "The fewest bytes per second, over a crio.image.pull_progress_timeout window, that\n\
+              count as a pull's progress (1024 by default); 0: any byte does (CRI-O's meaning),\n\
+              and a registry that trickles is never cut.",
     },
 ];
 

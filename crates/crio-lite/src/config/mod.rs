@@ -197,18 +197,47 @@ pub struct ResolvedRuntime {
 }
 
 /// `[crio.image]`: pulling images. Images are stored in `<crio.root>/storage`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ImageTable {
+    /// `pull_progress_timeout`: a pull that waits on its registry this long and receives less
+    /// than `crio_lite.image.pull_min_rate` in that time is cancelled; `0s`: never. The default
+    /// is 5 minutes, where CRI-O's is `0s`: with that, a registry that trickles a layer holds
+    /// the pull for ever.
+    #[serde(
+        serialize_with = "serialize_duration",
+        deserialize_with = "deserialize_duration"
+    )]
+    pub pull_progress_timeout: Duration,
     /// `global_auth_file`: a containers-auth.json file whose credentials are used for pulls that
     /// bring none; empty for none.
     pub global_auth_file: PathBuf,
     /// `insecure_registries`: registries (`host` or `host:port`) pulled from over plain HTTP.
     pub insecure_registries: Vec<String>,
     /// `signature_policy`: a containers-policy.json file deciding which images may be pulled;
-    /// empty for `/etc/crio-lite/policy.json`, else `/etc/containers/policy.json`, else none
-    /// (every image accepted, said at start).
+    /// empty for `/etc/crio-lite/policy.json`, else `/etc/containers/policy.json`. With no
+    /// policy file every pull is refused, as CRI-O refuses them (said at start and by
+    /// `check-config`).
     pub signature_policy: PathBuf,
+}
+
+/// What a pull that waits on its registry may take to bring [`DEFAULT_PULL_MIN_RATE`] a
+/// second: five minutes, far past any registry that works.
+pub const DEFAULT_PULL_PROGRESS_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The fewest bytes a second that count as a pull's progress by default: 1 KiB, so a layer of
+/// 200 B/s is cut and no registry a node can use is.
+pub const DEFAULT_PULL_MIN_RATE: u64 = 1024;
+
+impl Default for ImageTable {
+    fn default() -> Self {
+        ImageTable {
+            pull_progress_timeout: DEFAULT_PULL_PROGRESS_TIMEOUT,
+            global_auth_file: PathBuf::new(),
+            insecure_registries: Vec::new(),
+            signature_policy: PathBuf::new(),
+        }
+    }
 }
 
 /// `[crio.network]`: where CNI configurations and plugins are.
@@ -285,12 +314,17 @@ pub struct LiteImageTable {
     /// registries, mirrors, blocked and insecure registries), with drop-ins in `<file>.d/`;
     /// a file that does not exist means none.
     pub registries_conf: PathBuf,
+    /// `pull_min_rate`: the fewest bytes per second, over a `crio.image.pull_progress_timeout`
+    /// window, that count as a pull's progress (1 KiB by default); 0: any byte does (CRI-O's
+    /// meaning), and a registry that trickles is never cut.
+    pub pull_min_rate: u64,
 }
 
 impl Default for LiteImageTable {
     fn default() -> Self {
         LiteImageTable {
             registries_conf: PathBuf::from("/etc/containers/registries.conf"),
+            pull_min_rate: DEFAULT_PULL_MIN_RATE,
         }
     }
 }

@@ -446,6 +446,26 @@ fn text() -> impl Strategy<Value = String> {
     "[a-z0-9 ._\"'\\\\#=,\\[\\]\u{e9}-]{1,12}".prop_filter("not blank", |s| !s.trim().is_empty())
 }
 
+/// What `[crio_lite]` is made of: (authority, log format, journald), (network).
+type LiteParts = ((bool, LogFormat, bool), (PathBuf, PathBuf, u64, bool, bool));
+
+fn lite_parts() -> impl Strategy<Value = LiteParts> {
+    (
+        (
+            any::<bool>(),
+            prop_oneof![Just(LogFormat::Text), Just(LogFormat::Json)],
+            any::<bool>(),
+        ),
+        (
+            path(),
+            path(),
+            1..10_000_000u64,
+            any::<bool>(),
+            any::<bool>(),
+        ),
+    )
+}
+
 fn config() -> impl Strategy<Value = Config> {
     let crio = (
         (path(), path(), path(), text(), path(), path()),
@@ -468,16 +488,7 @@ fn config() -> impl Strategy<Value = Config> {
             ],
         ),
     );
-    let lite = (
-        (any::<bool>(), any::<bool>(), any::<bool>()),
-        (
-            path(),
-            path(),
-            1..10_000_000u64,
-            any::<bool>(),
-            any::<bool>(),
-        ),
-    );
+    let lite = lite_parts();
     (crio, lite).prop_map(|(crio, lite)| {
         let (
             (root, runroot, listen, log_level, namespaces_dir, network_dir),
@@ -486,7 +497,7 @@ fn config() -> impl Strategy<Value = Config> {
             image,
         ) = crio;
         let (
-            (normalize_authority, json, journald),
+            (normalize_authority, log_format, journald),
             (cache_dir, cni_run_dir, millis, plain, builtin),
         ) = lite;
         Config {
@@ -501,6 +512,7 @@ fn config() -> impl Strategy<Value = Config> {
                     ..RuntimeTable::default()
                 },
                 image: ImageTable {
+                    pull_progress_timeout: Duration::from_millis(millis / 3),
                     global_auth_file: image.0,
                     insecure_registries: image.1,
                     signature_policy: image.2,
@@ -519,11 +531,7 @@ fn config() -> impl Strategy<Value = Config> {
             },
             crio_lite: CrioLiteTable {
                 runtime: LiteRuntimeTable {
-                    log_format: if json {
-                        LogFormat::Json
-                    } else {
-                        LogFormat::Text
-                    },
+                    log_format,
                     log_journald: journald,
                 },
                 api: LiteApiTable {
@@ -542,6 +550,7 @@ fn config() -> impl Strategy<Value = Config> {
                 },
                 image: LiteImageTable {
                     registries_conf: image.3,
+                    pull_min_rate: millis,
                 },
             },
         }

@@ -92,6 +92,7 @@ pub(crate) fn status_of(error: &image_store::Error) -> Status {
         | E::ImageInUse { .. }
         | E::InvalidPolicy { .. }
         | E::InvalidRegistries { .. }
+        | E::NoPolicy { .. }
         | E::NoMatchingPlatform { .. }
         | E::AuthFile { .. } => Status::failed_precondition(message),
         E::Registry { .. } | E::AllSourcesFailed { .. } => match error.registry_refusal() {
@@ -99,7 +100,7 @@ pub(crate) fn status_of(error: &image_store::Error) -> Status {
             Some(RegistryRefusal::Unauthorized) => Status::permission_denied(message),
             _ => Status::unavailable(message),
         },
-        E::Timeout { .. } => Status::deadline_exceeded(message),
+        E::Timeout { .. } | E::NoProgress { .. } => Status::deadline_exceeded(message),
         // The node's disk is full: kubelet's image garbage collection is what helps.
         E::Blob { source, .. } if source.kind() == std::io::ErrorKind::StorageFull => {
             Status::resource_exhausted(message)

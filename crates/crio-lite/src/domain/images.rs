@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use image_store::{
-    Auth, AuthFile, Image, Policy, Progress, PullOptions, Reference, Registries, Store,
+    Auth, AuthFile, Image, Policy, Progress, PullOptions, Reference, Registries, Removed, Store,
     StoreConfig, Usage,
 };
 
@@ -16,7 +16,8 @@ use crate::error::{Error, Result};
 /// The image store's directory under `crio.root`.
 pub const STORAGE_DIR: &str = "storage";
 
-/// Where the signature policy is looked for when `crio.image.signature_policy` is empty.
+/// Where the signature policy is looked for when `crio.image.signature_policy` is empty; with
+/// none there, pulls are refused naming the first.
 pub const DEFAULT_POLICIES: [&str; 2] =
     ["/etc/crio-lite/policy.json", "/etc/containers/policy.json"];
 
@@ -65,16 +66,48 @@ fn stamp(path: &Path) -> Stamp {
     ))
 }
 
+/// The signature policy file pulls use, given `crio.image.signature_policy` (empty: the first
+/// of [`DEFAULT_POLICIES`] that exists), read and checked: what `check-config` warns of, and
+/// every pull is refused with, when there is none or it is not a policy.
+///
+/// # Errors
+///
+/// [`image_store::Error::NoPolicy`] naming the file to create: the configured one, else the
+/// first default; [`image_store::Error::InvalidPolicy`] naming the file and what is wrong.
+pub fn signature_policy_file(configured: &Path) -> image_store::Result<PathBuf> {
+    let configured = Some(configured).filter(|p| !p.as_os_str().is_empty());
+    let path = existing_policy(policy_in_force(configured).as_deref().or(configured))?;
+    Policy::from_file(&path)?;
+    Ok(path)
+}
+
+/// The policy file in force: the configured one, else the first default that exists.
+fn policy_in_force(configured: Option<&Path>) -> Option<PathBuf> {
+    match configured {
+        Some(path) => Some(path.to_owned()),
+        None => DEFAULT_POLICIES
+            .iter()
+            .map(PathBuf::from)
+            .find(|path| path.exists()),
+    }
+}
+
+/// `policy` when it exists. No policy file refuses every pull, as CRI-O (containers/image)
+/// refuses: accepting every image is the operator's choice, written down, not the absence of
+/// one.
+fn existing_policy(policy: Option<&Path>) -> image_store::Result<PathBuf> {
+    match policy {
+        Some(path) if path.exists() => Ok(path.to_owned()),
+        missing => Err(image_store::Error::NoPolicy {
+            path: missing.map_or_else(|| PathBuf::from(DEFAULT_POLICIES[0]), Path::to_owned),
+        }),
+    }
+}
+
 impl Trust {
     /// The policy file in force: the configured one, else the first default that exists.
     fn policy_path(&self) -> Option<PathBuf> {
-        match &self.policy {
-            Some(path) => Some(path.clone()),
-            None => DEFAULT_POLICIES
-                .iter()
-                .map(PathBuf::from)
-                .find(|path| path.exists()),
-        }
+        policy_in_force(self.policy.as_deref())
     }
 
     fn drop_in_dir(&self) -> Option<PathBuf> {
@@ -116,18 +149,9 @@ impl Trust {
         {
             return Ok(options.clone());
         }
-        let mut options = PullOptions::new();
-        if let Some(path) = &policy {
-            options = options.with_policy(Policy::from_file(path)?);
-            tracing::info!(policy = %path.display(), "signature policy read");
-        } else {
-            tracing::warn!(
-                "no signature policy (crio.image.signature_policy is empty and neither {} nor {} \
-                 exists): every image is accepted",
-                DEFAULT_POLICIES[0],
-                DEFAULT_POLICIES[1]
-            );
-        }
+        let path = existing_policy(policy.as_deref())?;
+        let mut options = PullOptions::new().with_policy(Policy::from_file(&path)?);
+        tracing::info!(policy = %path.display(), "signature policy read");
         if let Some(path) = self.registries.as_ref().filter(|p| p.exists()) {
             options = options.with_registries(Registries::load(path, self.drop_in_dir())?);
             tracing::info!(registries = %path.display(), "registries configuration read");
@@ -150,6 +174,9 @@ impl Images {
         store_config
             .insecure_registries
             .clone_from(&config.crio.image.insecure_registries);
+        store_config.progress_timeout =
+            Some(config.crio.image.pull_progress_timeout).filter(|t| !t.is_zero());
+        store_config.min_pull_rate = config.crio_lite.image.pull_min_rate;
         if !config.crio.storage_driver.is_empty() {
             let driver = config
                 .crio
@@ -249,6 +276,19 @@ impl Images {
     /// one of the node's files cannot be used.
     pub async fn pull(&self, reference: &str, auth: Option<Auth>) -> image_store::Result<Image> {
         let store = self.store()?;
+        // Refused before image-store's pull, which logs its own failures.
+        let (options, auth) = self
+            .prepare(reference, auth)
+            .inspect_err(|e| image_store::log_failed_pull(reference, e))?;
+        store.pull_with(reference, &auth, &options).await
+    }
+
+    /// The options and credentials of a pull of `reference`.
+    fn prepare(
+        &self,
+        reference: &str,
+        auth: Option<Auth>,
+    ) -> image_store::Result<(PullOptions, Auth)> {
         let options = match &self.progress {
             Some(progress) => self.trust.options()?.with_progress(Arc::clone(&progress.0)),
             None => self.trust.options()?,
@@ -257,7 +297,7 @@ impl Images {
             Some(auth) => auth,
             None => self.file_auth(reference)?,
         };
-        store.pull_with(reference, &auth, &options).await
+        Ok((options, auth))
     }
 
     fn file_auth(&self, reference: &str) -> image_store::Result<Auth> {
@@ -301,12 +341,13 @@ impl Images {
         self.store()?.config(image)
     }
 
-    /// Removes the image a query names.
+    /// Removes what a query names: a tag that name only (the image goes with its last name),
+    /// an id or digest the image.
     ///
     /// # Errors
     ///
     /// As [`Store::remove`].
-    pub async fn remove(&self, query: &str) -> image_store::Result<Image> {
+    pub async fn remove(&self, query: &str) -> image_store::Result<Removed> {
         self.store()?.remove(query).await
     }
 

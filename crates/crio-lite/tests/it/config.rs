@@ -150,6 +150,43 @@ fn check_config_accepts_a_good_configuration_and_names_its_files() {
 }
 
 #[test]
+fn check_config_warns_when_the_policy_file_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("policy.json");
+    let policy_text = policy.display().to_string();
+    let check = || {
+        crio_lite(
+            &["check-config", "-c", &path_of("partial.toml")],
+            &[("CONTAINER_SIGNATURE_POLICY", &policy_text)],
+        )
+    };
+    let out = check();
+    assert!(stdout(&out).starts_with("configuration ok"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with(&format!(
+            "warning: no signature policy: {policy_text} does not exist"
+        )),
+        "{stderr}"
+    );
+    assert!(stderr.contains("insecureAcceptAnything"), "{stderr}");
+
+    std::fs::write(&policy, "{").unwrap();
+    let out = check();
+    assert!(stdout(&out).starts_with("configuration ok"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with(&format!("warning: {policy_text}: invalid signature policy")),
+        "{stderr}"
+    );
+
+    std::fs::write(&policy, image_store::Policy::ACCEPT_ANYTHING).unwrap();
+    let out = check();
+    assert!(stdout(&out).starts_with("configuration ok"));
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "", "no warning");
+}
+
+#[test]
 fn check_config_lists_every_mistake_with_file_line_and_key() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(

@@ -8,7 +8,7 @@ use cri_api::v1 as cri;
 use cri_api::v1::image_service_client::ImageServiceClient;
 use crio_lite::{Config, Daemon};
 use test_support::image::{Compression, ImageBuilder, Layer, Tar};
-use test_support::registry::{AUTH_PASSWORD, AUTH_USER, Registry, Upload};
+use test_support::registry::{AUTH_PASSWORD, AUTH_USER, Registry, Throttle, Upload};
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -422,5 +422,147 @@ async fn pulls_show_in_metrics() {
             "{line:?} missing in\n{metrics}"
         );
     }
+    daemon.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + docker-registry: cargo xtask test"]
+async fn without_a_policy_file_pulls_are_refused_naming_the_file_to_create() {
+    let registry = Registry::start();
+    let host = registry.host().to_owned();
+    let id = push_busybox(&registry, "team/app", "v1", "0");
+    let reference = format!("{host}/team/app:v1");
+    let dir = tempfile::tempdir().unwrap();
+    let policy = dir.path().join("etc/policy.json");
+    let (daemon, mut client) = start(dir.path(), |c| {
+        c.crio.image.insecure_registries = vec![host.clone()];
+        c.crio.image.signature_policy = policy.clone();
+    })
+    .await;
+    let err = pull(&mut client, &reference, None).await.unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    let message = err.message();
+    for says in [
+        &format!("{} does not exist", policy.display()),
+        "pulls are refused",
+        r#"{"default": [{"type": "insecureAcceptAnything"}]}"#,
+    ] {
+        assert!(message.contains(says), "{says:?} in {message}");
+    }
+    assert!(list(&mut client, None).await.is_empty(), "nothing stored");
+
+    // The file the message names, as it shows it: pulls work, without a restart.
+    std::fs::create_dir_all(policy.parent().unwrap()).unwrap();
+    std::fs::write(&policy, image_store::Policy::ACCEPT_ANYTHING).unwrap();
+    assert_eq!(pull(&mut client, &reference, None).await.unwrap(), id);
+    daemon.shutdown().await.unwrap();
+
+    // Not configured, and neither default there (this node): refused too, naming the first.
+    if crio_lite::domain::DEFAULT_POLICIES
+        .iter()
+        .all(|p| !Path::new(p).exists())
+    {
+        let (daemon, mut client) = start(dir.path(), |c| {
+            c.crio.image.insecure_registries = vec![host.clone()];
+            c.crio.image.signature_policy = std::path::PathBuf::new();
+        })
+        .await;
+        let err = pull(&mut client, &format!("{host}/team/app:v2"), None)
+            .await
+            .unwrap_err();
+        assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+        let default = crio_lite::domain::DEFAULT_POLICIES[0];
+        assert!(err.message().contains(default), "{}", err.message());
+        daemon.shutdown().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + docker-registry: cargo xtask test"]
+async fn removing_one_tag_keeps_the_image_under_its_others() {
+    let registry = Registry::start();
+    let host = registry.host().to_owned();
+    let id = push_busybox(&registry, "team/app", "v1", "0");
+    assert_eq!(push_busybox(&registry, "team/app", "stable", "0"), id);
+    let (v1, stable) = (
+        format!("{host}/team/app:v1"),
+        format!("{host}/team/app:stable"),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, mut client) = start(dir.path(), |c| {
+        c.crio.image.insecure_registries = vec![host.clone()];
+    })
+    .await;
+    for name in [&v1, &stable] {
+        assert_eq!(pull(&mut client, name, None).await.unwrap(), id);
+    }
+    let remove = |image: &str| cri::RemoveImageRequest {
+        image: Some(spec(image)),
+    };
+
+    // crictl rmi of one tag: that name goes, the image stays under the other.
+    client.remove_image(remove(&v1)).await.expect("RemoveImage");
+    let all = list(&mut client, None).await;
+    assert_eq!(all.len(), 1, "{all:?}");
+    assert_eq!(all[0].id, id);
+    assert_eq!(all[0].repo_tags, std::slice::from_ref(&stable));
+    assert!(status(&mut client, &v1, false).await.image.is_none());
+    assert!(status(&mut client, &stable, false).await.image.is_some());
+
+    // Its last name takes the image; so does its id, whatever names it has.
+    client
+        .remove_image(remove(&stable))
+        .await
+        .expect("RemoveImage");
+    assert!(list(&mut client, None).await.is_empty());
+    for name in [&v1, &stable] {
+        pull(&mut client, name, None).await.unwrap();
+    }
+    client.remove_image(remove(&id)).await.expect("RemoveImage");
+    assert!(list(&mut client, None).await.is_empty());
+    daemon.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + docker-registry: cargo xtask test"]
+async fn a_pull_the_registry_only_trickles_to_ends_at_the_progress_timeout() {
+    let registry = Registry::start();
+    let noise: Vec<u8> = (0..64u32 << 10)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let image = ImageBuilder::new()
+        .layer(Layer::new(
+            &Tar::new().file("noise", 0o644, &noise).build(),
+            Compression::None,
+        ))
+        .build();
+    registry.push_image("slow", Some("latest"), &image, Upload::Monolithic);
+    // Manifest and configuration at once, then the layer at 200 B/s.
+    let slow = Throttle::start_after(registry.host(), 8 << 10, 200);
+    let dir = tempfile::tempdir().unwrap();
+    let host = slow.host().to_owned();
+    let (daemon, mut client) = start(dir.path(), |c| {
+        c.crio.image.insecure_registries = vec![host.clone()];
+        c.crio.image.pull_progress_timeout = std::time::Duration::from_secs(2);
+        c.crio_lite.image.pull_min_rate = 1024;
+    })
+    .await;
+    let started = std::time::Instant::now();
+    let name = format!("{host}/slow:latest");
+    let pulled = pull(&mut client, &name, None);
+    let err = tokio::time::timeout(std::time::Duration::from_secs(30), pulled)
+        .await
+        .expect("the pull was not cancelled within 30 s")
+        .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    for says in [host.as_str(), &image.layers[0].digest, "progress timeout"] {
+        assert!(
+            err.message().contains(says),
+            "{says:?} in {}",
+            err.message()
+        );
+    }
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert!(list(&mut client, None).await.is_empty(), "nothing stored");
     daemon.shutdown().await.unwrap();
 }

@@ -6,12 +6,14 @@
 mod crash;
 mod full_disk;
 mod hostile;
+mod logged;
 mod progress;
 mod props;
 mod pull;
 mod redirect;
 mod registries;
 mod rootfs;
+mod slow;
 mod stall;
 mod store;
 mod stream;

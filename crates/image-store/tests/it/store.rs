@@ -74,7 +74,8 @@ async fn lookups_removal_and_shared_layers() {
 
     let before = store.disk_usage().unwrap();
     let removed = store.remove(&format!("{host}/one")).await.unwrap();
-    assert_eq!(removed.id, a.id);
+    assert!(removed.image_gone(), "its only name: {removed:?}");
+    assert_eq!(removed.image().id, a.id);
     let after = store.disk_usage().unwrap();
     assert!(
         after.bytes < before.bytes && after.inodes < before.inodes,
@@ -215,4 +216,66 @@ async fn a_node_without_ca_certificates_opens_its_store_and_pulls_fail_saying_wh
         text.contains("pull error: image 127.0.0.1:9/app:latest: cannot connect"),
         "{text}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root: cargo xtask test"]
+async fn removing_a_tag_removes_that_name_and_the_image_goes_with_its_last() {
+    let registry = Registry::start();
+    let built = app("tagged");
+    for tag in ["v1", "v2", "v3"] {
+        registry.push_image("app", Some(tag), &built, Upload::Monolithic);
+    }
+    let dir = test_support::temp_dir("img-untag");
+    let store = support::open(dir.path(), registry.host());
+    let host = registry.host();
+    let [v1, v2, v3] = ["v1", "v2", "v3"].map(|tag| reference(host, "app", tag));
+    for name in [&v1, &v2, &v3] {
+        store.pull(name, &Auth::Anonymous).await.unwrap();
+    }
+    let image = store.get(&v1).unwrap();
+    assert_eq!(image.names, [v1.clone(), v2.clone(), v3.clone()]);
+
+    // One tag: that name goes, the image and every file of it stay.
+    let removed = store.remove(&v1).await.unwrap();
+    assert!(!removed.image_gone(), "{removed:?}");
+    assert_eq!(removed.image().names, [v2.clone(), v3.clone()]);
+    assert!(matches!(store.get(&v1), Err(Error::NotFound { .. })));
+    assert_eq!(store.get(&v2).unwrap().id, image.id);
+    assert!(store.blob_path(&image.config_digest).is_file());
+    assert!(
+        image
+            .layers
+            .iter()
+            .all(|l| store.layer_dir(&l.chain_id).is_dir())
+    );
+    // As the index on disk says.
+    drop(store);
+    let store = support::open(dir.path(), registry.host());
+    assert_eq!(store.list()[0].names, [v2.clone(), v3.clone()]);
+
+    // By digest reference: the image with all its names.
+    let pinned = format!("{host}/app@{}", built.manifest_digest);
+    let removed = store.remove(&pinned).await.unwrap();
+    assert!(removed.image_gone(), "{removed:?}");
+    assert!(store.list().is_empty());
+    assert!(!store.blob_path(&image.config_digest).exists());
+
+    // The last name takes the image with it; so does its id.
+    for name in [&v1, &v2] {
+        store.pull(name, &Auth::Anonymous).await.unwrap();
+    }
+    assert!(!store.remove(&v1).await.unwrap().image_gone());
+    assert!(
+        store.remove(&v2).await.unwrap().image_gone(),
+        "its last name"
+    );
+    assert!(store.list().is_empty());
+    for name in [&v1, &v2] {
+        store.pull(name, &Auth::Anonymous).await.unwrap();
+    }
+    let removed = store.remove(&image.id[..12]).await.unwrap();
+    assert!(removed.image_gone());
+    assert_eq!(removed.image().names, [v1.clone(), v2.clone()]);
+    support::assert_empty_after_reopen(store, host);
 }
