@@ -20,10 +20,10 @@ pub mod cache_entry;
 pub mod cni_args;
 pub mod conf;
 pub mod cri_request;
+pub mod registry;
 pub mod result;
 pub mod sysctl;
 pub mod unpack_layer;
-pub mod registry;
 
 /// A target's body: feeds one input to the code under test, panics when a property fails.
 pub type Check = fn(&[u8]);

@@ -20,7 +20,10 @@ pub fn check(data: &[u8]) {
         parts.next().unwrap_or_default(),
         parts.next().unwrap_or_default(),
     );
-    for platform in [Platform::this_node(), Platform::new("linux", "arm64", Some("v8"))] {
+    for platform in [
+        Platform::this_node(),
+        Platform::new("linux", "arm64", Some("v8")),
+    ] {
         match registry_documents(top, second, third, &platform) {
             // Each layer is a descriptor of at least a digest's 71 bytes in the input.
             Ok(layers) => assert!(
