@@ -77,7 +77,7 @@ pub(crate) fn auth_from_cri(config: Option<&cri::AuthConfig>) -> Result<Option<A
 /// A store error as the CRI status kubelet acts on.
 pub(crate) fn status_of(error: &image_store::Error) -> Status {
     use image_store::Error as E;
-    let message = error.to_string();
+    let message = super::capped_message(error.to_string());
     match error {
         E::InvalidReference { .. }
         | E::InvalidDigest { .. }

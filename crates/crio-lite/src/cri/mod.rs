@@ -24,9 +24,30 @@ fn now_nanos() -> i64 {
 
 use crate::domain::SandboxError;
 
+/// The most of an error's text an answer carries. Errors quote what others sent (a layer's entry
+/// names, a registry's or a plugin's words), and the message travels in an HTTP/2 header: a
+/// client's header limit is in the tens of KiB, and past it the client drops the connection.
+const MAX_MESSAGE: usize = 4096;
+
+/// `message`, cut at [`MAX_MESSAGE`] bytes (on a character boundary) with what was cut said.
+fn capped_message(message: String) -> String {
+    if message.len() <= MAX_MESSAGE {
+        return message;
+    }
+    let mut end = MAX_MESSAGE;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}... (cut: {} bytes in all)",
+        &message[..end],
+        message.len()
+    )
+}
+
 impl From<SandboxError> for Status {
     fn from(error: SandboxError) -> Status {
-        let message = error.to_string();
+        let message = capped_message(error.to_string());
         match &error {
             SandboxError::InvalidField { .. } => Status::invalid_argument(message),
             SandboxError::NotFound { .. }
@@ -67,5 +88,30 @@ impl From<SandboxError> for Status {
             | SandboxError::State { .. }
             | SandboxError::Internal(_) => Status::internal(message),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_quoting_a_megabyte_is_cut_to_a_header_a_client_takes() {
+        let long = format!("layer entry {}", "é".repeat(1 << 19));
+        let status = Status::from(SandboxError::invalid("config.name", long));
+        assert_eq!(status.code(), tonic::Code::InvalidArgument);
+        assert!(
+            status.message().len() < MAX_MESSAGE + 64,
+            "{}",
+            status.message().len()
+        );
+        assert!(status.message().starts_with("config.name: layer entry é"));
+        assert!(
+            status.message().ends_with("bytes in all)"),
+            "{}",
+            &status.message()[4000..]
+        );
+        let short = Status::from(SandboxError::invalid("config.name", "too long"));
+        assert_eq!(short.message(), "config.name: too long");
     }
 }
