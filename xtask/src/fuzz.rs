@@ -147,15 +147,27 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
 pub(crate) fn replay_seeds() -> Result<()> {
     run_step(
         "fuzz seeds (every checked-in input through every target's checks)",
-        cargo().args([
-            "test",
-            "--manifest-path",
-            "fuzz/Cargo.toml",
-            "--no-default-features",
-            "--test",
-            "seeds",
-        ]),
+        cargo()
+            .args([
+                "test",
+                "--manifest-path",
+                "fuzz/Cargo.toml",
+                "--no-default-features",
+                "--test",
+                "seeds",
+            ])
+            .args(shared_target_dir()),
     )
+}
+
+/// `--target-dir` of the workspace, for the fuzz crate's stable builds (its clippy and the seed
+/// replay). The fuzz crate is a workspace of its own (cargo-fuzz wants it so) with its own lock
+/// file, but locked to the same versions and built with the same dev profile: in the same
+/// target directory its dependency tree (crio-lite's, all of it) is the one the workspace's
+/// clippy and tests already built, instead of being compiled twice more in `fuzz/target`.
+/// `cargo fuzz` (nightly, sanitizers) keeps `fuzz/target`: nothing there could be shared.
+pub(crate) fn shared_target_dir() -> [std::ffi::OsString; 2] {
+    ["--target-dir".into(), crate::cmd::target_dir().into()]
 }
 
 /// `cargo +nightly` through rustup's proxy (`$CARGO` is the stable cargo that runs xtask).

@@ -91,16 +91,16 @@ fn static_checks() -> Result<()> {
     )?;
     run_step(
         "clippy (fuzz targets)",
-        cargo().args([
-            "clippy",
-            "--manifest-path",
-            "fuzz/Cargo.toml",
-            "--no-default-features",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ]),
+        cargo()
+            .args([
+                "clippy",
+                "--manifest-path",
+                "fuzz/Cargo.toml",
+                "--no-default-features",
+                "--all-targets",
+            ])
+            .args(crate::fuzz::shared_target_dir())
+            .args(["--", "-D", "warnings"]),
     )?;
     run_step(
         "rustdoc",
