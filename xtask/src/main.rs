@@ -1,7 +1,8 @@
 //! Project automation, run as `cargo xtask <command>`.
 //!
-//! - `test`: everything CI runs: rustfmt, clippy, rustdoc, unit, integration and doc tests, and the
+//! - `test`: everything CI runs: the tidy checks, rustfmt, clippy, rustdoc, unit, integration and doc tests, and the
 //!   tests that need root and network namespaces.
+//! - `tidy`: the architecture's invariants, checked mechanically (ARCHITECTURE.md says which).
 //! - `demo`: the main job, end to end, in network namespaces of its own.
 //! - `critest`: cri-tools' CRI validation suite against crio-lite (critest is not in Debian 12:
 //!   its usage says how to build it offline).
@@ -28,6 +29,7 @@ mod fresh;
 mod fuzz;
 mod packages;
 mod test;
+mod tidy;
 mod tools;
 
 use anyhow::{Result, bail};
@@ -36,7 +38,8 @@ const USAGE: &str =
     "usage: cargo xtask <command> [options]   (cargo xtask <command> --help for more)
 
 commands:
-  test     everything CI runs: rustfmt, clippy, rustdoc, every test (privileged ones too, as root)
+  test     everything CI runs: tidy, rustfmt, clippy, rustdoc, every test (privileged ones too, as root)
+  tidy     the architecture's invariants (dependency graph, domain types, who spawns and mounts, lints)
   demo     crio-lite end to end, as root, in network namespaces of its own
   critest  cri-tools' CRI validation suite against crio-lite, as root (critest built by you)
   bench    the benchmarks beside their peers, as root
@@ -62,6 +65,7 @@ fn run() -> Result<()> {
     let rest: Vec<String> = args.collect();
     let (usage, run): (&str, Command) = match command.as_str() {
         "test" => (test::USAGE, test::run),
+        "tidy" => (tidy::USAGE, tidy::run),
         "demo" => (demo::USAGE, demo::run),
         "critest" => (critest::USAGE, critest::run),
         "bench" => (bench::USAGE, bench::run),

@@ -203,7 +203,7 @@ fn string_value(s: &str) -> Value {
     Value::String(s.to_owned())
 }
 
-#[allow(clippy::ref_option, reason = "the encoder shape Layout::emit takes")]
+#[expect(clippy::ref_option, reason = "the encoder shape Layout::emit takes")]
 fn opt_string_value(s: &Option<String>) -> Option<Value> {
     s.as_deref().map(string_value)
 }
@@ -212,7 +212,7 @@ fn list_value(items: &[String]) -> Option<Value> {
     (!items.is_empty()).then(|| Value::Array(items.iter().map(|s| string_value(s)).collect()))
 }
 
-#[allow(
+#[expect(
     clippy::trivially_copy_pass_by_ref,
     reason = "the encoder shape Layout::emit takes"
 )]

@@ -325,8 +325,10 @@ struct RawPolicy {
     transports: Option<UniqueMap<UniqueMap<Vec<RawRequirement>>>>,
 }
 
-// Lives only while a file is parsed; boxing a variant would break serde's unknown-field check.
-#[allow(clippy::large_enum_variant)]
+#[expect(
+    clippy::large_enum_variant,
+    reason = "lives only while a file is parsed; boxing a variant would break serde's unknown-field check"
+)]
 #[derive(Deserialize)]
 #[serde(tag = "type", deny_unknown_fields)]
 enum RawRequirement {

@@ -66,7 +66,10 @@ struct SignatureLayer {
 struct Payload {
     critical: Critical,
     #[serde(default)]
-    #[allow(dead_code)]
+    #[expect(
+        dead_code,
+        reason = "accepted so serde's unknown-field check passes, never read"
+    )]
     optional: Option<serde_json::Value>,
 }
 

@@ -38,7 +38,7 @@ fn load(case: &Case) -> Result<Loaded> {
     cli.loader().with_env(case.env.iter().copied()).load()
 }
 
-#[allow(
+#[expect(
     clippy::too_many_lines,
     reason = "a table: one case per layering rule, read top to bottom"
 )]

@@ -163,8 +163,10 @@ fn security(sc: cri::LinuxContainerSecurityContext) -> SandboxResult<ContainerRe
             ));
         }
     };
-    // kubelets before 1.19 send only the deprecated path.
-    #[allow(deprecated)]
+    #[expect(
+        deprecated,
+        reason = "kubelets before 1.19 send only the deprecated path"
+    )]
     let legacy = sc.seccomp_profile_path.clone();
     let seccomp = match sc.seccomp.clone() {
         None if legacy.is_empty() => None,

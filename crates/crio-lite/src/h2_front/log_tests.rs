@@ -2,7 +2,10 @@
 //! client, and a minimal subscriber that records the front's events.
 
 #[path = "../../tests/it/raw_client.rs"]
-#[allow(dead_code)]
+#[expect(
+    dead_code,
+    reason = "the raw client is shared with the integration tests, which use all of it"
+)]
 mod raw_client;
 
 use super::NormalizedStream;

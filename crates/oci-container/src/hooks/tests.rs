@@ -198,7 +198,7 @@ fn hooks_go_to_their_stages_in_file_order_after_the_specs_own() {
     assert_eq!(labels(h.start_container().as_ref()), Vec::<String>::new());
     assert_eq!(labels(h.poststart().as_ref()), Vec::<String>::new());
     assert_eq!(labels(h.poststop().as_ref()), ["own", "always", "all"]);
-    #[allow(deprecated)] // prestart is what the assertion is about
+    // prestart (deprecated in the runtime spec) stays empty: nothing is written there
     let prestart = h.prestart().clone();
     assert_eq!(prestart, None);
     // the hook as written: path, args, env, timeout

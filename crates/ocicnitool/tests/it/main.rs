@@ -2,6 +2,6 @@
 
 mod cli;
 // The node-namespace lab of ocicni's real-plugin tests, shared by path rather than copied.
-#[allow(dead_code, reason = "ocicni's tests use the rest of it")]
+#[expect(dead_code, reason = "ocicni's tests use the rest of it")]
 #[path = "../../../ocicni/tests/it/real_support.rs"]
 mod real_support;

@@ -54,7 +54,7 @@ impl Input {
     }
 }
 
-#[allow(
+#[expect(
     clippy::too_many_lines,
     reason = "a table: one row per fault, read top to bottom"
 )]

@@ -69,7 +69,7 @@ const STOP_ASSERTED: &str = "after restart + recovery the sandbox is NOT READY w
 const REMOVE_ASSERTED: &str = "after restart + recovery the sandbox is NOT READY or gone (never \
                                READY), its network torn down, the ready one keeps its IP";
 
-#[allow(
+#[expect(
     clippy::too_many_lines,
     reason = "a table: one row per fault, read top to bottom"
 )]
