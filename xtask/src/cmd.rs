@@ -29,9 +29,12 @@ pub(crate) fn cargo() -> Command {
 /// Runs `cmd`, echoing it first, and fails with the step's name when it fails.
 pub(crate) fn run_step(step: &str, cmd: &mut Command) -> Result<()> {
     println!("\n==> {step}: {}", display(cmd));
+    let started = std::time::Instant::now();
     let status = cmd
         .status()
         .with_context(|| format!("{step}: cannot start {}", display(cmd)))?;
+    // Each step's wall time, so a slow CI run says which step grew.
+    println!("<== {step}: {:.1} s", started.elapsed().as_secs_f64());
     if !status.success() {
         bail!("{step} failed ({status})");
     }

@@ -7,7 +7,8 @@
 //! parsed from it and any new file in `fuzz/artifacts/<target>/` make the table.
 //!
 //! `--seeds` is the fast part: every seed replayed through the same checks on stable Rust
-//! (`cargo test` in `fuzz/`), in seconds once built.
+//! (the fuzz crate's `tests/seeds.rs`, which `cargo test --workspace` also runs: the crate is a
+//! workspace member), in seconds once built.
 
 use std::collections::BTreeSet;
 use std::fs::File;
@@ -123,7 +124,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     ensure_nightly()?;
     ensure_cargo_fuzz()?;
     let mut build = nightly();
-    build.args(["fuzz", "build"]);
+    build.args(["fuzz", "build", "--features", "libfuzzer"]);
     if let Some(target) = only {
         build.arg(target);
     }
@@ -139,36 +140,59 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     report(&outcomes)
 }
 
-/// The stable replay of every seed (`cargo test` in `fuzz/` without libFuzzer).
+/// The stable replay of every seed (`tests/seeds.rs` of the fuzz crate, without libFuzzer).
 ///
 /// # Errors
 ///
 /// When a seed breaks a target's property, or the fuzz crate does not build.
 pub(crate) fn replay_seeds() -> Result<()> {
+    // `--workspace` so features unify as in `cargo test --workspace`, which runs the same test:
+    // a `-p` build would compile part of the dependency tree again with other features.
     run_step(
         "fuzz seeds (every checked-in input through every target's checks)",
-        cargo()
-            .args([
-                "test",
-                "--manifest-path",
-                "fuzz/Cargo.toml",
-                "--no-default-features",
-                "--test",
-                "seeds",
-            ])
-            .args(shared_target_dir()),
+        cargo().args(["test", "--workspace", "--test", "seeds"]),
     )
 }
 
-/// `--target-dir` of the workspace, for the fuzz crate's stable builds (its clippy and the seed
-/// replay). The fuzz crate is a workspace of its own (cargo-fuzz wants it so) with its own lock
-/// file, but locked to the same versions and built with the same dev profile: in the same
-/// target directory its dependency tree (crio-lite's, all of it) is the one the workspace's
-/// clippy and tests already built, instead of being compiled twice more in `fuzz/target`.
-/// `cargo fuzz` (nightly, sanitizers) keeps `fuzz/target`: nothing there could be shared.
-pub(crate) fn shared_target_dir() -> [std::ffi::OsString; 2] {
-    ["--target-dir".into(), crate::cmd::target_dir().into()]
+/// Every feature of every workspace member as `package/feature`, but the fuzz crate's
+/// `libfuzzer` (its targets build on nightly with sanitizers, in `cargo xtask fuzz`): what clippy
+/// lints, in place of `--all-features`.
+///
+/// # Errors
+///
+/// When `cargo metadata` fails.
+pub(crate) fn lintable_features() -> Result<Vec<String>> {
+    let out = cargo()
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .output()
+        .context("cannot run cargo metadata")?;
+    if !out.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let meta: serde_json::Value =
+        serde_json::from_slice(&out.stdout).context("cargo metadata printed no JSON")?;
+    let mut features = Vec::new();
+    for package in meta["packages"].as_array().into_iter().flatten() {
+        let name = package["name"].as_str().unwrap_or_default();
+        for feature in package["features"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(f, _)| f)
+        {
+            if feature != "default" && !(name == FUZZ_PACKAGE && feature == "libfuzzer") {
+                features.push(format!("{name}/{feature}"));
+            }
+        }
+    }
+    Ok(features)
 }
+
+/// The fuzz crate's package name.
+const FUZZ_PACKAGE: &str = "ocicni-fuzz";
 
 /// `cargo +nightly` through rustup's proxy (`$CARGO` is the stable cargo that runs xtask).
 fn nightly() -> Command {
@@ -229,12 +253,14 @@ fn fuzz_one(target: &'static str, secs: u64, log_dir: &Path) -> Result<Outcome> 
     let err = out.try_clone()?;
 
     let mut cmd = nightly();
-    cmd.args(["fuzz", "run", target]).args(&corpora).args([
-        "--".to_owned(),
-        format!("-max_total_time={secs}"),
-        format!("-timeout={INPUT_TIMEOUT_SECS}"),
-        "-print_final_stats=1".to_owned(),
-    ]);
+    cmd.args(["fuzz", "run", "--features", "libfuzzer", target])
+        .args(&corpora)
+        .args([
+            "--".to_owned(),
+            format!("-max_total_time={secs}"),
+            format!("-timeout={INPUT_TIMEOUT_SECS}"),
+            "-print_final_stats=1".to_owned(),
+        ]);
     println!(
         "\n==> fuzz {target} for {secs} s (libFuzzer's output: {})",
         log.display()

@@ -7,7 +7,7 @@ use crate::packages;
 
 pub(crate) const USAGE: &str = "usage: cargo xtask test [--no-privileged]
 
-Everything CI runs, in order: rustfmt --check, clippy -D warnings, rustdoc -D warnings, unused
+Everything CI runs, in order: the tidy checks (cargo xtask tidy), rustfmt --check, clippy -D warnings, rustdoc -D warnings, unused
 dependencies (cargo-machete, installed into target/tools on first use), every unit,
 integration and doc test, the fuzz targets over their seeds, then (as root) the tests that need
 root and network namespaces (the fast rows of the fault-injection suite among them) and the
@@ -55,9 +55,8 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             .args(["test", "--workspace"])
             .env("PROPTEST_RNG_SEED", &seed),
     )?;
-    // The fuzz targets' checks over every checked-in seed, on stable Rust (the fast part of
-    // `cargo xtask fuzz`).
-    crate::fuzz::replay_seeds()?;
+    // The fuzz targets' checks over every checked-in seed ran above: the fuzz crate is a member
+    // and its tests/seeds.rs one of the workspace's tests (the fast part of `cargo xtask fuzz`).
     if privileged {
         privileged_tests()?;
     } else {
@@ -69,37 +68,20 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     Ok(())
 }
 
-/// rustfmt, clippy and rustdoc over the workspace and the fuzz crate, and unused dependencies.
+/// rustfmt, clippy and rustdoc over the workspace (the fuzz crate is a member), and unused
+/// dependencies. One dependency tree for all of it: the fuzz crate shares the workspace's lock
+/// file, features and target directory.
 fn static_checks() -> Result<()> {
+    crate::tidy::run(&[])?;
     run_step("rustfmt", cargo().args(["fmt", "--all", "--", "--check"]))?;
-    // The fuzz crate is a workspace of its own (cargo-fuzz wants it so); lint it too.
-    run_step(
-        "rustfmt (fuzz targets)",
-        cargo().args(["fmt", "--manifest-path", "fuzz/Cargo.toml", "--", "--check"]),
-    )?;
+    // Every feature but libFuzzer's: the fuzz crate is a member, and its targets need nightly's
+    // sanitizers (`cargo xtask fuzz`); its library and seed replay are linted here.
+    let features = crate::fuzz::lintable_features()?;
     run_step(
         "clippy",
-        cargo().args([
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--all-features",
-            "--",
-            "-D",
-            "warnings",
-        ]),
-    )?;
-    run_step(
-        "clippy (fuzz targets)",
         cargo()
-            .args([
-                "clippy",
-                "--manifest-path",
-                "fuzz/Cargo.toml",
-                "--no-default-features",
-                "--all-targets",
-            ])
-            .args(crate::fuzz::shared_target_dir())
+            .args(["clippy", "--workspace", "--all-targets", "--features"])
+            .arg(features.join(","))
             .args(["--", "-D", "warnings"]),
     )?;
     run_step(
@@ -113,10 +95,6 @@ fn static_checks() -> Result<()> {
     run_step(
         "unused dependencies (cargo-machete)",
         &mut std::process::Command::new(&machete),
-    )?;
-    run_step(
-        "unused dependencies (cargo-machete, fuzz targets)",
-        std::process::Command::new(&machete).current_dir(crate::cmd::workspace_root().join("fuzz")),
     )
 }
 
@@ -130,6 +108,7 @@ fn privileged_tests() -> Result<()> {
             .args([
                 "test",
                 "--workspace",
+                "--tests",
                 "--",
                 "--ignored",
                 "--skip",
@@ -141,12 +120,12 @@ fn privileged_tests() -> Result<()> {
     run_step(
         "real-plugin matrix (ADD/CHECK/DEL x config version x plugin kind)",
         cargo()
+            // `--workspace`, not `-p cni-exec`: features unify as in the builds above, so
+            // nothing is compiled again for it.
             .args([
                 "test",
-                "-p",
-                "cni-exec",
-                "--test",
-                "it",
+                "--workspace",
+                "--tests",
                 "--",
                 "--ignored",
                 "--exact",
