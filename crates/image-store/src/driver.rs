@@ -3,9 +3,11 @@
 
 use std::fmt;
 use std::os::unix::fs::DirBuilderExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::thread::JoinHandle;
 
 use serde::{Deserialize, Serialize};
 
@@ -49,6 +51,106 @@ impl FromStr for StorageDriver {
             "overlay" | "overlay2" => Ok(StorageDriver::Overlay),
             "vfs" => Ok(StorageDriver::Vfs),
             _ => Err(Error::UnknownStorageDriver { name: s.to_owned() }),
+        }
+    }
+}
+
+/// The driver a store makes root file systems with: known at once when configured, else found
+/// by an overlay probe that runs beside the daemon's start.
+///
+/// The probe's unmount waits for an RCU grace period, 16 ms to almost a second on a busy node
+/// (measured here), and nothing needs the answer before the first root file system is made, so
+/// a store opened without a configured driver probes on a thread of its own and
+/// [`DriverChoice::get`] waits for it only when asked.
+#[derive(Debug)]
+pub(crate) struct DriverChoice {
+    chosen: OnceLock<StorageDriver>,
+    probe: Mutex<Option<JoinHandle<StorageDriver>>>,
+}
+
+impl DriverChoice {
+    /// A driver known without a probe.
+    pub(crate) fn known(driver: StorageDriver) -> DriverChoice {
+        let chosen = OnceLock::new();
+        let _ = chosen.set(driver);
+        DriverChoice {
+            chosen,
+            probe: Mutex::new(None),
+        }
+    }
+
+    /// A driver to be found by [`DriverChoice::start_probe`].
+    pub(crate) fn pending() -> DriverChoice {
+        DriverChoice {
+            chosen: OnceLock::new(),
+            probe: Mutex::new(None),
+        }
+    }
+
+    /// Starts the probe: overlay if a mount under `dir` works, else vfs (logging why); on a
+    /// thread, or inline if none can be started.
+    pub(crate) fn start_probe(&self, dir: PathBuf) {
+        let decide = move || match probe_overlay(&dir) {
+            Ok(()) => StorageDriver::Overlay,
+            Err(reason) => {
+                tracing::warn!(
+                    reason,
+                    "overlay cannot be mounted: containers' root file systems will be copies (vfs)"
+                );
+                StorageDriver::Vfs
+            }
+        };
+        // The closure comes back when no thread could take it.
+        let slot = std::sync::Arc::new(Mutex::new(Some(decide)));
+        let on_thread = std::sync::Arc::clone(&slot);
+        let spawned = std::thread::Builder::new()
+            .name("overlay-probe".into())
+            .spawn(move || {
+                let f = on_thread
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .take();
+                f.map_or(StorageDriver::Vfs, |f| f())
+            });
+        if let Ok(handle) = spawned {
+            *self.probe.lock().unwrap_or_else(PoisonError::into_inner) = Some(handle);
+        } else {
+            let f = slot.lock().unwrap_or_else(PoisonError::into_inner).take();
+            let _ = self.chosen.set(f.map_or(StorageDriver::Vfs, |f| f()));
+        }
+    }
+
+    /// The driver, waiting for the probe if it still runs.
+    pub(crate) fn get(&self) -> StorageDriver {
+        *self.chosen.get_or_init(|| {
+            let handle = self
+                .probe
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            match handle.map(JoinHandle::join) {
+                Some(Ok(driver)) => driver,
+                Some(Err(_)) => {
+                    tracing::warn!("the overlay probe failed: containers' root file systems will be copies (vfs)");
+                    StorageDriver::Vfs
+                }
+                None => StorageDriver::Vfs,
+            }
+        })
+    }
+}
+
+impl Drop for DriverChoice {
+    /// A store closed while its probe runs waits for it: the probe's mount must be gone before
+    /// anyone removes the store's directory.
+    fn drop(&mut self) {
+        let handle = self
+            .probe
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(handle) = handle {
+            let _ = handle.join();
         }
     }
 }

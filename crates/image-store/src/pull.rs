@@ -418,7 +418,17 @@ impl Inner {
                 Some(reason.clone()),
             )),
         };
-        let shared = self.clients.as_ref().map_err(unusable)?;
+        let shared = self
+            .clients
+            .get_or_init(|| {
+                let made = registry_clients(&self.config);
+                if let Err(reason) = &made {
+                    tracing::warn!("{reason}: pulls fail until it can be made");
+                }
+                made
+            })
+            .as_ref()
+            .map_err(unusable)?;
         let extra_insecure =
             source.insecure && !self.config.insecure_registries.iter().any(|r| r == host);
         if !extra_insecure && *auth == Auth::Anonymous {

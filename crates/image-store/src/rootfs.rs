@@ -117,7 +117,7 @@ pub(crate) fn validate_container_id(id: &str) -> Result<()> {
 impl Store {
     /// The driver containers' root file systems are made with, chosen when the store opened.
     pub fn storage_driver(&self) -> StorageDriver {
-        self.inner.driver
+        self.inner.driver.get()
     }
 
     /// Makes the root file system of container `container_id` from the image `image_query`
@@ -295,7 +295,7 @@ impl Inner {
             version: VERSION,
             container_id: id.to_owned(),
             image_id: image.id.clone(),
-            driver: self.driver,
+            driver: self.driver.get(),
             layers: image.layers.iter().map(|l| l.chain_id.clone()).collect(),
             state: State::Creating,
         };

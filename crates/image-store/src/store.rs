@@ -48,10 +48,13 @@ pub(crate) struct Inner {
     /// held across a request to a registry.
     pub(crate) pinned: Mutex<crate::pins::Pinned>,
     pub(crate) inflight: Mutex<HashMap<String, Inflight>>,
-    /// The registry clients anonymous pulls share, or why they could not be made.
-    pub(crate) clients: std::result::Result<crate::pull::RegistryClients, String>,
-    /// How containers' root file systems are made.
-    pub(crate) driver: StorageDriver,
+    /// The registry clients anonymous pulls share, or why they could not be made: made at the
+    /// first pull, not at open (reading and parsing the node's CA certificates and building
+    /// the TLS configuration is most of what an open costs otherwise).
+    pub(crate) clients:
+        std::sync::OnceLock<std::result::Result<crate::pull::RegistryClients, String>>,
+    /// How containers' root file systems are made (possibly still being probed).
+    pub(crate) driver: crate::driver::DriverChoice,
     /// `<root>/containers`, the root resolved: mountinfo shows resolved paths.
     pub(crate) containers: PathBuf,
     /// `<root>/layers`, the root resolved: the overlay lower directories.
@@ -87,8 +90,11 @@ impl Store {
     /// and sweeps what a killed pull left: temporary files and directories, and blobs and layers
     /// that no indexed image or container uses. Containers' root file systems that a killed
     /// process left half made or half removed are removed; overlays whose mount is gone (after
-    /// a reboot) are mounted again. Then it picks the storage driver: the configured one, or
-    /// overlay if a probe mount works and vfs (logging why) if not.
+    /// a reboot) are mounted again. Then it picks the storage driver: the configured one (overlay
+    /// checked with a probe mount), or, when none is configured, overlay if a probe mount works
+    /// and vfs (logging why) if not. That probe runs on a thread of its own while the caller goes
+    /// on (its unmount can take most of a second on a busy node); the first root file system, or
+    /// [`Store::storage_driver`], waits for it.
     ///
     /// # Errors
     ///
@@ -138,13 +144,15 @@ impl Store {
             }
         })?;
         let index = IndexFile::load(&root)?;
-        let clients = crate::pull::registry_clients(&config);
-        if let Err(reason) = &clients {
-            tracing::warn!(root = %root.display(), "{reason}: pulls will fail until it can be made");
-        }
         let canonical = std::fs::canonicalize(&root).map_err(|e| Error::io("resolve", &root, e))?;
         let containers = canonical.join("containers");
-        let driver = choose_driver(&config, &containers)?;
+        // A configured driver is checked now (a start on a node that cannot honour it fails);
+        // the probe for an unconfigured one runs after the sweep, beside the rest of the start.
+        let configured = configured_driver(&config, &containers)?;
+        let driver = match configured {
+            Some(driver) => crate::driver::DriverChoice::known(driver),
+            None => crate::driver::DriverChoice::pending(),
+        };
         let store = Store {
             inner: Arc::new(Inner {
                 blobs: Blobs::new(blobs_dir),
@@ -152,7 +160,7 @@ impl Store {
                 index: Mutex::new(index),
                 pinned: Mutex::new(crate::pins::Pinned::default()),
                 inflight: Mutex::new(HashMap::new()),
-                clients,
+                clients: std::sync::OnceLock::new(),
                 driver,
                 containers,
                 canonical_layers: canonical.join("layers"),
@@ -174,7 +182,15 @@ impl Store {
                 "swept what an interrupted pull or removal left"
             );
         }
-        tracing::info!(root = %root.display(), storage_driver = %driver, "image store open");
+        if let Some(driver) = configured {
+            tracing::info!(root = %root.display(), storage_driver = %driver, "image store open");
+        } else {
+            tracing::info!(root = %root.display(), "image store open; probing overlay");
+            store
+                .inner
+                .driver
+                .start_probe(store.inner.containers.clone());
+        }
         Ok((store, swept))
     }
 
@@ -388,30 +404,18 @@ impl Inner {
     }
 }
 
-/// The configured driver, or overlay when a probe mount works and vfs when not.
-fn choose_driver(config: &StoreConfig, containers: &Path) -> Result<StorageDriver> {
-    let probe = || crate::driver::probe_overlay(containers);
+/// The configured driver, checked (overlay must mount), or `None` when none is configured.
+fn configured_driver(config: &StoreConfig, containers: &Path) -> Result<Option<StorageDriver>> {
     match config.storage_driver {
-        Some(StorageDriver::Vfs) => Ok(StorageDriver::Vfs),
-        Some(StorageDriver::Overlay) => {
-            probe()
-                .map(|()| StorageDriver::Overlay)
-                .map_err(|reason| Error::StorageDriver {
-                    root: config.root.clone(),
-                    driver: StorageDriver::Overlay,
-                    reason,
-                })
-        }
-        None => Ok(probe().map_or_else(
-            |reason| {
-                tracing::warn!(
-                    reason,
-                    "overlay cannot be mounted: containers' root file systems will be copies (vfs)"
-                );
-                StorageDriver::Vfs
-            },
-            |()| StorageDriver::Overlay,
-        )),
+        Some(StorageDriver::Vfs) => Ok(Some(StorageDriver::Vfs)),
+        Some(StorageDriver::Overlay) => crate::driver::probe_overlay(containers)
+            .map(|()| Some(StorageDriver::Overlay))
+            .map_err(|reason| Error::StorageDriver {
+                root: config.root.clone(),
+                driver: StorageDriver::Overlay,
+                reason,
+            }),
+        None => Ok(None),
     }
 }
 
