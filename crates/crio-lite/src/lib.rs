@@ -1,20 +1,23 @@
-//! crio-lite: a thin CRI runtime daemon for pod sandboxes and their networks, built on ocicni.
+//! crio-lite: a CRI runtime daemon in the spirit of CRI-O, built from the workspace's crates.
 //!
-//! It serves the Kubernetes CRI `runtime.v1` API on a unix socket and does for a pod sandbox what
-//! CRI-O does minus the containers: it pins a network namespace for the pod, asks ocicni to attach
-//! it to its networks (with its port mappings, cgroup and annotations), reports its IPs, tears the
-//! network down on stop and unpins the namespace on removal. Container, exec and image RPCs answer
-//! `Unimplemented`. CRI-O's HTTP status API (`/info`, `/config`, `/containers/ID`, `/metrics`) is
-//! served on the same socket.
+//! It serves the Kubernetes CRI `runtime.v1` API (RuntimeService and ImageService) on a unix
+//! socket, and CRI-O's HTTP status API (`/info`, `/config`, `/containers/ID`, `/metrics`) on the
+//! same socket. For a pod sandbox it pins the pod's namespaces, asks ocicni to attach it to its
+//! networks (port mappings, cgroup and annotations included), reports its IPs, tears the network
+//! down on stop and unpins on removal; for containers it has image-store make the root file
+//! system and oci-container run it on crun or runc under conmon (create, start, stop, remove,
+//! ExecSync, stats, update, logs, hooks); images are pulled, listed and removed by image-store.
 //!
-//! What it does not do: networking. Everything about CNI lives behind [`ocicni::CniPlugin`], and
-//! namespaces behind [`NetnsOps`]; both are handed to [`Daemon::start`], so tests run the daemon
-//! with fakes and the binary runs it with ocicni.
+//! What it does not do itself: networking, images or running containers. Those live in ocicni
+//! (behind [`ocicni::CniPlugin`]), image-store and oci-container; crio-lite is the CRI adapter
+//! (`cri`), the state machine over them (`domain`), configuration, wiring and the server. The
+//! CNI side and namespaces are handed to [`Daemon::start`], so tests run the daemon with fakes and
+//! the binary runs it with ocicni.
 //!
 //! # State
 //!
-//! Every sandbox is a JSON file under `<root>/sandboxes` (`crio.root`), replaced atomically at each
-//! state change (see [`domain`] for the state machine). A daemon killed at any moment finds on its
+//! Every sandbox and container is a JSON file under `<root>` (`crio.root`), replaced atomically
+//! at each state change (see [`domain`] for the state machine). A daemon killed at any moment finds on its
 //! next start every sandbox that may own a namespace or an attachment: half-made ones are rolled back,
 //! ready ones come back with their IPs, and ocicni collects whatever no ready sandbox owns.
 //!
@@ -54,6 +57,7 @@ mod instance;
 mod metrics;
 mod netns;
 mod server;
+mod startup;
 pub mod status_cmd;
 mod status_output;
 mod store;

@@ -2,7 +2,7 @@
 //!
 //! gRPC (HTTP/2 with prior knowledge, as CRI clients speak it) and the HTTP/1.1 status API share
 //! one socket: the tonic services become an axum router, merged with the HTTP routes, and
-//! `axum::serve` detects the protocol of each connection.
+//! the accept loop in `connections` tells the protocol of each connection apart.
 
 use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
@@ -26,6 +26,7 @@ use crate::http_api;
 use crate::instance::InstanceLocks;
 use crate::metrics::Metrics;
 use crate::netns::NetnsOps;
+use crate::startup::Timeline;
 use crate::store::Store;
 
 /// How long shutdown waits for open connections, then for running sandbox operations.
@@ -82,6 +83,17 @@ impl Daemon {
         netns: Arc<dyn NetnsOps>,
         metrics: Metrics,
     ) -> Result<Daemon> {
+        Daemon::start_timed(config, cni, netns, metrics, &mut Timeline::new()).await
+    }
+
+    /// As [`Daemon::start_with_metrics`], each phase marked on `timeline`.
+    pub(crate) async fn start_timed(
+        config: Config,
+        cni: Arc<dyn CniPlugin>,
+        netns: Arc<dyn NetnsOps>,
+        metrics: Metrics,
+        timeline: &mut Timeline,
+    ) -> Result<Daemon> {
         config.validate()?;
         warn_if_private_mounts();
         // Before anything is read or changed: a second daemon must change nothing.
@@ -92,8 +104,11 @@ impl Daemon {
             std::fs::create_dir_all(dir)
                 .map_err(|e| Error::io("cannot create directory", dir, e))?;
         }
+        timeline.mark("instance locks and directories");
         let store = Store::open(&config.crio.root)?;
+        timeline.mark("sandbox store");
         let images = Images::open(&config)?.with_progress(metrics.image_progress());
+        timeline.mark("image store");
         let containers = Arc::new(Containers::new(
             &config,
             images.clone(),
@@ -108,7 +123,9 @@ impl Daemon {
             config.crio_lite.network.cni_args_policy,
             containers,
         ));
+        timeline.mark("container store and runtimes");
         let recovery = manager.recover().await?;
+        timeline.mark("recovery (synchronous part)");
 
         let socket = config.crio.api.listen.clone();
         let limits = connections::Limits {
@@ -150,6 +167,7 @@ impl Daemon {
             cancel.clone(),
             SHUTDOWN_GRACE,
         ));
+        timeline.mark("sockets and services");
         tracing::info!(socket = %socket.display(), "serving CRI and the status API");
         Ok(Daemon {
             socket,

@@ -16,6 +16,7 @@ use crate::config::{Config, Loader, LogFormat};
 use crate::metrics::Metrics;
 use crate::netns::{HostNetns, NetnsOps};
 use crate::server::Daemon;
+use crate::startup::Timeline;
 
 /// Builds the CNI side the daemon runs with, from `[crio.network]` and `[crio_lite.network]`: an
 /// [`Ocicni`] whose plugin runs are timed into `metrics`.
@@ -120,13 +121,21 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
                      (running as uid {euid})"
                 );
             }
+            let mut timeline = Timeline::new();
             let loader = cli.loader();
             let loaded = loader.load()?;
             let logging = init_logging(&loaded.config)?;
             for file in &loaded.files {
                 tracing::info!(file = %file.display(), "configuration read");
             }
-            runtime()?.block_on(run_daemon_reloading(loaded.config, loader, logging))
+            let runtime = runtime()?;
+            timeline.mark("configuration");
+            runtime.block_on(run_daemon_reloading(
+                loaded.config,
+                loader,
+                logging,
+                timeline,
+            ))
         }
     }
 }
@@ -301,7 +310,7 @@ pub fn init_logging(config: &Config) -> anyhow::Result<Logging> {
 ///
 /// When the CNI side cannot be built, the daemon cannot start, or it fails while running.
 pub async fn run_daemon(config: Config) -> anyhow::Result<()> {
-    serve_until_signal(config, None).await
+    serve_until_signal(config, None, Timeline::new()).await
 }
 
 /// As [`run_daemon`], and SIGHUP also reads the configuration again with `loader`: a new
@@ -311,26 +320,35 @@ pub async fn run_daemon(config: Config) -> anyhow::Result<()> {
 /// # Errors
 ///
 /// As [`run_daemon`].
-pub async fn run_daemon_reloading(
+pub(crate) async fn run_daemon_reloading(
     config: Config,
     loader: Loader,
     logging: Logging,
+    timeline: Timeline,
 ) -> anyhow::Result<()> {
-    serve_until_signal(config, Some((loader, logging))).await
+    serve_until_signal(config, Some((loader, logging)), timeline).await
 }
 
 async fn serve_until_signal(
     config: Config,
     reloading: Option<(Loader, Logging)>,
+    mut timeline: Timeline,
 ) -> anyhow::Result<()> {
     // Made first: the CNI side times every plugin run into it.
     let metrics = Metrics::new();
     let cni = build_cni(&config, &metrics).await?;
+    timeline.mark("CNI configuration and plugins");
     let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
     let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
     let mut hup = signal(SignalKind::hangup()).context("cannot handle SIGHUP")?;
     let mut current = config.clone();
-    let daemon = Daemon::start_with_metrics(config, cni, build_netns(), metrics).await?;
+    let daemon = Daemon::start_timed(config, cni, build_netns(), metrics, &mut timeline).await?;
+    tracing::info!(
+        ready_ms = timeline.total().as_secs_f64() * 1e3,
+        phases = %timeline.summary(),
+        "ready: serving CRI {:.1} ms after start",
+        timeline.total().as_secs_f64() * 1e3
+    );
     crate::systemd::ready("serving; recovering the sandboxes of the last run");
     let watchdog = crate::systemd::spawn_watchdog();
     let recovered = daemon.recovered();

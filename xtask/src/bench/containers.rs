@@ -215,8 +215,35 @@ fn print_tables(v: &Value) {
         v["loadavg_start"].as_str().unwrap_or("?"),
         v["loadavg_end"].as_str().unwrap_or("?"),
     );
+    print_start(v);
     print_containers(v);
     print_pods(v);
+}
+
+/// Start to ready: spawn to CRI `Status` ready on a fresh state directory, both daemons.
+fn print_start(v: &Value) {
+    let start = &v["start"];
+    if start.is_null() {
+        return;
+    }
+    println!(
+        "\nstart to ready (spawn to CRI Status ready, {} fresh starts each, taking turns), ms:",
+        start["rounds"]
+    );
+    for daemon in ["crio-lite", "containerd"] {
+        let d = &start[daemon];
+        println!(
+            "  {daemon:<10} p50 {:.1}  min {:.1}  max {:.1}  runs {}",
+            num(d, &["p50_ms"]),
+            num(d, &["min_ms"]),
+            num(d, &["max_ms"]),
+            d["runs_ms"]
+        );
+    }
+    println!(
+        "  crio-lite's phases, median start: {}",
+        start["crio-lite_phases_of_median"].as_str().unwrap_or("?")
+    );
 }
 
 fn print_containers(v: &Value) {
@@ -334,6 +361,17 @@ fn print_pods(v: &Value) {
 
 fn verdicts(v: &Value) -> Vec<Verdict> {
     let mut out = Vec::new();
+    if !v["start"].is_null() {
+        let (a, b) = (
+            num(&v["start"]["crio-lite"], &["p50_ms"]),
+            num(&v["start"]["containerd"], &["p50_ms"]),
+        );
+        out.push(Verdict::judged(
+            "start to ready: crio-lite sooner than containerd (p50, fresh state)".to_owned(),
+            a < b,
+            format!("{a:.1} ms vs {b:.1} ms ({:.2}x)", b / a),
+        ));
+    }
     for r in v["containers"].as_array().into_iter().flatten() {
         let c = r["concurrency"].as_i64().unwrap_or(0);
         let pct = num(r, &["added_pct"]);

@@ -86,7 +86,8 @@ impl Daemon {
                     Err(e) => last = e,
                 }
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            // Fine-grained: start to ready is measured through this loop.
+            tokio::time::sleep(Duration::from_millis(2)).await;
         }
         Err(format!(
             "{} not ready within 60 s ({last}); its log ends:\n{}",
@@ -112,6 +113,10 @@ impl Daemon {
         let _ = self.child.kill();
         let _ = self.child.wait();
         Err(format!("{} did not stop within 20 s of SIGTERM", self.name))
+    }
+
+    pub(crate) fn log_path(&self) -> &Path {
+        &self.log
     }
 
     pub(crate) fn log_tail(&self) -> String {

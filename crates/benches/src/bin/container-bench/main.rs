@@ -8,6 +8,8 @@
 //! node, pushes a busybox image (`sleep 3600`) and a pause look-alike built offline
 //! (`images.rs`), starts crio-lite (`daemon.rs`) and pulls the image through it, untimed, then:
 //!
+//! 0. **start to ready** (`start.rs`): fresh starts of crio-lite and containerd, taking turns,
+//!    from spawn to CRI `Status` ready, with crio-lite's own account of its start's phases.
 //! 1. **containers** (`containers.rs`, `floor.rs`): create + start + stop + remove per container
 //!    in ready sandboxes, at each concurrency, beside the same bundle under bare runc
 //!    (`runc run -d`, kill, delete) and under conmon + runc as crio-lite starts it.
@@ -28,6 +30,7 @@ mod images;
 mod node;
 mod pods;
 mod series;
+mod start;
 
 use std::path::{Path, PathBuf};
 
@@ -249,6 +252,15 @@ async fn parts(
         concurrency: &o.concurrency,
         workload: &pushed.workload,
     };
+    start::run(
+        &o.work_dir,
+        cgroups,
+        &o.crio_lite,
+        &host,
+        &pushed.pause,
+        rep,
+    )
+    .await?;
     daemons.push((
         crio.start(&o.crio_lite, &host, cgroups.cpu_group("daemon-crio-lite")?)?,
         None,
