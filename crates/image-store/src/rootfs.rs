@@ -484,7 +484,7 @@ impl Inner {
                 let paths = self.paths(&name);
                 let mounted = mounts
                     .iter()
-                    .any(|m| m.point == paths.merged && m.is_overlay_on(&paths.upper));
+                    .any(|m| m.mount_point == paths.merged && crate::mount::is_overlay_on(m, &paths.upper));
                 if !mounted {
                     match self.mount_overlay(&record, &paths) {
                         Ok(()) => {

@@ -277,27 +277,9 @@ fn unpin_shared(pod: &str, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Whether something is mounted at `path` (its mount id differs from its parent's).
+/// Whether something is mounted at `path`; `false` when the mount table cannot be read.
 pub(crate) fn is_mounted(path: &Path) -> bool {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    let Ok(path) = std::path::absolute(path) else {
-        return false;
-    };
-    let wanted = path.to_string_lossy();
-    info.lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .any(|point| unescape(point) == wanted)
-}
-
-/// mountinfo escapes space, tab, newline and backslash as octal.
-fn unescape(field: &str) -> String {
-    field
-        .replace("\\040", " ")
-        .replace("\\011", "\t")
-        .replace("\\012", "\n")
-        .replace("\\134", "\\")
+    node_primitives::mounts::is_mount_point(path).unwrap_or(false)
 }
 
 #[cfg(test)]

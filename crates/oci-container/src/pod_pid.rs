@@ -227,9 +227,10 @@ fn create_pin(pod: &str, path: &Path) -> Result<()> {
 /// `<dir>/pid.cgroup` (so an unpin after a crash finds them), then made.
 fn make_cgroup(pod: &str, dir: &Path, confinement: &PodInitConfinement) -> Result<Vec<PathBuf>> {
     let (parent, name) = (&confinement.cgroup_parent, &confinement.cgroup_name);
-    let mountinfo = Path::new("/proc/self/mountinfo");
-    let table = std::fs::read_to_string(mountinfo)
-        .map_err(|e| Error::io(pod, "read the mount table", mountinfo, e))?;
+    let table = node_primitives::mounts::read_own().map_err(|e| {
+        let mountinfo = Path::new(node_primitives::mounts::OWN_MOUNTINFO);
+        Error::io(pod, "read the mount table", mountinfo, e.into_io())
+    })?;
     let dirs = crate::cgroup::cgroupfs_dirs(&table, parent, name).ok_or_else(|| {
         Error::config(
             pod,
