@@ -249,6 +249,35 @@ mod tests {
         assert_eq!(ProcStat::of(pid), None);
     }
 
+    #[cfg(feature = "tokio")]
+    #[tokio::test]
+    async fn waiting_for_an_exit_wakes_when_it_happens_and_gives_up_at_the_timeout() {
+        use std::time::{Duration, Instant};
+        let spawn = |secs: &str| {
+            std::process::Command::new("sleep")
+                .arg(secs)
+                .spawn()
+                .unwrap()
+        };
+        let (mut quick, mut slow) = (spawn("0.1"), spawn("30"));
+        let id = |c: &std::process::Child| ProcessIdentity::of(i32::try_from(c.id()).unwrap());
+        let (quick_id, slow_id) = (id(&quick).unwrap(), id(&slow).unwrap());
+        let started = Instant::now();
+        assert!(quick_id.wait_exit(Duration::from_secs(20)).await);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "woken at the exit, not the timeout: {:?}",
+            started.elapsed()
+        );
+        assert!(!slow_id.wait_exit(Duration::from_millis(50)).await);
+        let _ = slow.kill();
+        let _ = slow.wait();
+        let _ = quick.wait();
+        // Gone (reaped): at once.
+        assert!(quick_id.wait_exit(Duration::from_secs(20)).await);
+        assert!(slow_id.wait_exit(Duration::from_secs(20)).await);
+    }
+
     #[cfg(feature = "serde")]
     #[test]
     fn an_identity_is_the_json_records_hold() {

@@ -15,7 +15,8 @@ use safe_file::{Durability, Symlinks};
 
 use crate::command::{self, Capped, read_into};
 use crate::error::{Error, Result, validate_id};
-use crate::record::{self, ProcStat, ProcessIdentity};
+use crate::record::{self, ProcessIdentity};
+use node_primitives::ProcStat;
 use crate::runtime::{Runtime, Status, kill_identity};
 
 /// The exit code of a command that timed out, as CRI-O reports it.
@@ -351,12 +352,8 @@ fn all_threads_stopped(pid: i32) -> bool {
     let mut any = false;
     for task in tasks {
         let Ok(task) = task else { return false };
-        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        let state = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().next());
         // `t` is a tracing stop, `T` a job-control stop
-        if !matches!(state, Some("T" | "t")) {
+        if !ProcStat::read(&task.path().join("stat")).is_some_and(|s| s.is_stopped()) {
             return false;
         }
         any = true;

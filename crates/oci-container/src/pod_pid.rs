@@ -47,7 +47,7 @@
 use std::ffi::OsString;
 use std::fs::OpenOptions;
 use std::io::Read as _;
-use std::os::fd::{AsRawFd as _, OwnedFd};
+use std::os::fd::AsRawFd as _;
 use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
@@ -61,9 +61,9 @@ use safe_file::Symlinks;
 
 use crate::error::{Error, Result};
 use crate::pod_init::Plan;
-use crate::record::{
-    ProcStat, ProcessIdentity, innermost_pid, pidfd_open, pidfd_send as send, wait_pidfd,
-};
+use crate::record::ProcessIdentity;
+use node_primitives::proc::innermost_pid;
+use node_primitives::{Pidfd, ProcStat};
 
 /// How long the program may take to start the init, and the init to die once killed.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -432,7 +432,7 @@ fn read_pid_file(pod: &str, dir: &Path) -> Result<Option<ProcessIdentity>> {
 /// A running pod init that passed the identity check, held by a pidfd.
 struct Init {
     who: ProcessIdentity,
-    pidfd: OwnedFd,
+    pidfd: Pidfd,
     /// Its PID namespace, open.
     ns: std::fs::File,
     /// `<dir>/pid` is a mount of its namespace.
@@ -444,7 +444,7 @@ fn recorded_init(pod: &str, dir: &Path) -> Result<Option<Init>> {
     let Some(who) = read_pid_file(pod, dir)? else {
         return Ok(None);
     };
-    let Some(pidfd) = pidfd_open(who.pid) else {
+    let Ok(pidfd) = Pidfd::open(who.pid) else {
         return Ok(None);
     };
     let proc = PathBuf::from(format!("/proc/{}", who.pid));
@@ -458,15 +458,15 @@ fn recorded_init(pod: &str, dir: &Path) -> Result<Option<Init>> {
     let pin = pod_pid_pin(dir);
     let pin_id = std::fs::metadata(&pin).ok().map(|m| (m.dev(), m.ino()));
     let pinned = pin_id == Some(ns_id);
-    let status = std::fs::read_to_string(proc.join("status")).unwrap_or_default();
-    let cmdline = std::fs::read(proc.join("cmdline")).unwrap_or_default();
+    let status = node_primitives::proc::status(who.pid).unwrap_or_default();
+    let cmdline = node_primitives::proc::cmdline(who.pid, MAX_RECORD).unwrap_or_default();
     let ours = ProcStat::of(who.pid).is_some_and(|s| s.start_time == who.start_time)
         && innermost_pid(&status) == Some(1)
         && ns_id != (own.dev(), own.ino())
         && names(&cmdline, pod, &pid_file(dir))
         && (pinned || !crate::pod::is_mounted(&pin))
-        // Still alive after the reads: what /proc showed was this process.
-        && send(&pidfd, None).is_ok();
+        // Still running after the reads: what /proc showed was this process.
+        && !pidfd.has_exited();
     Ok(ours.then_some(Init {
         who,
         pidfd,
@@ -478,19 +478,15 @@ fn recorded_init(pod: &str, dir: &Path) -> Result<Option<Init>> {
 impl Init {
     /// SIGKILL through the pidfd, then wait until the process has ended.
     fn kill(self, pod: &str, dir: &Path) -> Result<()> {
-        match send(&self.pidfd, Some(Signal::SIGKILL)) {
-            Ok(()) | Err(Errno::ESRCH) => {}
+        match self.pidfd.send_signal(Signal::SIGKILL as i32) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
             Err(e) => {
-                return Err(Error::io(
-                    pod,
-                    "kill the pod init named in",
-                    pid_file(dir),
-                    e.into(),
-                ));
+                return Err(Error::io(pod, "kill the pod init named in", pid_file(dir), e));
             }
         }
         // The pidfd turns readable when the init has ended.
-        if !wait_pidfd(&self.pidfd, START_TIMEOUT) && self.who.is_alive() {
+        if !self.pidfd.wait(START_TIMEOUT) && self.who.is_alive() {
             return Err(Error::Timeout {
                 container: pod.to_owned(),
                 runtime: pid_file(dir),
@@ -536,20 +532,6 @@ fn names(cmdline: &[u8], pod: &str, pid_file: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_innermost_pid_is_the_last_nspid_field() {
-        for (status, want) in [
-            ("Name:\tx\nNSpid:\t4242\t1\nNSpgid:\t1\n", Some(1)),
-            ("NSpid:\t4242\n", Some(4242)),
-            ("NSpid:\t4242\t17\t1\n", Some(1)),
-            ("NSpid:\n", None),
-            ("Name:\tx\n", None),
-            ("NSpid:\tabc\n", None),
-        ] {
-            assert_eq!(innermost_pid(status), want, "{status:?}");
-        }
-    }
 
     #[test]
     fn a_command_line_is_the_pods_init_only_with_both_last_arguments() {
