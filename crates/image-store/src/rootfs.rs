@@ -482,9 +482,9 @@ impl Inner {
             }
             if record.driver == StorageDriver::Overlay {
                 let paths = self.paths(&name);
-                let mounted = mounts
-                    .iter()
-                    .any(|m| m.mount_point == paths.merged && crate::mount::is_overlay_on(m, &paths.upper));
+                let mounted = mounts.iter().any(|m| {
+                    m.mount_point == paths.merged && crate::mount::is_overlay_on(m, &paths.upper)
+                });
                 if !mounted {
                     match self.mount_overlay(&record, &paths) {
                         Ok(()) => {

@@ -125,15 +125,11 @@ impl Finished {
 /// whatever it started), stdout and stderr piped, stdin piped (`stdin`) or `/dev/null`, and
 /// killed if its handle is dropped.
 pub fn prepare(cmd: &mut Command, stdin: bool) -> &mut Command {
-    cmd.stdin(if stdin {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .kill_on_drop(true)
-    .process_group(0)
+    cmd.stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .process_group(0)
 }
 
 /// Runs `child` (spawned from a command [`prepare`]d) within `bounds`: writes `stdin` (a child
@@ -353,10 +349,17 @@ mod tests {
             Cap::keep_first(10),
             Duration::from_secs(10),
         );
-        let done = run(sh("head -c 1000000 /dev/zero; echo hello >&2", false), b"", &kept)
-            .await
-            .unwrap();
-        assert_eq!((done.stdout.bytes.len(), done.stdout.truncated), (1000, true));
+        let done = run(
+            sh("head -c 1000000 /dev/zero; echo hello >&2", false),
+            b"",
+            &kept,
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            (done.stdout.bytes.len(), done.stdout.truncated),
+            (1000, true)
+        );
         assert_eq!(
             (&done.stderr.bytes[..], done.stderr.truncated),
             (&b"hello\n"[..], false)

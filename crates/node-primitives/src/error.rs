@@ -84,9 +84,9 @@ impl Error {
     /// already names the file.
     pub fn into_io(self) -> io::Error {
         match self {
-            Error::Read { source, .. } | Error::Pin { source, .. } | Error::Child { source, .. } => {
-                source
-            }
+            Error::Read { source, .. }
+            | Error::Pin { source, .. }
+            | Error::Child { source, .. } => source,
             Error::Timeout { .. } => io::Error::new(io::ErrorKind::TimedOut, self.to_string()),
             Error::NotRegular { .. }
             | Error::TooLarge { .. }

@@ -46,7 +46,9 @@ impl Fingerprint {
     /// The fingerprint of the file `path` names, symbolic links followed; `None` when it
     /// cannot be inspected.
     pub fn of(path: &Path) -> Option<Fingerprint> {
-        std::fs::metadata(path).ok().map(|m| Fingerprint::from_metadata(&m))
+        std::fs::metadata(path)
+            .ok()
+            .map(|m| Fingerprint::from_metadata(&m))
     }
 
     /// The fingerprint `meta` describes.
@@ -72,7 +74,11 @@ mod tests {
         let path = dir.path().join("plugin");
         std::fs::write(&path, b"one").unwrap();
         let first = Fingerprint::of(&path).unwrap();
-        assert_eq!(Fingerprint::of(&path), Some(first), "unchanged file, same print");
+        assert_eq!(
+            Fingerprint::of(&path),
+            Some(first),
+            "unchanged file, same print"
+        );
 
         // a replacement is a new inode (and here a new size)
         let tmp = dir.path().join("new");

@@ -259,7 +259,12 @@ mod tests {
             (br"\\040", b"\\ "),
             (b"", b""),
         ] {
-            assert_eq!(unescape(field), want, "{:?}", String::from_utf8_lossy(field));
+            assert_eq!(
+                unescape(field),
+                want,
+                "{:?}",
+                String::from_utf8_lossy(field)
+            );
         }
     }
 

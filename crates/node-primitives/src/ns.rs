@@ -367,13 +367,11 @@ pub fn create_file(path: &Path, existing: Existing) -> io::Result<bool> {
         }
         Existing::Reuse => match options.create_new(true).open(path) {
             Ok(_) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                OpenOptions::new()
-                    .write(true)
-                    .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK)
-                    .open(path)
-                    .map(|_| false)
-            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK)
+                .open(path)
+                .map(|_| false),
             Err(e) => Err(e),
         },
     }

@@ -287,9 +287,6 @@ mod tests {
         };
         let json = serde_json::to_string(&who).unwrap();
         assert_eq!(json, r#"{"pid":5,"start_time":6}"#);
-        assert_eq!(
-            serde_json::from_str::<ProcessIdentity>(&json).unwrap(),
-            who
-        );
+        assert_eq!(serde_json::from_str::<ProcessIdentity>(&json).unwrap(), who);
     }
 }

@@ -482,7 +482,12 @@ impl Init {
             Ok(()) => {}
             Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
             Err(e) => {
-                return Err(Error::io(pod, "kill the pod init named in", pid_file(dir), e));
+                return Err(Error::io(
+                    pod,
+                    "kill the pod init named in",
+                    pid_file(dir),
+                    e,
+                ));
             }
         }
         // The pidfd turns readable when the init has ended.

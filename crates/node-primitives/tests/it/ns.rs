@@ -46,7 +46,10 @@ fn pin_files_are_refused_or_reused_as_asked() {
     assert!(!ns::create_file(&path, Existing::Reuse).unwrap());
     let link = dir.path().join("link");
     std::os::unix::fs::symlink(&path, &link).unwrap();
-    assert!(ns::create_file(&link, Existing::Reuse).is_err(), "no link followed");
+    assert!(
+        ns::create_file(&link, Existing::Reuse).is_err(),
+        "no link followed"
+    );
 }
 
 #[test]
@@ -83,7 +86,10 @@ fn new_namespaces_are_pinned_set_up_and_unpinned() {
         || rustix::system::sethostname(hostname.as_bytes()).map_err(Into::into),
     )
     .unwrap();
-    assert!(mounts::is_mount_point(&dir).unwrap(), "the directory is a mount point");
+    assert!(
+        mounts::is_mount_point(&dir).unwrap(),
+        "the directory is a mount point"
+    );
     let table = mounts::read_own().unwrap();
     let own = table.iter().rfind(|m| m.mount_point == dir).unwrap();
     assert!(
@@ -153,7 +159,10 @@ fn a_failed_set_up_leaves_nothing() {
         )
     );
     assert!(!pins.path("ipc").exists() && !pins.path("uts").exists());
-    assert!(!mounts::is_mount_point(tmp.path()).unwrap(), "not made shared");
+    assert!(
+        !mounts::is_mount_point(tmp.path()).unwrap(),
+        "not made shared"
+    );
 }
 
 #[test]

@@ -101,7 +101,8 @@ mod tests {
 
     #[test]
     fn the_leaf_is_in_every_hierarchy_once_or_in_the_one_unified() {
-        let dirs = cgroupfs_dirs(&table(HYBRID), Path::new("/crio-lite"), "crio-p1").expect("plain");
+        let dirs =
+            cgroupfs_dirs(&table(HYBRID), Path::new("/crio-lite"), "crio-p1").expect("plain");
         assert_eq!(
             dirs,
             [

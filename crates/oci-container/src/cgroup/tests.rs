@@ -81,7 +81,10 @@ fn the_cgroup_is_found_through_the_process_and_the_mount_table() {
         ),
     ];
     for (case, proc_cgroup, mountinfo, expected) in cases {
-        let dirs = Dirs::resolve(&parse_membership(proc_cgroup), &parse_mounts(&table(mountinfo)));
+        let dirs = Dirs::resolve(
+            &parse_membership(proc_cgroup),
+            &parse_mounts(&table(mountinfo)),
+        );
         assert_eq!(dirs, expected, "{case}");
     }
 }
