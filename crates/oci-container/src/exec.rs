@@ -13,11 +13,12 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use safe_file::{Durability, Symlinks};
 
-use crate::command::{self, Capped, read_into};
+use crate::command;
 use crate::error::{Error, Result, validate_id};
 use crate::record::{self, ProcessIdentity};
-use node_primitives::ProcStat;
 use crate::runtime::{Runtime, Status, kill_identity};
+use node_primitives::ProcStat;
+use node_primitives::child::{Captured, read_into};
 
 /// The exit code of a command that timed out, as CRI-O reports it.
 pub const EXEC_TIMEOUT_EXIT_CODE: i32 = -1;
@@ -102,7 +103,7 @@ impl Runtime {
         let runtime_pid = child.id();
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
-        let (mut out, mut err) = (Capped::default(), Capped::default());
+        let (mut out, mut err) = (Captured::default(), Captured::default());
         let mut status = None;
         let mut escalation = Escalation::default();
         {
@@ -142,8 +143,8 @@ impl Runtime {
         // Without a timeout the loop above only ends once the runtime's status is known.
         let (false, Some(status)) = (escalation.timed_out, status) else {
             return Ok(ExecOutput {
-                stdout: out.kept,
-                stderr: err.kept,
+                stdout: out.bytes,
+                stderr: err.bytes,
                 exit_code: EXEC_TIMEOUT_EXIT_CODE,
                 timed_out: true,
                 truncated,
@@ -167,8 +168,8 @@ impl Runtime {
             }
         }
         Ok(ExecOutput {
-            stdout: out.kept,
-            stderr: err.kept,
+            stdout: out.bytes,
+            stderr: err.bytes,
             exit_code,
             timed_out: false,
             truncated,
