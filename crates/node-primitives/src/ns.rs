@@ -16,6 +16,7 @@
 //! moves. The bind mounts are made from that thread too, in the process's own mount namespace
 //! (never one made for the purpose), so child processes see them.
 
+use std::ffi::OsStr;
 use std::fs::{DirBuilder, File, OpenOptions};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd as _, BorrowedFd};
@@ -134,9 +135,9 @@ impl Pins {
         &self.dir
     }
 
-    /// The pin called `name`: `<dir>/<name>`.
-    pub fn path(&self, name: &str) -> PathBuf {
-        self.dir.join(name)
+    /// The pin called `name` (a file name): `<dir>/<name>`.
+    pub fn path(&self, name: impl AsRef<OsStr>) -> PathBuf {
+        self.dir.join(name.as_ref())
     }
 
     /// Creates the directory (and its parents, mode 0755) if missing, and makes its mount
@@ -210,7 +211,7 @@ impl Pins {
     /// [`PinStep::Thread`]; [`PinStep::Unshare`] (no `CAP_SYS_ADMIN`; `InvalidInput` for a
     /// kind that cannot be unshared, [`NsKind::Pid`]), naming the first pin; [`PinStep::Setup`]
     /// with `setup`'s error, naming the last pin; [`PinStep::Bind`].
-    pub fn pin_new<F>(&self, pins: &[(NsKind, &str)], existing: Existing, setup: F) -> Result<()>
+    pub fn pin_new<F>(&self, pins: &[(NsKind, &OsStr)], existing: Existing, setup: F) -> Result<()>
     where
         F: FnOnce() -> io::Result<()> + Send,
     {
@@ -246,7 +247,12 @@ impl Pins {
     ///
     /// [`Error::Pin`] with [`PinStep::PrepareDir`], [`PinStep::CreateFile`] or
     /// [`PinStep::Bind`], naming the pin.
-    pub fn pin_from(&self, ns: BorrowedFd<'_>, name: &str, existing: Existing) -> Result<PathBuf> {
+    pub fn pin_from(
+        &self,
+        ns: BorrowedFd<'_>,
+        name: impl AsRef<OsStr>,
+        existing: Existing,
+    ) -> Result<PathBuf> {
         self.prepare()?;
         let path = self.path(name);
         create_file(&path, existing).map_err(|e| pin_err(PinStep::CreateFile, &path, e))?;
@@ -378,21 +384,23 @@ pub fn create_file(path: &Path, existing: Existing) -> io::Result<bool> {
 }
 
 /// Detaches every mount stacked on the pin at `path` (a symbolic link there is not followed)
-/// and removes its file. A missing path, or a bare file left after a reboot, is fine: unpinning
-/// twice succeeds. The namespace itself goes once no process, mount or descriptor holds it.
+/// and removes its file; whether there was a file. A missing path, or a bare file left after a
+/// reboot, is fine: unpinning twice succeeds. The namespace itself goes once no process, mount
+/// or descriptor holds it.
 ///
 /// # Errors
 ///
 /// [`Error::Pin`] with [`PinStep::Unmount`] or [`PinStep::Remove`] for another reason than "not
 /// there".
-pub fn unpin(path: &Path) -> Result<()> {
+pub fn unpin(path: &Path) -> Result<bool> {
     // Without CAP_SYS_ADMIN the kernel says EPERM even when nothing is mounted; a bare file can
     // still be unlinked then.
     crate::mounts::detach_all_unless(path, |e| e == Errno::PERM && !on_nsfs(path))
         .map_err(|e| pin_err(PinStep::Unmount, path, e))?;
     match std::fs::remove_file(path) {
-        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(pin_err(PinStep::Remove, path, e)),
-        _ => Ok(()),
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(pin_err(PinStep::Remove, path, e)),
     }
 }
 

@@ -1,5 +1,6 @@
 //! Namespace pins: the unprivileged checks, then pinning for real (root).
 
+use std::ffi::OsStr;
 use std::os::fd::AsFd as _;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::Path;
@@ -28,11 +29,11 @@ fn namespace_files_are_told_by_kind_and_plain_files_are_none() {
 #[test]
 fn unpinning_what_is_not_there_or_a_bare_file_is_fine() {
     let dir = tempfile::tempdir().unwrap();
-    ns::unpin(&dir.path().join("never-created")).unwrap();
-    ns::unpin(&dir.path().join("no/such/dir/ns")).unwrap();
+    assert!(!ns::unpin(&dir.path().join("never-created")).unwrap());
+    assert!(!ns::unpin(&dir.path().join("no/such/dir/ns")).unwrap());
     let stale = dir.path().join("after-reboot");
     std::fs::write(&stale, b"").unwrap();
-    ns::unpin(&stale).unwrap();
+    assert!(ns::unpin(&stale).unwrap());
     assert!(!stale.exists());
 }
 
@@ -56,7 +57,11 @@ fn pin_files_are_refused_or_reused_as_asked() {
 fn a_pid_namespace_cannot_be_made_for_a_pin() {
     let dir = tempfile::tempdir().unwrap();
     let err = Pins::new(dir.path())
-        .pin_new(&[(NsKind::Pid, "pid")], Existing::Refuse, || Ok(()))
+        .pin_new(
+            &[(NsKind::Pid, OsStr::new("pid"))],
+            Existing::Refuse,
+            || Ok(()),
+        )
         .unwrap_err();
     assert!(
         matches!(&err, Error::Pin { step: PinStep::Unshare, path, .. } if path.ends_with("pid")),
@@ -81,7 +86,10 @@ fn new_namespaces_are_pinned_set_up_and_unpinned() {
     let pins = Pins::shared(&dir);
     let hostname = "pinned-host";
     pins.pin_new(
-        &[(NsKind::Net, "net"), (NsKind::Uts, "uts")],
+        &[
+            (NsKind::Net, OsStr::new("net")),
+            (NsKind::Uts, OsStr::new("uts")),
+        ],
         Existing::Refuse,
         || rustix::system::sethostname(hostname.as_bytes()).map_err(Into::into),
     )
@@ -115,7 +123,11 @@ fn new_namespaces_are_pinned_set_up_and_unpinned() {
 
     // a pin is never stacked on
     let err = pins
-        .pin_new(&[(NsKind::Net, "net")], Existing::Refuse, || Ok(()))
+        .pin_new(
+            &[(NsKind::Net, OsStr::new("net"))],
+            Existing::Refuse,
+            || Ok(()),
+        )
         .unwrap_err();
     assert!(
         matches!(&err, Error::Pin { step: PinStep::CreateFile, source, .. }
@@ -125,9 +137,9 @@ fn new_namespaces_are_pinned_set_up_and_unpinned() {
     assert!(ns::is_namespace(&net, NsKind::Net).unwrap(), "left alone");
 
     for pin in [&net, &uts] {
-        ns::unpin(pin).unwrap();
+        assert!(ns::unpin(pin).unwrap());
         assert!(!pin.exists());
-        ns::unpin(pin).unwrap();
+        assert!(!ns::unpin(pin).unwrap());
     }
     pins.release().unwrap();
     assert!(!mounts::is_mount_point(&dir).unwrap());
@@ -142,7 +154,10 @@ fn a_failed_set_up_leaves_nothing() {
     let pins = Pins::new(tmp.path());
     let err = pins
         .pin_new(
-            &[(NsKind::Ipc, "ipc"), (NsKind::Uts, "uts")],
+            &[
+                (NsKind::Ipc, OsStr::new("ipc")),
+                (NsKind::Uts, OsStr::new("uts")),
+            ],
             Existing::Reuse,
             || Err(std::io::Error::other("no hostname")),
         )
@@ -178,6 +193,6 @@ fn a_processs_namespace_is_pinned_from_its_descriptor() {
         std::fs::metadata(&pin).unwrap().ino(),
         own.metadata().unwrap().ino()
     );
-    ns::unpin(&pin).unwrap();
+    assert!(ns::unpin(&pin).unwrap());
     assert!(!pin.exists());
 }
