@@ -45,18 +45,19 @@
 //! [`unpin_pod_pid`] kills it), or a dead one (cleaned up).
 
 use std::ffi::OsString;
-use std::fs::OpenOptions;
 use std::io::Read as _;
-use std::os::fd::AsRawFd as _;
-use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::os::fd::AsFd as _;
+use std::os::unix::fs::MetadataExt as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::errno::Errno;
-use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::mount::{MsFlags, mount};
 use nix::sys::signal::Signal;
+use node_primitives::mounts::detach_all;
+use node_primitives::ns::{self, Existing, Pins};
+use node_primitives::{Error as PinError, PinStep};
 use safe_file::Symlinks;
 
 use crate::error::{Error, Result};
@@ -97,9 +98,12 @@ pub struct PodInitConfinement {
     pub cgroup_name: String,
 }
 
+/// The file name of the PID namespace's pin.
+const PIN_NAME: &str = "pid";
+
 /// `<dir>/pid`: where [`pin_pod_pid`] pins the pod's PID namespace.
 pub fn pod_pid_pin(dir: &Path) -> PathBuf {
-    dir.join("pid")
+    dir.join(PIN_NAME)
 }
 
 /// `<dir>/pid.init`: the pod init's identity.
@@ -139,7 +143,7 @@ pub fn pin_pod_pid(
     std::fs::create_dir_all(dir).map_err(|e| Error::io(pod, "create directory", dir, e))?;
     if let Some(init) = recorded_init(pod, dir)? {
         if !init.pinned {
-            bind(pod, &init, &pin)?;
+            bind(pod, &init, dir)?;
         }
         return Ok(pin);
     }
@@ -147,7 +151,7 @@ pub fn pin_pod_pid(
     unpin_pod_pid(pod, dir)?;
     let started =
         start(pod, dir, program, confinement).and_then(|()| match recorded_init(pod, dir)? {
-            Some(init) => bind(pod, &init, &pin),
+            Some(init) => bind(pod, &init, dir),
             None => Err(Error::Corrupt {
                 container: pod.to_owned(),
                 path: pid_file(dir),
@@ -175,11 +179,17 @@ pub fn unpin_pod_pid(pod: &str, dir: &Path) -> Result<()> {
         init.kill(pod, dir)?;
     }
     let pin = pod_pid_pin(dir);
-    for path in [&pin, &exe_pin(dir)] {
-        unmount_all(pod, path)?;
-    }
+    ns::unpin(&pin).map_err(|e| match e {
+        PinError::Pin {
+            step: PinStep::Remove,
+            source,
+            ..
+        } => Error::io(pod, "remove", &pin, source),
+        other => Error::io(pod, "unmount", &pin, other.into_io()),
+    })?;
+    unmount_all(pod, &exe_pin(dir))?;
     remove_cgroup(pod, dir)?;
-    for path in [pin, exe_pin(dir), pid_file(dir)] {
+    for path in [exe_pin(dir), pid_file(dir)] {
         match std::fs::remove_file(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(Error::io(pod, "remove", &path, e));
@@ -202,23 +212,12 @@ pub fn pod_init_pid(pod: &str, dir: &Path) -> Result<Option<i32>> {
 
 /// Every mount stacked at `path` detached; nothing mounted there is fine.
 fn unmount_all(pod: &str, path: &Path) -> Result<()> {
-    loop {
-        match umount2(path, MntFlags::MNT_DETACH) {
-            Ok(()) => {}
-            Err(Errno::EINVAL | Errno::ENOENT) => return Ok(()),
-            Err(e) => return Err(Error::io(pod, "unmount", path, e.into())),
-        }
-    }
+    detach_all(path).map_err(|e| Error::io(pod, "unmount", path, e))
 }
 
 /// An empty file at `path`, for a bind mount; a crash leaves it for unpin to remove.
 fn create_pin(pod: &str, path: &Path) -> Result<()> {
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o000)
-        .open(path)
+    ns::create_file(path, Existing::Reuse)
         .map(drop)
         .map_err(|e| Error::io(pod, "create pin", path, e))
 }
@@ -505,18 +504,29 @@ impl Init {
 }
 
 /// Bind-mounts the init's namespace (through the descriptor opened while the pidfd showed it
-/// alive, so never another process's) onto `pin`.
-fn bind(pod: &str, init: &Init, pin: &Path) -> Result<()> {
-    create_pin(pod, pin)?;
-    let source = format!("/proc/self/fd/{}", init.ns.as_raw_fd());
-    mount(
-        Some(source.as_str()),
-        pin,
-        None::<&str>,
-        MsFlags::MS_BIND,
-        None::<&str>,
-    )
-    .map_err(|e| Error::io(pod, "pin the pod's PID namespace at", pin, e.into()))
+/// alive, so never another process's) onto `<dir>/pid`.
+fn bind(pod: &str, init: &Init, dir: &Path) -> Result<()> {
+    Pins::new(dir)
+        .pin_from(init.ns.as_fd(), PIN_NAME, Existing::Reuse)
+        .map(drop)
+        .map_err(|e| match e {
+            PinError::Pin {
+                step: PinStep::PrepareDir,
+                path,
+                source,
+            } => Error::io(pod, "create directory", path, source),
+            PinError::Pin {
+                step: PinStep::CreateFile,
+                path,
+                source,
+            } => Error::io(pod, "create pin", path, source),
+            other => Error::io(
+                pod,
+                "pin the pod's PID namespace at",
+                pod_pid_pin(dir),
+                other.into_io(),
+            ),
+        })
 }
 
 /// Whether a `/proc/<pid>/cmdline` ends with the arguments [`pin_pod_pid`] appends.
