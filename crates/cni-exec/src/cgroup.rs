@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use node_primitives::MountEntry;
 
 /// How long the processes of a killed group get to exit before the group is given up on (left in
 /// place, with a warning). SIGKILLed processes exit at once unless stuck in the kernel.
@@ -182,8 +183,8 @@ fn parent_dir() -> Option<PathBuf> {
 }
 
 fn find_parent() -> Option<PathBuf> {
-    let mountinfo = fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let (root, mount) = cgroup2_mount(&mountinfo)?;
+    let mounts = node_primitives::mounts::read_own().ok()?;
+    let (root, mount) = cgroup2_mount(&mounts)?;
     let own = fs::read_to_string("/proc/self/cgroup").ok()?;
     let own = own_cgroup(&own)?;
     // A mount of a subtree (a container without a cgroup namespace) shows its root: our own
@@ -226,23 +227,12 @@ fn sweep(parent: &Path) {
     }
 }
 
-/// The root and mount point of the first cgroup2 file system in `mountinfo`
-/// (proc_pid_mountinfo(5)). One whose paths hold a `\ooo` escape (a space, a tab, a newline or
-/// a backslash: never seen on a cgroup mount) is not used, rather than decoded here once more.
-pub(crate) fn cgroup2_mount(mountinfo: &str) -> Option<(PathBuf, PathBuf)> {
-    mountinfo.lines().find_map(|line| {
-        let (fields, after) = line.split_once(" - ")?;
-        if after.split(' ').next()? != "cgroup2" {
-            return None;
-        }
-        let mut fields = fields.split(' ');
-        let root = fields.nth(3)?;
-        let mount = fields.next()?;
-        if root.contains('\\') || mount.contains('\\') {
-            return None;
-        }
-        Some((root.into(), mount.into()))
-    })
+/// The root and mount point of the first cgroup2 file system in the mount table.
+pub(crate) fn cgroup2_mount(mounts: &[MountEntry]) -> Option<(PathBuf, PathBuf)> {
+    mounts
+        .iter()
+        .find(|m| m.fs_type == "cgroup2")
+        .map(|m| (m.root.clone(), m.mount_point.clone()))
 }
 
 /// The caller's cgroup2 path from `/proc/self/cgroup` (its `0::` line).
@@ -337,19 +327,23 @@ mod tests {
 30 24 0:26 / /sys/fs/cgroup ro,nosuid - tmpfs tmpfs ro,mode=755
 31 30 0:27 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
 32 30 0:28 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory";
+        let found = |text: &str| cgroup2_mount(&node_primitives::mounts::parse(text.as_bytes()));
         assert_eq!(
-            cgroup2_mount(hybrid),
+            found(hybrid),
             Some(("/".into(), "/sys/fs/cgroup/unified".into()))
         );
         let v2 = "35 24 0:30 /kubepods/x /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate";
         assert_eq!(
-            cgroup2_mount(v2),
+            found(v2),
             Some(("/kubepods/x".into(), "/sys/fs/cgroup".into()))
         );
         let escaped = "35 24 0:30 / /sys/fs/my\\040cgroup rw - cgroup2 cgroup2 rw";
-        assert_eq!(cgroup2_mount(escaped), None);
-        assert_eq!(cgroup2_mount("31 30 0:27 / /x rw - cgroup cgroup rw"), None);
-        assert_eq!(cgroup2_mount("garbage"), None);
+        assert_eq!(
+            found(escaped),
+            Some(("/".into(), "/sys/fs/my cgroup".into()))
+        );
+        assert_eq!(found("31 30 0:27 / /x rw - cgroup cgroup rw"), None);
+        assert_eq!(found("garbage"), None);
     }
 
     /// The path kernels before 5.14 take (no `cgroup.kill`): each listed pid is killed, the group

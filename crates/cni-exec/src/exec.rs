@@ -3,13 +3,12 @@
 use std::ffi::OsString;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use nix::sys::signal::Signal;
+use node_primitives::Stream;
+use node_primitives::child::{self, Bounds, Cap};
 use tokio::process::{Child, Command};
 use tracing::Instrument;
 
@@ -205,6 +204,41 @@ impl ProcessExec {
         self.timeout
     }
 
+    /// This crate's error for a run that broke its bounds.
+    fn bounds_error(
+        &self,
+        error: node_primitives::Error,
+        plugin: &Path,
+        command: Option<&str>,
+    ) -> Error {
+        let plugin = plugin.to_owned();
+        match error {
+            node_primitives::Error::Timeout { .. } => Error::Timeout {
+                plugin,
+                command: command.map(str::to_owned),
+                timeout: self.timeout,
+            },
+            node_primitives::Error::OutputTooLarge { stream, limit } => Error::OutputTooLarge {
+                plugin,
+                stream: match stream {
+                    Stream::Stdout => OutputStream::Stdout,
+                    Stream::Stderr => OutputStream::Stderr,
+                },
+                limit,
+            },
+            node_primitives::Error::Child { op, source } => Error::Io {
+                plugin,
+                op: op.as_str(),
+                source,
+            },
+            other => Error::Io {
+                plugin,
+                op: "running",
+                source: other.into_io(),
+            },
+        }
+    }
+
     fn command(
         &self,
         plugin: &Path,
@@ -248,11 +282,7 @@ impl ProcessExec {
             }
         }
         cmd.envs(env.iter().map(|(k, v)| (k, v)));
-        cmd.stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .process_group(0);
+        child::prepare(&mut cmd, true);
         let parent = std::process::id();
         let procs = cgroup.map(PluginCgroup::procs_fd);
         // SAFETY: the closure runs in the child between fork and exec, where only
@@ -336,43 +366,29 @@ impl ProcessExec {
         cgroup: Option<&PluginCgroup>,
     ) -> Result<PluginOutput> {
         let mut cmd = self.command(plugin, env, cgroup)?;
-        // `child` is declared before `guard`, so the guard drops first: the group is killed while the
-        // leader is not yet reaped and its pid (the group id) cannot have been reused.
-        let mut child = self.spawn(&mut cmd, plugin).await?;
-        let mut guard = GroupGuard::new(child.id());
-        let io = communicate(
-            &mut child,
-            plugin,
-            stdin,
-            self.stdout_limit,
-            self.stderr_limit,
-        );
-        let (stdout, stderr, status) = match tokio::time::timeout(self.timeout, io).await {
-            Ok(done) => done?,
-            Err(_elapsed) => {
-                guard.kill();
-                return Err(Error::Timeout {
-                    plugin: plugin.to_owned(),
-                    command: command.map(str::to_owned),
-                    timeout: self.timeout,
-                });
-            }
+        let spawned = self.spawn(&mut cmd, plugin).await?;
+        let bounds = Bounds {
+            stdout: Cap::fail_past(self.stdout_limit),
+            stderr: Cap::fail_past(self.stderr_limit),
+            timeout: self.timeout,
         };
+        let done = child::run(spawned, stdin, &bounds)
+            .await
+            .map_err(|e| self.bounds_error(e, plugin, command))?;
+        let status = done.status;
         if status.success() {
-            guard.disarm();
-            let stderr_tail = stderr_tail(&stderr);
+            let stderr_tail = stderr_tail(&done.stderr.bytes);
             if !stderr_tail.is_empty() {
                 tracing::debug!(stderr = %one_line(&stderr_tail), "plugin wrote to stderr");
             }
             return Ok(PluginOutput {
-                stdout,
+                stdout: done.stdout.bytes,
                 stderr_tail,
             });
         }
         // A plugin that failed has no business leaving processes behind: what it started in its
-        // group (a child still holding a lease or a lock) is killed with it. The group's id cannot
-        // have been reused while any member lives, and if none does the kill finds nobody.
-        guard.kill();
+        // group (a child still holding a lease or a lock) is killed with it.
+        done.kill_group();
         let status = match (status.code(), status.signal()) {
             (Some(code), _) => PluginStatus::Code(code),
             (None, Some(sig)) => PluginStatus::Signal(sig),
@@ -382,8 +398,8 @@ impl ProcessExec {
         Err(Error::Failed {
             plugin: plugin.to_owned(),
             status,
-            stdout,
-            stderr_tail: stderr_tail(&stderr),
+            stdout: done.stdout.bytes,
+            stderr_tail: stderr_tail(&done.stderr.bytes),
         })
     }
 }
@@ -481,87 +497,6 @@ fn shebang_interpreter(path: &Path) -> Option<String> {
     line.split_ascii_whitespace().next().map(str::to_owned)
 }
 
-/// Writes stdin while reading stdout and stderr, then waits for the plugin to exit.
-async fn communicate(
-    child: &mut Child,
-    plugin: &Path,
-    stdin: &[u8],
-    stdout_limit: usize,
-    stderr_limit: usize,
-) -> Result<(Vec<u8>, Vec<u8>, std::process::ExitStatus)> {
-    let stdin_pipe = child.stdin.take();
-    let write = async {
-        if let Some(mut pipe) = stdin_pipe {
-            match pipe.write_all(stdin).await {
-                // A plugin may exit, or close stdin, without reading all of it: its business.
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-                Err(source) => {
-                    return Err(Error::Io {
-                        plugin: plugin.to_owned(),
-                        op: "writing stdin of",
-                        source,
-                    });
-                }
-            }
-            // Dropping the pipe closes it: the plugin sees end of input.
-        }
-        Ok(())
-    };
-    let out = read_limited(
-        child.stdout.take(),
-        stdout_limit,
-        plugin,
-        OutputStream::Stdout,
-    );
-    let err = read_limited(
-        child.stderr.take(),
-        stderr_limit,
-        plugin,
-        OutputStream::Stderr,
-    );
-    let ((), stdout, stderr) = tokio::try_join!(write, out, err)?;
-    // Wait only after both pipes closed: the leader stays unreaped (its pid reserved) until here.
-    let status = child.wait().await.map_err(|source| Error::Io {
-        plugin: plugin.to_owned(),
-        op: "waiting for",
-        source,
-    })?;
-    Ok((stdout, stderr, status))
-}
-
-async fn read_limited<R: AsyncRead + Unpin>(
-    pipe: Option<R>,
-    limit: usize,
-    plugin: &Path,
-    stream: OutputStream,
-) -> Result<Vec<u8>> {
-    let Some(pipe) = pipe else {
-        return Ok(Vec::new());
-    };
-    let mut buf = Vec::new();
-    // One byte over the limit is enough to know it was exceeded; memory stays bounded.
-    pipe.take(limit as u64 + 1)
-        .read_to_end(&mut buf)
-        .await
-        .map_err(|source| Error::Io {
-            plugin: plugin.to_owned(),
-            op: match stream {
-                OutputStream::Stdout => "reading stdout of",
-                OutputStream::Stderr => "reading stderr of",
-            },
-            source,
-        })?;
-    if buf.len() > limit {
-        return Err(Error::OutputTooLarge {
-            plugin: plugin.to_owned(),
-            stream,
-            limit,
-        });
-    }
-    Ok(buf)
-}
-
 /// In the child before exec: asks for SIGKILL when the runtime dies (a runtime killed with
 /// SIGKILL runs no destructor, and its plugin would go on changing the pod's network with nobody
 /// to answer to), then checks the runtime did not die before that took effect.
@@ -579,40 +514,4 @@ fn die_with_parent(parent: u32) -> std::io::Result<()> {
         ));
     }
     Ok(())
-}
-
-/// Kills a plugin's process group with `SIGKILL` when dropped, unless disarmed after a normal exit.
-struct GroupGuard {
-    pgid: Option<Pid>,
-}
-
-impl GroupGuard {
-    fn new(pid: Option<u32>) -> Self {
-        let pgid = pid
-            .and_then(|p| i32::try_from(p).ok())
-            .filter(|p| *p > 0)
-            .map(Pid::from_raw);
-        Self { pgid }
-    }
-
-    fn kill(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            // ESRCH (everyone already gone) is fine; nothing else can be done about other errors.
-            if let Err(errno) = killpg(pgid, Signal::SIGKILL)
-                && errno != nix::errno::Errno::ESRCH
-            {
-                tracing::warn!(%pgid, %errno, "cannot kill plugin process group");
-            }
-        }
-    }
-
-    fn disarm(&mut self) {
-        self.pgid = None;
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        self.kill();
-    }
 }

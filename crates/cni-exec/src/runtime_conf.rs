@@ -129,28 +129,17 @@ fn invalid(field: &'static str, value: &str, reason: impl Into<String>) -> Error
     }
 }
 
-/// libcni's name rule for container ids and network names: `^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`.
-/// libcni's rule for container ids and network names alike; cni-config owns it.
-fn is_cni_name(s: &str) -> bool {
-    cni_config::is_valid_network_name(s)
-}
-
-/// Checks a container id as libcni does: not empty, `^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`.
+/// Checks a container id by the workspace's one rule ([`node_primitives::id`]): libcni's
+/// `^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$`, at most 128 bytes (the id names cache files).
 ///
 /// # Errors
 ///
 /// [`Error::InvalidRuntimeConf`] for field `container_id`.
 pub fn validate_container_id(id: &str) -> Result<()> {
-    if id.is_empty() {
-        Err(invalid("container_id", id, "missing"))
-    } else if !is_cni_name(id) {
-        Err(invalid(
-            "container_id",
-            id,
-            r"must match ^[a-zA-Z0-9][a-zA-Z0-9_.\-]*$",
-        ))
-    } else {
-        Ok(())
+    match node_primitives::id::check_container_id(id) {
+        None => Ok(()),
+        Some(node_primitives::IdProblem::Empty) => Err(invalid("container_id", id, "missing")),
+        Some(problem) => Err(invalid("container_id", id, problem.reason())),
     }
 }
 
@@ -222,7 +211,17 @@ mod tests {
         for good in ["a", "abc123", "A_b.c-d", "0"] {
             assert!(validate_container_id(good).is_ok(), "{good}");
         }
-        for bad in ["", "-a", "_a", ".a", "a/b", "a b", "../x", "a\0"] {
+        for bad in [
+            "",
+            "-a",
+            "_a",
+            ".a",
+            "a/b",
+            "a b",
+            "../x",
+            "a\0",
+            &"a".repeat(129),
+        ] {
             assert!(validate_container_id(bad).is_err(), "{bad:?}");
         }
     }

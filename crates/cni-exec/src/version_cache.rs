@@ -1,41 +1,17 @@
 //! Remembers each plugin binary's VERSION answer, so validating many networks on every
 //! configuration reload does not run every plugin again.
 //!
-//! The key is the binary itself: its path plus device, inode, size and modification time (symlinks
-//! followed). Replacing or rewriting the binary changes the key, and the next lookup runs VERSION
-//! again. One entry is kept per path, so the cache is bounded by the number of plugin files.
+//! The key is the binary itself: its path plus its [`Fingerprint`] (device, inode, size, mode and
+//! both times; symlinks followed). Replacing, rewriting or chmodding the binary changes the key,
+//! and the next lookup runs VERSION again. One entry is kept per path, so the cache is bounded by
+//! the number of plugin files.
 
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use cni_types::VersionInfo;
-
-/// What identifies one version of a binary on disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Fingerprint {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime: i64,
-    mtime_nsec: i64,
-}
-
-impl Fingerprint {
-    /// The fingerprint of the file `path` points to, or `None` when it cannot be inspected (then
-    /// nothing is cached).
-    pub(crate) fn of(path: &Path) -> Option<Self> {
-        let meta = std::fs::metadata(path).ok()?;
-        Some(Fingerprint {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.size(),
-            mtime: meta.mtime(),
-            mtime_nsec: meta.mtime_nsec(),
-        })
-    }
-}
+pub(crate) use node_primitives::Fingerprint;
 
 /// VERSION answers by binary.
 #[derive(Debug, Default)]

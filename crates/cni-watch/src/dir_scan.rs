@@ -3,34 +3,11 @@
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
-use std::fs::{self, Metadata};
+use std::fs;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
-/// Identity of a directory: recreating it usually yields a new identity under the same path
-/// (though a file system may reuse a freed inode number at once).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-struct FileId {
-    dev: u64,
-    ino: u64,
-}
-
-impl FileId {
-    #[cfg(unix)]
-    fn of(m: &Metadata) -> Self {
-        use std::os::unix::fs::MetadataExt;
-        Self {
-            dev: m.dev(),
-            ino: m.ino(),
-        }
-    }
-
-    #[cfg(not(unix))]
-    fn of(_: &Metadata) -> Self {
-        Self { dev: 0, ino: 0 }
-    }
-}
+use node_primitives::{FileId, Fingerprint};
 
 /// The directories to place a watch on: each wanted directory if it exists, otherwise its
 /// nearest existing ancestor (watched non-recursively, so its creation is noticed).
@@ -51,8 +28,9 @@ fn anchor_of(dir: &Path) -> Option<PathBuf> {
 }
 
 /// Fingerprint of the watched directories: for each, whether it exists and its identity, and for
-/// each entry its name, size, type and permissions, inode, mtime and ctime. Contents are not read;
-/// a rewrite keeping size and both timestamps (coarse clocks) goes unnoticed by polling alone.
+/// each entry its name and [`Fingerprint`] (identity, size, type and permissions, mtime and
+/// ctime). Contents are not read; a rewrite keeping size and both timestamps (coarse clocks)
+/// goes unnoticed by polling alone.
 pub(crate) fn fingerprint(dirs: &[PathBuf]) -> u64 {
     let mut h = DefaultHasher::new();
     for dir in dirs {
@@ -65,15 +43,15 @@ pub(crate) fn fingerprint(dirs: &[PathBuf]) -> u64 {
             0xdead_u32.hash(&mut h);
             continue;
         };
-        let mut entries: Vec<(OsString, Stamp)> = read
+        let mut entries: Vec<(OsString, Option<Fingerprint>)> = read
             .filter_map(Result::ok)
             .map(|e| {
                 let path = e.path();
                 // follow symlinks so a re-pointed plugin link counts; keep broken ones by name
                 let stamp = fs::metadata(&path)
                     .or_else(|_| fs::symlink_metadata(&path))
-                    .map(|m| Stamp::of(&m))
-                    .unwrap_or_default();
+                    .ok()
+                    .map(|m| Fingerprint::from_metadata(&m));
                 (e.file_name(), stamp)
             })
             .collect();
@@ -81,34 +59,6 @@ pub(crate) fn fingerprint(dirs: &[PathBuf]) -> u64 {
         entries.hash(&mut h);
     }
     h.finish()
-}
-
-#[derive(Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-struct Stamp {
-    len: u64,
-    mode: u32,
-    ino: u64,
-    mtime: Option<SystemTime>,
-    ctime: (i64, i64),
-}
-
-impl Stamp {
-    fn of(m: &Metadata) -> Self {
-        #[cfg(unix)]
-        let (mode, ino, ctime) = {
-            use std::os::unix::fs::MetadataExt;
-            (m.mode(), m.ino(), (m.ctime(), m.ctime_nsec()))
-        };
-        #[cfg(not(unix))]
-        let (mode, ino, ctime) = (u32::from(m.is_dir()), 0, (0, 0));
-        Self {
-            len: m.len(),
-            mode,
-            ino,
-            mtime: m.modified().ok(),
-            ctime,
-        }
-    }
 }
 
 #[cfg(test)]

@@ -560,11 +560,8 @@ impl Error {
         if text.len() <= max {
             return text;
         }
-        let mut end = max.saturating_sub('…'.len_utf8());
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        format!("{}…", &text[..end])
+        let kept = node_primitives::text::cut(&text, max.saturating_sub('…'.len_utf8()));
+        format!("{kept}…")
     }
 
     /// Whether a pull that failed so should go on with the next source (mirror, primary

@@ -1,4 +1,4 @@
-//! Overlay mounts and `/proc/self/mountinfo`: the only place this crate mounts or unmounts.
+//! Overlay mounts and which mounts are ours: the only place this crate mounts or unmounts.
 //!
 //! The kernel copies mount data into one page (4096 bytes, the NUL included). Absolute layer paths
 //! (`<root>/layers/<64 hex digits>`) fill it after about 45 layers, so a longer `lowerdir` is
@@ -9,15 +9,15 @@
 //! forked child, into the layers' common parent. Descriptors need neither a second process, nor
 //! a chdir (the working directory is the whole process's), nor links to keep and collect.
 
-use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd as _;
-use std::os::unix::ffi::OsStrExt as _;
 use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 use nix::mount::{MntFlags, MsFlags};
+pub(crate) use node_primitives::MountEntry;
+pub(crate) use node_primitives::mounts::mounts_at_or_below;
 
 /// The most mount data the kernel takes: one page, its NUL included.
 pub(crate) const MOUNT_DATA_MAX: usize = 4095;
@@ -103,85 +103,14 @@ pub(crate) fn unmount(target: &Path) -> io::Result<()> {
     }
 }
 
-/// One line of `/proc/self/mountinfo`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct MountEntry {
-    /// Where it is mounted.
-    pub(crate) point: PathBuf,
-    /// The file system type: `overlay`.
-    pub(crate) fstype: String,
-    /// The file system's own options, unescaped: `upperdir=/…`.
-    pub(crate) options: Vec<String>,
-}
-
-impl MountEntry {
-    /// Whether this is an overlay whose upper directory is `upper`.
-    pub(crate) fn is_overlay_on(&self, upper: &Path) -> bool {
-        self.fstype == "overlay"
-            && self
-                .options
-                .iter()
-                .any(|o| o.strip_prefix("upperdir=").map(Path::new) == Some(upper))
-    }
+/// Whether `mount` is an overlay whose upper directory is `upper`.
+pub(crate) fn is_overlay_on(mount: &MountEntry, upper: &Path) -> bool {
+    mount.fs_type == "overlay" && mount.super_option("upperdir").map(Path::new) == Some(upper)
 }
 
 /// The mounts of this process's mount namespace, in mount order.
 pub(crate) fn mountinfo() -> io::Result<Vec<MountEntry>> {
-    Ok(parse_mountinfo(&std::fs::read("/proc/self/mountinfo")?))
-}
-
-fn parse_mountinfo(text: &[u8]) -> Vec<MountEntry> {
-    text.split(|&b| b == b'\n')
-        .filter_map(|line| {
-            let fields: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
-            let dash = fields.iter().skip(6).position(|f| *f == b"-")? + 6;
-            let point = fields.get(4)?;
-            let fstype = fields.get(dash + 1)?;
-            let options = fields.get(dash + 3).copied().unwrap_or_default();
-            Some(MountEntry {
-                point: PathBuf::from(OsStr::from_bytes(&unescape(point))),
-                fstype: String::from_utf8_lossy(fstype).into_owned(),
-                options: options
-                    .split(|&b| b == b',')
-                    .map(|o| String::from_utf8_lossy(&unescape(o)).into_owned())
-                    .collect(),
-            })
-        })
-        .collect()
-}
-
-/// Undoes the kernel's octal escapes (`\040` for a space).
-fn unescape(field: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(field.len());
-    let mut i = 0;
-    while i < field.len() {
-        if field[i] == b'\\'
-            && let Some(octal) = field.get(i + 1..i + 4)
-            && octal.iter().all(|b| (b'0'..=b'7').contains(b))
-        {
-            let value = octal
-                .iter()
-                .fold(0u32, |acc, b| acc * 8 + u32::from(b - b'0'));
-            if let Ok(byte) = u8::try_from(value) {
-                out.push(byte);
-                i += 4;
-                continue;
-            }
-        }
-        out.push(field[i]);
-        i += 1;
-    }
-    out
-}
-
-/// The mount points at `dir` or below it, deepest (latest) first: the order to unmount them in.
-pub(crate) fn mounts_at_or_below(mounts: &[MountEntry], dir: &Path) -> Vec<PathBuf> {
-    mounts
-        .iter()
-        .rev()
-        .filter(|m| m.point.starts_with(dir))
-        .map(|m| m.point.clone())
-        .collect()
+    node_primitives::mounts::read_own().map_err(node_primitives::Error::into_io)
 }
 
 #[cfg(test)]
@@ -189,25 +118,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn mountinfo_lines_give_point_type_and_unescaped_options() {
+    fn an_overlay_is_ours_by_its_upper_directory() {
         let text = b"22 1 0:21 / /proc rw,nosuid shared:5 - proc proc rw\n\
             49 27 0:40 / /var/lib/a\\040b/merged rw,relatime - overlay overlay \
-            rw,lowerdir=/l1:/l2,upperdir=/var/lib/a\\040b/upper,workdir=/w,uuid=on\n\
-            garbage\n";
-        let mounts = parse_mountinfo(text);
-        assert_eq!(mounts.len(), 2, "{mounts:?}");
-        assert_eq!(mounts[0].point, Path::new("/proc"));
-        assert_eq!(mounts[0].fstype, "proc");
-        let overlay = &mounts[1];
-        assert_eq!(overlay.point, Path::new("/var/lib/a b/merged"));
-        assert!(overlay.is_overlay_on(Path::new("/var/lib/a b/upper")));
-        assert!(!overlay.is_overlay_on(Path::new("/var/lib/a b/other")));
-        assert!(!mounts[0].is_overlay_on(Path::new("/var/lib/a b/upper")));
-        assert_eq!(
-            mounts_at_or_below(&mounts, Path::new("/var/lib/a b")),
-            vec![PathBuf::from("/var/lib/a b/merged")]
-        );
-        assert!(mounts_at_or_below(&mounts, Path::new("/var/lib/a")).is_empty());
+            rw,lowerdir=/l1:/l2,upperdir=/var/lib/a\\040b/upper,workdir=/w,uuid=on\n";
+        let mounts = node_primitives::mounts::parse(text);
+        let upper = Path::new("/var/lib/a b/upper");
+        assert!(is_overlay_on(&mounts[1], upper));
+        assert!(!is_overlay_on(&mounts[1], Path::new("/var/lib/a b/other")));
+        assert!(!is_overlay_on(&mounts[0], upper));
     }
 
     #[test]

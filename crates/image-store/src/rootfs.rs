@@ -39,9 +39,6 @@ const RECORD_MAX: u64 = 1 << 20;
 const VERSION: u32 = 1;
 /// Directories being deleted are renamed to `.removing-<id>-<pid>-<n>` first.
 const TRASH_PREFIX: &str = ".removing-";
-/// The longest container id: keeps paths, and so the mount data, short.
-const ID_MAX: usize = 128;
-
 /// A container's root file system.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -87,31 +84,17 @@ struct Paths {
 }
 
 /// Refuses a container id that could name anything but one directory under `containers/`:
-/// 1 to 128 of `[A-Za-z0-9_.-]`, starting with a letter or digit (so never `.`, `..` or a
-/// hidden name). CRI-O's 64-hex ids pass.
+/// the workspace's one rule ([`node_primitives::id`]): 1 to 128 of `[A-Za-z0-9_.-]` (the cap
+/// keeps paths, and so the mount data, short), starting with a letter or digit (so never `.`,
+/// `..` or a hidden name). CRI-O's 64-hex ids pass.
 pub(crate) fn validate_container_id(id: &str) -> Result<()> {
-    let invalid = |reason| Error::InvalidContainerId {
-        id: id.to_owned(),
-        reason,
-    };
-    if id.is_empty() {
-        return Err(invalid("it is empty"));
+    match node_primitives::id::check_container_id(id) {
+        None => Ok(()),
+        Some(problem) => Err(Error::InvalidContainerId {
+            id: id.to_owned(),
+            reason: problem.reason(),
+        }),
     }
-    if id.len() > ID_MAX {
-        return Err(invalid("it is longer than 128 characters"));
-    }
-    if !id.as_bytes()[0].is_ascii_alphanumeric() {
-        return Err(invalid("it must start with a letter or a digit"));
-    }
-    if !id
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
-    {
-        return Err(invalid(
-            "it may only hold letters, digits, '_', '.' and '-'",
-        ));
-    }
-    Ok(())
 }
 
 impl Store {
@@ -482,9 +465,9 @@ impl Inner {
             }
             if record.driver == StorageDriver::Overlay {
                 let paths = self.paths(&name);
-                let mounted = mounts
-                    .iter()
-                    .any(|m| m.point == paths.merged && m.is_overlay_on(&paths.upper));
+                let mounted = mounts.iter().any(|m| {
+                    m.mount_point == paths.merged && crate::mount::is_overlay_on(m, &paths.upper)
+                });
                 if !mounted {
                     match self.mount_overlay(&record, &paths) {
                         Ok(()) => {

@@ -12,6 +12,7 @@
 use std::path::{Component, Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use node_primitives::MountEntry;
 use safe_file::Symlinks;
 
 use crate::error::{Error, Result, validate_id};
@@ -85,7 +86,14 @@ impl Runtime {
         if !who.is_alive() {
             return Err(not_running("its process exited"));
         }
-        let mounts = read_text(id, Path::new("/proc/self/mountinfo"))?.unwrap_or_default();
+        let mounts = node_primitives::mounts::read_own().map_err(|e| {
+            Error::io(
+                id,
+                "read the mount table",
+                Path::new(node_primitives::mounts::OWN_MOUNTINFO),
+                e.into_io(),
+            )
+        })?;
         let dirs = Dirs::resolve(&parse_membership(&membership), &parse_mounts(&mounts));
         read_stats(id, &dirs)
     }
@@ -127,48 +135,29 @@ struct Mount {
     v1_options: Option<Vec<String>>,
 }
 
-/// The cgroup mounts of a `/proc/<pid>/mountinfo`:
-/// `id parent dev root mountpoint options [optional...] - fstype source superoptions`.
-fn parse_mounts(mountinfo: &str) -> Vec<Mount> {
-    mountinfo
-        .lines()
-        .filter_map(|line| {
-            let fields: Vec<&str> = line.split(' ').collect();
-            let dash = fields.iter().skip(6).position(|&f| f == "-")? + 6;
-            let (fstype, superoptions) = (fields.get(dash + 1)?, fields.get(dash + 3)?);
-            let v1_options = match *fstype {
-                "cgroup" => Some(superoptions.split(',').map(str::to_owned).collect()),
+/// The cgroup mounts of a mount table.
+fn parse_mounts(mounts: &[MountEntry]) -> Vec<Mount> {
+    mounts
+        .iter()
+        .filter_map(|m| {
+            let v1_options = match m.fs_type.as_str() {
+                "cgroup" => Some(m.super_options.clone()),
                 "cgroup2" => None,
                 _ => return None,
             };
             Some(Mount {
-                root: unescape(fields.get(3)?),
-                mountpoint: PathBuf::from(unescape(fields.get(4)?)),
+                root: m.root.to_string_lossy().into_owned(),
+                mountpoint: m.mount_point.clone(),
                 v1_options,
             })
         })
         .collect()
 }
 
-/// mountinfo writes space, tab, newline and backslash as `\ooo` octal.
-fn unescape(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal = bytes
-            .get(i + 1..i + 4)
-            .filter(|d| bytes[i] == b'\\' && d.iter().all(|b| (b'0'..=b'7').contains(b)));
-        if let Some(d) = octal {
-            let value = d.iter().fold(0u32, |v, b| v * 8 + u32::from(b - b'0'));
-            out.push(u8::try_from(value).unwrap_or(b'?'));
-            i += 4;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+/// A mount table's text, parsed, for tests.
+#[cfg(test)]
+fn table(text: &str) -> Vec<MountEntry> {
+    node_primitives::mounts::parse(text.as_bytes())
 }
 
 /// Where a process's controllers are, per hierarchy.

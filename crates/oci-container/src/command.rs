@@ -2,10 +2,11 @@
 //! timeout.
 
 use std::path::Path;
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt};
+use node_primitives::child::{self, Bounds, Cap, Captured, read_into};
+use tokio::io::AsyncRead;
 use tokio::process::Command;
 
 use crate::error::{Error, Result};
@@ -34,17 +35,11 @@ pub(crate) fn spawn(
     args: &[&std::ffi::OsStr],
 ) -> Result<tokio::process::Child> {
     let mut cmd = Command::new(program);
-    cmd.args(args)
-        .env_clear()
-        .env(
-            "PATH",
-            std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into()),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .process_group(0);
+    cmd.args(args).env_clear().env(
+        "PATH",
+        std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into()),
+    );
+    child::prepare(&mut cmd, false);
     cmd.spawn().map_err(|source| Error::Spawn {
         container: container.to_owned(),
         program: program.to_owned(),
@@ -52,7 +47,8 @@ pub(crate) fn spawn(
     })
 }
 
-/// Runs `program args` for `container`, killing its process group after `timeout`.
+/// Runs `program args` for `container`, each stream capped (what passes the cap is dropped),
+/// its process group killed after `timeout`.
 pub(crate) async fn run(
     container: &str,
     program: &Path,
@@ -60,39 +56,31 @@ pub(crate) async fn run(
     command: &'static str,
     timeout: Duration,
 ) -> Result<Output> {
-    let mut child = spawn(container, program, args)?;
-    let pid = child.id();
-    let stdout = child.stdout.take();
-    let stderr = child.stderr.take();
-    let done = async {
-        let (out, err, status) = tokio::join!(
-            read_capped(stdout, STDOUT_CAP),
-            read_capped(stderr, STDERR_CAP),
-            child.wait()
-        );
-        (out, err, status)
+    let spawned = spawn(container, program, args)?;
+    let bounds = Bounds {
+        stdout: Cap::keep_first(STDOUT_CAP),
+        stderr: Cap::keep_first(STDERR_CAP),
+        timeout,
     };
-    let Ok((stdout, stderr, status)) = tokio::time::timeout(timeout, done).await else {
-        if let Some(pid) = pid {
-            kill_group(pid);
-        }
-        return Err(Error::Timeout {
+    match child::run(spawned, b"", &bounds).await {
+        Ok(done) => Ok(Output {
+            status: done.status,
+            stdout: done.stdout.bytes,
+            stderr: done.stderr.bytes,
+        }),
+        Err(node_primitives::Error::Timeout { .. }) => Err(Error::Timeout {
             container: container.to_owned(),
             runtime: program.to_owned(),
             command,
             timeout,
-        });
-    };
-    let status = status.map_err(|source| Error::Spawn {
-        container: container.to_owned(),
-        program: program.to_owned(),
-        source,
-    })?;
-    Ok(Output {
-        status,
-        stdout,
-        stderr,
-    })
+        }),
+        // Only waiting can fail: both streams keep what came before a read error.
+        Err(e) => Err(Error::Spawn {
+            container: container.to_owned(),
+            program: program.to_owned(),
+            source: e.into_io(),
+        }),
+    }
 }
 
 /// Like [`run`], and a failure (non-zero exit) is an [`Error::Runtime`] with its stderr.
@@ -118,53 +106,17 @@ pub(crate) async fn run_ok(
 
 /// Reads everything, keeping at most `cap` bytes, so a chatty child never blocks on a full pipe.
 pub(crate) async fn read_capped(reader: Option<impl AsyncRead + Unpin>, cap: usize) -> Vec<u8> {
-    let mut out = Capped::default();
+    let mut out = Captured::default();
     read_into(reader, cap, &mut out).await;
-    out.kept
-}
-
-/// What was kept of a stream read with a cap, and whether more was dropped.
-#[derive(Debug, Default)]
-pub(crate) struct Capped {
-    pub(crate) kept: Vec<u8>,
-    pub(crate) truncated: bool,
-}
-
-/// Like [`read_capped`], into `out`, which keeps what was read even if this future is dropped
-/// halfway (a timeout that gives up on a stream some orphan still holds open).
-pub(crate) async fn read_into(
-    reader: Option<impl AsyncRead + Unpin>,
-    cap: usize,
-    out: &mut Capped,
-) {
-    let Some(mut reader) = reader else {
-        return;
-    };
-    // on the heap: a buffer in the future would make every caller's future large
-    let mut buf = vec![0u8; 8192];
-    loop {
-        match reader.read(&mut buf).await {
-            Ok(0) | Err(_) => return,
-            Ok(n) => {
-                let room = cap.saturating_sub(out.kept.len());
-                out.kept.extend_from_slice(&buf[..n.min(room)]);
-                out.truncated |= n > room;
-            }
-        }
-    }
+    out.bytes
 }
 
 /// Output as one trimmed, capped line for an error message.
 pub(crate) fn message(bytes: &[u8]) -> String {
     let text = String::from_utf8_lossy(bytes);
-    let mut line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let line: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if line.len() > MESSAGE_CAP {
-        let mut end = MESSAGE_CAP;
-        while !line.is_char_boundary(end) {
-            end -= 1;
-        }
-        line.truncate(end);
-        line.push_str(" ...");
+        return format!("{} ...", node_primitives::text::cut(&line, MESSAGE_CAP));
     }
     if line.is_empty() {
         "(no output)".to_owned()
@@ -175,12 +127,8 @@ pub(crate) fn message(bytes: &[u8]) -> String {
 
 /// SIGKILL to the process group `pid` leads (a child started by [`spawn`]).
 pub(crate) fn kill_group(pid: u32) {
-    if let Ok(pid) = i32::try_from(pid) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
+    // ESRCH: nobody left in it.
+    let _ = child::kill_group(pid);
 }
 
 #[cfg(test)]
@@ -227,14 +175,14 @@ mod tests {
             &os(&["-c", "head -c 100000 /dev/zero; echo hi >&2"]),
         )
         .unwrap();
-        let (mut out, mut err) = (Capped::default(), Capped::default());
+        let (mut out, mut err) = (Captured::default(), Captured::default());
         tokio::join!(
             read_into(child.stdout.take(), 1000, &mut out),
             read_into(child.stderr.take(), 1000, &mut err)
         );
         child.wait().await.unwrap();
-        assert_eq!((out.kept.len(), out.truncated), (1000, true));
-        assert_eq!((&err.kept[..], err.truncated), (&b"hi\n"[..], false));
+        assert_eq!((out.bytes.len(), out.truncated), (1000, true));
+        assert_eq!((&err.bytes[..], err.truncated), (&b"hi\n"[..], false));
 
         let err = run_ok(
             "c1",

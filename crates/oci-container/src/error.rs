@@ -8,7 +8,7 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The container id is empty, too long or has characters other than `[A-Za-z0-9_.-]`.
+    /// The container id breaks the rule (see [`validate_id`]).
     #[error("invalid container id {id:?}: {reason}")]
     InvalidId {
         /// The id as given.
@@ -228,29 +228,19 @@ impl Error {
     }
 }
 
-/// Checks a container id is safe as a file name and a runtime argument.
+/// Checks a container id is safe as a file name and a runtime argument: the workspace's one rule
+/// ([`node_primitives::id`]: libcni's, at most 128 bytes).
 ///
 /// # Errors
 ///
-/// [`Error::InvalidId`] when it is empty, longer than 128 bytes, starts with `.` or `-`, or has a
-/// character outside `[A-Za-z0-9_.-]`.
+/// [`Error::InvalidId`] when it is empty, longer than 128 bytes, does not start with a letter or
+/// a digit, or has a character outside `[A-Za-z0-9_.-]`.
 pub fn validate_id(id: &str) -> Result<()> {
-    let reason = if id.is_empty() {
-        "empty"
-    } else if id.len() > 128 {
-        "longer than 128 bytes"
-    } else if id.starts_with(['.', '-']) {
-        "starts with '.' or '-'"
-    } else if !id
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
-    {
-        "only letters, digits, '_', '.' and '-' are allowed"
-    } else {
-        return Ok(());
-    };
-    Err(Error::InvalidId {
-        id: id.to_owned(),
-        reason,
-    })
+    match node_primitives::id::check_container_id(id) {
+        None => Ok(()),
+        Some(problem) => Err(Error::InvalidId {
+            id: id.to_owned(),
+            reason: problem.reason(),
+        }),
+    }
 }

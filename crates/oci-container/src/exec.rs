@@ -13,10 +13,12 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 use safe_file::{Durability, Symlinks};
 
-use crate::command::{self, Capped, read_into};
+use crate::command;
 use crate::error::{Error, Result, validate_id};
-use crate::record::{self, ProcStat, ProcessIdentity};
+use crate::record::{self, ProcessIdentity};
 use crate::runtime::{Runtime, Status, kill_identity};
+use node_primitives::ProcStat;
+use node_primitives::child::{Captured, read_into};
 
 /// The exit code of a command that timed out, as CRI-O reports it.
 pub const EXEC_TIMEOUT_EXIT_CODE: i32 = -1;
@@ -101,7 +103,7 @@ impl Runtime {
         let runtime_pid = child.id();
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
-        let (mut out, mut err) = (Capped::default(), Capped::default());
+        let (mut out, mut err) = (Captured::default(), Captured::default());
         let mut status = None;
         let mut escalation = Escalation::default();
         {
@@ -141,8 +143,8 @@ impl Runtime {
         // Without a timeout the loop above only ends once the runtime's status is known.
         let (false, Some(status)) = (escalation.timed_out, status) else {
             return Ok(ExecOutput {
-                stdout: out.kept,
-                stderr: err.kept,
+                stdout: out.bytes,
+                stderr: err.bytes,
                 exit_code: EXEC_TIMEOUT_EXIT_CODE,
                 timed_out: true,
                 truncated,
@@ -166,8 +168,8 @@ impl Runtime {
             }
         }
         Ok(ExecOutput {
-            stdout: out.kept,
-            stderr: err.kept,
+            stdout: out.bytes,
+            stderr: err.bytes,
             exit_code,
             timed_out: false,
             truncated,
@@ -351,12 +353,8 @@ fn all_threads_stopped(pid: i32) -> bool {
     let mut any = false;
     for task in tasks {
         let Ok(task) = task else { return false };
-        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
-        let state = stat
-            .rfind(')')
-            .and_then(|i| stat[i + 1..].split_whitespace().next());
         // `t` is a tracing stop, `T` a job-control stop
-        if !matches!(state, Some("T" | "t")) {
+        if !ProcStat::read(&task.path().join("stat")).is_some_and(|s| s.is_stopped()) {
             return false;
         }
         any = true;

@@ -9,17 +9,19 @@
 //! <dir>/pid   a PID namespace, when the pod shares one (see [`pin_pod_pid`](crate::pin_pod_pid))
 //! ```
 //!
-//! The namespaces are made by a thread of their own that `unshare`s and ends: namespaces belong
-//! to threads, so the caller's are never touched. A pin is a mount: [`unpin_pod`] detaches each
-//! (one that is not mounted is fine) before the directory goes.
+//! The namespaces are made by a thread of their own that `unshare`s and ends (node-primitives'
+//! pin manager): namespaces belong to threads, so the caller's are never touched. A pin is a
+//! mount: [`unpin_pod`] detaches each (one that is not mounted is fine) before the directory goes.
 
+use std::ffi::OsStr;
 use std::fs::OpenOptions;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
-use nix::errno::Errno;
-use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::mount::{MsFlags, mount};
 use nix::sched::{CloneFlags, unshare};
+use node_primitives::mounts::detach_all;
+use node_primitives::ns::{self, Existing, NsKind, Pins};
+use node_primitives::{Error as PinError, PinStep};
 
 use crate::error::{Error, Result};
 
@@ -165,65 +167,44 @@ fn write_sysctl(key: &str, value: &str) -> std::io::Result<()> {
 /// (not root), the hostname is refused or a mount fails; what was made is undone.
 pub fn pin_pod(pod: &str, dir: &Path, hostname: &str) -> Result<PodNamespaces> {
     let pins = PodNamespaces::under(dir);
-    if is_mounted(&pins.ipc) && is_mounted(&pins.uts) && is_mounted(&pins.shm) {
+    let pinned = |path: &Path, kind| ns::is_namespace(path, kind).unwrap_or(false);
+    if pinned(&pins.ipc, NsKind::Ipc) && pinned(&pins.uts, NsKind::Uts) && is_mounted(&pins.shm) {
         return Ok(pins);
     }
     // Half of a set (a crash between two mounts): start again. The PID namespace is not part of
     // it: its containers may be running.
     unpin_shared(pod, dir)?;
     std::fs::create_dir_all(dir).map_err(|e| Error::io(pod, "create directory", dir, e))?;
-    let made = make(pod, &pins, hostname);
+    let made = make(pod, dir, &pins, hostname);
     if made.is_err() {
         let _ = unpin_shared(pod, dir);
     }
     made.map(|()| pins)
 }
 
-fn make(pod: &str, pins: &PodNamespaces, hostname: &str) -> Result<()> {
-    for file in [&pins.ipc, &pins.uts] {
-        OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o000)
-            .open(file)
-            .map_err(|e| Error::io(pod, "create pin", file, e))?;
-    }
-    let (ipc, uts, name) = (pins.ipc.clone(), pins.uts.clone(), hostname.to_owned());
-    let pod_owned = pod.to_owned();
-    std::thread::Builder::new()
-        .name("pin-pod".to_owned())
-        .spawn(move || -> Result<()> {
-            let pod = pod_owned.as_str();
-            unshare(CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS)
-                .map_err(|e| Error::io(pod, "unshare IPC and UTS for", &ipc, e.into()))?;
-            nix::unistd::sethostname(&name)
-                .map_err(|e| Error::io(pod, "set the hostname in", &uts, e.into()))?;
-            let tid = nix::unistd::gettid();
-            for (kind, pin) in [("ipc", &ipc), ("uts", &uts)] {
-                let own = PathBuf::from(format!("/proc/self/task/{tid}/ns/{kind}"));
-                mount(
-                    Some(&own),
-                    pin.as_path(),
-                    None::<&str>,
-                    MsFlags::MS_BIND,
-                    None::<&str>,
-                )
-                .map_err(|e| Error::io(pod, "pin", pin, e.into()))?;
+fn make(pod: &str, dir: &Path, pins: &PodNamespaces, hostname: &str) -> Result<()> {
+    let kinds = [
+        (NsKind::Ipc, OsStr::new("ipc")),
+        (NsKind::Uts, OsStr::new("uts")),
+    ];
+    let set_hostname = || nix::unistd::sethostname(hostname).map_err(std::io::Error::from);
+    // Both namespaces made by one thread that ends after: they live on in the pins.
+    Pins::new(dir)
+        .pin_new(&kinds, Existing::Reuse, set_hostname)
+        .map_err(|e| match e {
+            PinError::Pin { step, path, source } => {
+                let op = match step {
+                    PinStep::PrepareDir => "create directory",
+                    PinStep::CreateFile => "create pin",
+                    PinStep::Thread => "start a thread to pin",
+                    PinStep::Unshare => "unshare IPC and UTS for",
+                    PinStep::Setup => "set the hostname in",
+                    _ => "pin",
+                };
+                Error::io(pod, op, path, source)
             }
-            // The thread ends here, and its namespaces live on in the pins.
-            Ok(())
-        })
-        .map_err(|e| Error::io(pod, "start a thread to pin", &pins.ipc, e))?
-        .join()
-        .map_err(|_| {
-            Error::io(
-                pod,
-                "pin",
-                &pins.ipc,
-                std::io::Error::other("thread panicked"),
-            )
-        })??;
+            other => Error::io(pod, "pin", &pins.ipc, other.into_io()),
+        })?;
     std::fs::create_dir_all(&pins.shm)
         .map_err(|e| Error::io(pod, "create directory", &pins.shm, e))?;
     let data = format!("mode=1777,size={POD_SHM_SIZE}");
@@ -253,51 +234,29 @@ pub fn unpin_pod(pod: &str, dir: &Path) -> Result<()> {
 /// The IPC and UTS pins and `/dev/shm`.
 fn unpin_shared(pod: &str, dir: &Path) -> Result<()> {
     let pins = PodNamespaces::under(dir);
-    for path in [&pins.ipc, &pins.uts, &pins.shm] {
-        loop {
-            match umount2(path.as_path(), MntFlags::MNT_DETACH) {
-                // Peel every mount stacked there.
-                Ok(()) => {}
-                Err(Errno::EINVAL | Errno::ENOENT) => break,
-                Err(e) => return Err(Error::io(pod, "unmount", path, e.into())),
-            }
-        }
-        let removed = if path == &pins.shm {
-            std::fs::remove_dir(path)
-        } else {
-            std::fs::remove_file(path)
-        };
-        match removed {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(Error::io(pod, "remove", path, e));
-            }
-            _ => {}
-        }
+    for pin in [&pins.ipc, &pins.uts] {
+        ns::unpin(pin).map_err(|e| match e {
+            PinError::Pin {
+                step: PinStep::Remove,
+                source,
+                ..
+            } => Error::io(pod, "remove", pin, source),
+            other => Error::io(pod, "unmount", pin, other.into_io()),
+        })?;
     }
-    Ok(())
+    // Peel every mount stacked there.
+    detach_all(&pins.shm).map_err(|e| Error::io(pod, "unmount", &pins.shm, e))?;
+    match std::fs::remove_dir(&pins.shm) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(Error::io(pod, "remove", &pins.shm, e))
+        }
+        _ => Ok(()),
+    }
 }
 
-/// Whether something is mounted at `path` (its mount id differs from its parent's).
+/// Whether something is mounted at `path`; `false` when the mount table cannot be read.
 pub(crate) fn is_mounted(path: &Path) -> bool {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
-        return false;
-    };
-    let Ok(path) = std::path::absolute(path) else {
-        return false;
-    };
-    let wanted = path.to_string_lossy();
-    info.lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .any(|point| unescape(point) == wanted)
-}
-
-/// mountinfo escapes space, tab, newline and backslash as octal.
-fn unescape(field: &str) -> String {
-    field
-        .replace("\\040", " ")
-        .replace("\\011", "\t")
-        .replace("\\012", "\n")
-        .replace("\\134", "\\")
+    node_primitives::mounts::is_mount_point(path).unwrap_or(false)
 }
 
 #[cfg(test)]

@@ -45,25 +45,26 @@
 //! [`unpin_pod_pid`] kills it), or a dead one (cleaned up).
 
 use std::ffi::OsString;
-use std::fs::OpenOptions;
 use std::io::Read as _;
-use std::os::fd::{AsRawFd as _, OwnedFd};
-use std::os::unix::fs::{MetadataExt as _, OpenOptionsExt as _};
+use std::os::fd::AsFd as _;
+use std::os::unix::fs::MetadataExt as _;
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use nix::errno::Errno;
-use nix::mount::{MntFlags, MsFlags, mount, umount2};
+use nix::mount::{MsFlags, mount};
 use nix::sys::signal::Signal;
+use node_primitives::mounts::detach_all;
+use node_primitives::ns::{self, Existing, Pins};
+use node_primitives::{Error as PinError, PinStep};
 use safe_file::Symlinks;
 
 use crate::error::{Error, Result};
 use crate::pod_init::Plan;
-use crate::record::{
-    ProcStat, ProcessIdentity, innermost_pid, pidfd_open, pidfd_send as send, wait_pidfd,
-};
+use crate::record::ProcessIdentity;
+use node_primitives::proc::innermost_pid;
+use node_primitives::{Pidfd, ProcStat};
 
 /// How long the program may take to start the init, and the init to die once killed.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -97,9 +98,12 @@ pub struct PodInitConfinement {
     pub cgroup_name: String,
 }
 
+/// The file name of the PID namespace's pin.
+const PIN_NAME: &str = "pid";
+
 /// `<dir>/pid`: where [`pin_pod_pid`] pins the pod's PID namespace.
 pub fn pod_pid_pin(dir: &Path) -> PathBuf {
-    dir.join("pid")
+    dir.join(PIN_NAME)
 }
 
 /// `<dir>/pid.init`: the pod init's identity.
@@ -139,7 +143,7 @@ pub fn pin_pod_pid(
     std::fs::create_dir_all(dir).map_err(|e| Error::io(pod, "create directory", dir, e))?;
     if let Some(init) = recorded_init(pod, dir)? {
         if !init.pinned {
-            bind(pod, &init, &pin)?;
+            bind(pod, &init, dir)?;
         }
         return Ok(pin);
     }
@@ -147,7 +151,7 @@ pub fn pin_pod_pid(
     unpin_pod_pid(pod, dir)?;
     let started =
         start(pod, dir, program, confinement).and_then(|()| match recorded_init(pod, dir)? {
-            Some(init) => bind(pod, &init, &pin),
+            Some(init) => bind(pod, &init, dir),
             None => Err(Error::Corrupt {
                 container: pod.to_owned(),
                 path: pid_file(dir),
@@ -175,11 +179,17 @@ pub fn unpin_pod_pid(pod: &str, dir: &Path) -> Result<()> {
         init.kill(pod, dir)?;
     }
     let pin = pod_pid_pin(dir);
-    for path in [&pin, &exe_pin(dir)] {
-        unmount_all(pod, path)?;
-    }
+    ns::unpin(&pin).map_err(|e| match e {
+        PinError::Pin {
+            step: PinStep::Remove,
+            source,
+            ..
+        } => Error::io(pod, "remove", &pin, source),
+        other => Error::io(pod, "unmount", &pin, other.into_io()),
+    })?;
+    unmount_all(pod, &exe_pin(dir))?;
     remove_cgroup(pod, dir)?;
-    for path in [pin, exe_pin(dir), pid_file(dir)] {
+    for path in [exe_pin(dir), pid_file(dir)] {
         match std::fs::remove_file(&path) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
                 return Err(Error::io(pod, "remove", &path, e));
@@ -202,23 +212,12 @@ pub fn pod_init_pid(pod: &str, dir: &Path) -> Result<Option<i32>> {
 
 /// Every mount stacked at `path` detached; nothing mounted there is fine.
 fn unmount_all(pod: &str, path: &Path) -> Result<()> {
-    loop {
-        match umount2(path, MntFlags::MNT_DETACH) {
-            Ok(()) => {}
-            Err(Errno::EINVAL | Errno::ENOENT) => return Ok(()),
-            Err(e) => return Err(Error::io(pod, "unmount", path, e.into())),
-        }
-    }
+    detach_all(path).map_err(|e| Error::io(pod, "unmount", path, e))
 }
 
 /// An empty file at `path`, for a bind mount; a crash leaves it for unpin to remove.
 fn create_pin(pod: &str, path: &Path) -> Result<()> {
-    OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o000)
-        .open(path)
+    ns::create_file(path, Existing::Reuse)
         .map(drop)
         .map_err(|e| Error::io(pod, "create pin", path, e))
 }
@@ -227,9 +226,10 @@ fn create_pin(pod: &str, path: &Path) -> Result<()> {
 /// `<dir>/pid.cgroup` (so an unpin after a crash finds them), then made.
 fn make_cgroup(pod: &str, dir: &Path, confinement: &PodInitConfinement) -> Result<Vec<PathBuf>> {
     let (parent, name) = (&confinement.cgroup_parent, &confinement.cgroup_name);
-    let mountinfo = Path::new("/proc/self/mountinfo");
-    let table = std::fs::read_to_string(mountinfo)
-        .map_err(|e| Error::io(pod, "read the mount table", mountinfo, e))?;
+    let table = node_primitives::mounts::read_own().map_err(|e| {
+        let mountinfo = Path::new(node_primitives::mounts::OWN_MOUNTINFO);
+        Error::io(pod, "read the mount table", mountinfo, e.into_io())
+    })?;
     let dirs = crate::cgroup::cgroupfs_dirs(&table, parent, name).ok_or_else(|| {
         Error::config(
             pod,
@@ -431,7 +431,7 @@ fn read_pid_file(pod: &str, dir: &Path) -> Result<Option<ProcessIdentity>> {
 /// A running pod init that passed the identity check, held by a pidfd.
 struct Init {
     who: ProcessIdentity,
-    pidfd: OwnedFd,
+    pidfd: Pidfd,
     /// Its PID namespace, open.
     ns: std::fs::File,
     /// `<dir>/pid` is a mount of its namespace.
@@ -443,7 +443,7 @@ fn recorded_init(pod: &str, dir: &Path) -> Result<Option<Init>> {
     let Some(who) = read_pid_file(pod, dir)? else {
         return Ok(None);
     };
-    let Some(pidfd) = pidfd_open(who.pid) else {
+    let Ok(pidfd) = Pidfd::open(who.pid) else {
         return Ok(None);
     };
     let proc = PathBuf::from(format!("/proc/{}", who.pid));
@@ -457,15 +457,15 @@ fn recorded_init(pod: &str, dir: &Path) -> Result<Option<Init>> {
     let pin = pod_pid_pin(dir);
     let pin_id = std::fs::metadata(&pin).ok().map(|m| (m.dev(), m.ino()));
     let pinned = pin_id == Some(ns_id);
-    let status = std::fs::read_to_string(proc.join("status")).unwrap_or_default();
-    let cmdline = std::fs::read(proc.join("cmdline")).unwrap_or_default();
+    let status = node_primitives::proc::status(who.pid).unwrap_or_default();
+    let cmdline = node_primitives::proc::cmdline(who.pid, MAX_RECORD).unwrap_or_default();
     let ours = ProcStat::of(who.pid).is_some_and(|s| s.start_time == who.start_time)
         && innermost_pid(&status) == Some(1)
         && ns_id != (own.dev(), own.ino())
         && names(&cmdline, pod, &pid_file(dir))
         && (pinned || !crate::pod::is_mounted(&pin))
-        // Still alive after the reads: what /proc showed was this process.
-        && send(&pidfd, None).is_ok();
+        // Still running after the reads: what /proc showed was this process.
+        && !pidfd.has_exited();
     Ok(ours.then_some(Init {
         who,
         pidfd,
@@ -477,19 +477,20 @@ fn recorded_init(pod: &str, dir: &Path) -> Result<Option<Init>> {
 impl Init {
     /// SIGKILL through the pidfd, then wait until the process has ended.
     fn kill(self, pod: &str, dir: &Path) -> Result<()> {
-        match send(&self.pidfd, Some(Signal::SIGKILL)) {
-            Ok(()) | Err(Errno::ESRCH) => {}
+        match self.pidfd.send_signal(Signal::SIGKILL as i32) {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ESRCH) => {}
             Err(e) => {
                 return Err(Error::io(
                     pod,
                     "kill the pod init named in",
                     pid_file(dir),
-                    e.into(),
+                    e,
                 ));
             }
         }
         // The pidfd turns readable when the init has ended.
-        if !wait_pidfd(&self.pidfd, START_TIMEOUT) && self.who.is_alive() {
+        if !self.pidfd.wait(START_TIMEOUT) && self.who.is_alive() {
             return Err(Error::Timeout {
                 container: pod.to_owned(),
                 runtime: pid_file(dir),
@@ -503,18 +504,29 @@ impl Init {
 }
 
 /// Bind-mounts the init's namespace (through the descriptor opened while the pidfd showed it
-/// alive, so never another process's) onto `pin`.
-fn bind(pod: &str, init: &Init, pin: &Path) -> Result<()> {
-    create_pin(pod, pin)?;
-    let source = format!("/proc/self/fd/{}", init.ns.as_raw_fd());
-    mount(
-        Some(source.as_str()),
-        pin,
-        None::<&str>,
-        MsFlags::MS_BIND,
-        None::<&str>,
-    )
-    .map_err(|e| Error::io(pod, "pin the pod's PID namespace at", pin, e.into()))
+/// alive, so never another process's) onto `<dir>/pid`.
+fn bind(pod: &str, init: &Init, dir: &Path) -> Result<()> {
+    Pins::new(dir)
+        .pin_from(init.ns.as_fd(), PIN_NAME, Existing::Reuse)
+        .map(drop)
+        .map_err(|e| match e {
+            PinError::Pin {
+                step: PinStep::PrepareDir,
+                path,
+                source,
+            } => Error::io(pod, "create directory", path, source),
+            PinError::Pin {
+                step: PinStep::CreateFile,
+                path,
+                source,
+            } => Error::io(pod, "create pin", path, source),
+            other => Error::io(
+                pod,
+                "pin the pod's PID namespace at",
+                pod_pid_pin(dir),
+                other.into_io(),
+            ),
+        })
 }
 
 /// Whether a `/proc/<pid>/cmdline` ends with the arguments [`pin_pod_pid`] appends.
@@ -535,20 +547,6 @@ fn names(cmdline: &[u8], pod: &str, pid_file: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_innermost_pid_is_the_last_nspid_field() {
-        for (status, want) in [
-            ("Name:\tx\nNSpid:\t4242\t1\nNSpgid:\t1\n", Some(1)),
-            ("NSpid:\t4242\n", Some(4242)),
-            ("NSpid:\t4242\t17\t1\n", Some(1)),
-            ("NSpid:\n", None),
-            ("Name:\tx\n", None),
-            ("NSpid:\tabc\n", None),
-        ] {
-            assert_eq!(innermost_pid(status), want, "{status:?}");
-        }
-    }
 
     #[test]
     fn a_command_line_is_the_pods_init_only_with_both_last_arguments() {

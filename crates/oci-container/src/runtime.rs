@@ -693,10 +693,10 @@ fn inherit_fd(fd: i32) -> std::io::Result<()> {
 /// Signals the process `who` names, only if it is still that process: a pidfd pins the process
 /// first, then its start time is checked, so a reused pid is never signalled.
 pub(crate) fn kill_identity(who: ProcessIdentity, signal: Signal) -> bool {
-    let Some(pidfd) = record::pidfd_open(who.pid) else {
+    let Ok(pidfd) = node_primitives::Pidfd::open(who.pid) else {
         return false;
     };
-    who.is_alive() && record::pidfd_send(&pidfd, Some(signal)).is_ok()
+    who.is_alive() && pidfd.send_signal(signal as i32).is_ok()
 }
 
 #[cfg(test)]

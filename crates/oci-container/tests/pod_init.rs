@@ -367,7 +367,7 @@ fn cgroup_dirs(path: &Path) -> Vec<PathBuf> {
     let below = path.strip_prefix("/").expect("an absolute cgroup path");
     test_support::fs::mounts()
         .into_iter()
-        .filter(|m| m.line.contains(" - cgroup"))
+        .filter(|m| m.fs_type.starts_with("cgroup"))
         .map(|m| Path::new(&m.point).join(below))
         .collect()
 }

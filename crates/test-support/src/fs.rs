@@ -38,45 +38,50 @@ pub fn write_executable(path: &Path, text: &str) {
     set_mode(path, 0o755);
 }
 
-/// The mount points of this process's mount namespace, as `/proc/self/mountinfo` spells them
-/// (with each one's whole line).
+/// The mounts of this process's mount namespace (`/proc/self/mountinfo`), in mount order.
+///
+/// # Panics
+///
+/// When the mount table cannot be read, failing the test.
 pub fn mounts() -> Vec<Mount> {
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .expect("read /proc/self/mountinfo")
-        .lines()
-        .filter_map(|line| {
-            Some(Mount {
-                point: line.split(' ').nth(4)?.to_owned(),
-                line: line.to_owned(),
-            })
+    node_primitives::mounts::read_own()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .into_iter()
+        .map(|m| Mount {
+            point: m.mount_point.to_string_lossy().into_owned(),
+            optional: m.optional,
+            fs_type: m.fs_type,
         })
         .collect()
 }
 
-/// One line of `/proc/self/mountinfo`.
+/// One mount of this process's mount namespace.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Mount {
-    /// Where it is mounted.
+    /// Where it is mounted (its escapes decoded).
     pub point: String,
-    /// The whole line (propagation flags such as `shared:N` are in it).
-    pub line: String,
+    /// Its optional fields: propagation (`shared:N`, `master:N`), `unbindable`.
+    pub optional: Vec<String>,
+    /// The file system type: `overlay`, `cgroup2`, `nsfs`...
+    pub fs_type: String,
 }
 
 /// The mounts at `dir` or below it.
 pub fn mounts_at_or_below(dir: &Path) -> Vec<Mount> {
-    let dir = dir.to_string_lossy();
-    let below = format!("{dir}/");
     mounts()
         .into_iter()
-        .filter(|m| m.point == dir || m.point.starts_with(&below))
+        .filter(|m| Path::new(&m.point).starts_with(dir))
         .collect()
 }
 
-/// Whether something is mounted at `path` (compared as given: canonicalize it first if it may
-/// hold a symlink).
+/// Whether something is mounted at `path` (made absolute, not resolved: canonicalize it first if
+/// it may hold a symlink).
+///
+/// # Panics
+///
+/// When the mount table cannot be read, failing the test.
 pub fn is_mount_point(path: &Path) -> bool {
-    let path = path.to_string_lossy();
-    mounts().iter().any(|m| m.point == path)
+    node_primitives::mounts::is_mount_point(path).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// What a result cache holds: the files of `results`, then the pending entries in `pending` as

@@ -99,13 +99,10 @@ pub fn with_env(wanted: impl Fn(&str) -> bool) -> Vec<Found> {
 /// Whether `pid` is gone: no `/proc` entry, or a zombie that nobody reaped yet (in a container the
 /// init process may not reap orphans; a zombie runs no code and holds no resources but its pid).
 pub fn is_dead(pid: u64) -> bool {
-    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-        return true;
-    };
-    let state = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.trim_start().chars().next());
-    matches!(state, Some('Z' | 'X'))
+    i32::try_from(pid)
+        .ok()
+        .and_then(node_primitives::ProcStat::of)
+        .is_none_or(|s| s.has_exited())
 }
 
 /// Waits up to five seconds for `pid` to die; returns whether it did. Sleeps on Tokio's timer, so

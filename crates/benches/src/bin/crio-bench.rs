@@ -291,11 +291,10 @@ fn count_rules(ids: &BTreeSet<String>) -> i64 {
 
 /// Mounts in this mount namespace below `dir` (pins; the directory's own self-bind not counted).
 fn count_mounts_below(dir: &Path) -> i64 {
-    let prefix = format!("{}/", dir.display());
-    std::fs::read_to_string("/proc/self/mountinfo").map_or(-1, |text| {
-        text.lines()
-            .filter_map(|l| l.split(' ').nth(4))
-            .filter(|m| m.starts_with(&prefix))
+    node_primitives::mounts::read_own().map_or(-1, |mounts| {
+        mounts
+            .iter()
+            .filter(|m| m.mount_point.starts_with(dir) && m.mount_point != dir)
             .count() as i64
     })
 }

@@ -436,15 +436,19 @@ fn attachment(network: &str, container_id: &str, if_name: &str) -> CachedAttachm
 fn names_too_long_for_a_file_are_refused_on_write_and_absent_on_read() {
     let dir = tempfile::tempdir().unwrap();
     let cache = ResultCache::new(dir.path());
-    let long_id = "c".repeat(240);
-    let err = cache.put(&attachment("net", &long_id, "eth0")).unwrap_err();
+    // Each part within its own cap (a network name 255 bytes, a container id 128), the three
+    // together past a file name's.
+    let (network, long_id) = ("n".repeat(200), "c".repeat(100));
+    let err = cache
+        .put(&attachment(&network, &long_id, "eth0"))
+        .unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("\"net\""), "{text}");
+    assert!(text.contains(&format!("\"{network}\"")), "{text}");
     assert!(text.contains("longer than"), "{text}");
     assert!(
         !text.contains(".tmp"),
         "the temporary file is not the user's business: {text}"
     );
-    assert_eq!(cache.get("net", &long_id, "eth0").unwrap(), None);
-    assert!(!cache.remove("net", &long_id, "eth0").unwrap());
+    assert_eq!(cache.get(&network, &long_id, "eth0").unwrap(), None);
+    assert!(!cache.remove(&network, &long_id, "eth0").unwrap());
 }

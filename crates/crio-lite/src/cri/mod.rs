@@ -34,13 +34,9 @@ fn capped_message(message: String) -> String {
     if message.len() <= MAX_MESSAGE {
         return message;
     }
-    let mut end = MAX_MESSAGE;
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
     format!(
         "{}... (cut: {} bytes in all)",
-        &message[..end],
+        node_primitives::text::cut(&message, MAX_MESSAGE),
         message.len()
     )
 }

@@ -103,7 +103,7 @@ async fn a_container_reaches_nothing_of_the_node_through_the_pods_init() {
     assert!(!init.is_alive(), "the init goes with the pod");
     let left: Vec<String> = test_support::fs::mounts()
         .into_iter()
-        .filter(|m| m.line.contains(" - cgroup"))
+        .filter(|m| m.fs_type.starts_with("cgroup"))
         .map(|m| format!("{}{leaf}", m.point))
         .filter(|dir| std::path::Path::new(dir).exists())
         .collect();

@@ -5,13 +5,19 @@
 
 use std::path::{Path, PathBuf};
 
+use node_primitives::MountEntry;
+
 use super::{parse_mounts, under};
 
 /// The directories of the cgroup `<parent>/<name>` in every cgroup hierarchy mounted here (each
-/// v1 hierarchy and the unified one on a hybrid host, one directory on a pure v2 host), read from
-/// `/proc/self/mountinfo`; a hierarchy mounted twice is named once. `None` when `parent` and
+/// v1 hierarchy and the unified one on a hybrid host, one directory on a pure v2 host), as the
+/// mount table `mounts` shows them; a hierarchy mounted twice is named once. `None` when `parent` and
 /// `name` do not make a plain absolute cgroup path.
-pub(crate) fn cgroupfs_dirs(mountinfo: &str, parent: &Path, name: &str) -> Option<Vec<PathBuf>> {
+pub(crate) fn cgroupfs_dirs(
+    mounts: &[MountEntry],
+    parent: &Path,
+    name: &str,
+) -> Option<Vec<PathBuf>> {
     let path = parent.join(name);
     let plain = path.is_absolute()
         && !name.contains('/')
@@ -22,7 +28,7 @@ pub(crate) fn cgroupfs_dirs(mountinfo: &str, parent: &Path, name: &str) -> Optio
     let path = path.to_str().filter(|_| plain)?;
     let mut seen = Vec::new();
     let mut dirs = Vec::new();
-    for mount in parse_mounts(mountinfo) {
+    for mount in parse_mounts(mounts) {
         // A v1 hierarchy is its options (controllers or name=); the unified one has none.
         if seen.contains(&mount.v1_options) {
             continue;
@@ -81,6 +87,7 @@ pub(crate) fn remove_dir(dir: &Path, deadline: std::time::Instant) -> std::io::R
 
 #[cfg(test)]
 mod tests {
+    use super::super::table;
     use super::*;
 
     const HYBRID: &str = "\
@@ -94,7 +101,8 @@ mod tests {
 
     #[test]
     fn the_leaf_is_in_every_hierarchy_once_or_in_the_one_unified() {
-        let dirs = cgroupfs_dirs(HYBRID, Path::new("/crio-lite"), "crio-p1").expect("plain");
+        let dirs =
+            cgroupfs_dirs(&table(HYBRID), Path::new("/crio-lite"), "crio-p1").expect("plain");
         assert_eq!(
             dirs,
             [
@@ -107,7 +115,7 @@ mod tests {
         );
         let v2 = "29 23 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n";
         assert_eq!(
-            cgroupfs_dirs(v2, Path::new("/kubepods/pod1"), "crio-p1").expect("plain"),
+            cgroupfs_dirs(&table(v2), Path::new("/kubepods/pod1"), "crio-p1").expect("plain"),
             [PathBuf::from("/sys/fs/cgroup/kubepods/pod1/crio-p1")]
         );
         for (parent, name) in [
@@ -117,7 +125,7 @@ mod tests {
             ("/crio-lite", ".."),
         ] {
             assert_eq!(
-                cgroupfs_dirs(HYBRID, Path::new(parent), name),
+                cgroupfs_dirs(&table(HYBRID), Path::new(parent), name),
                 None,
                 "{parent} {name}"
             );

@@ -81,7 +81,10 @@ fn the_cgroup_is_found_through_the_process_and_the_mount_table() {
         ),
     ];
     for (case, proc_cgroup, mountinfo, expected) in cases {
-        let dirs = Dirs::resolve(&parse_membership(proc_cgroup), &parse_mounts(mountinfo));
+        let dirs = Dirs::resolve(
+            &parse_membership(proc_cgroup),
+            &parse_mounts(&table(mountinfo)),
+        );
         assert_eq!(dirs, expected, "{case}");
     }
 }
@@ -192,7 +195,7 @@ fn missing_controllers_are_none_and_bad_files_name_themselves() {
 fn this_process_has_a_cgroup_here() {
     // whatever this host is, the test process's own cgroup is found and read without error
     let me = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-    let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let mounts = node_primitives::mounts::read_own().unwrap();
     let dirs = Dirs::resolve(&parse_membership(&me), &parse_mounts(&mounts));
     assert!(
         dirs.memory.is_some() || dirs.unified.is_some(),

@@ -113,9 +113,8 @@ async fn a_running_container_is_killed_and_deleted_and_its_conmon_outlives_its_c
 
         // conmon is a daemon: not our child, leader of its own session
         let conmon = fx.runtime.record(&id).unwrap().conmon.unwrap();
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", conmon.pid)).unwrap();
-        let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
-        let (ppid, sid): (i32, i32) = (fields[1].parse().unwrap(), fields[3].parse().unwrap());
+        let stat = node_primitives::ProcStat::of(conmon.pid).unwrap();
+        let (ppid, sid) = (stat.ppid, stat.session);
         assert_ne!(
             ppid,
             std::process::id() as i32,

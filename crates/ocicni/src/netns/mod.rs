@@ -132,42 +132,15 @@ pub fn release_dir(dir: &Path) -> Result<()> {
 }
 
 /// True when `dir` is a mount point of this process's mount namespace (`/proc/self/mountinfo`,
-/// its octal escapes decoded; `dir` compared as given, so canonicalize it first). A runtime that
-/// finds its pin directory mounted already (by `ip netns`, another runtime, or a run of its own that
-/// crashed) did not make that bind and should not release it.
+/// its octal escapes decoded; `dir` made absolute but not resolved, so canonicalize it first). A
+/// runtime that finds its pin directory mounted already (by `ip netns`, another runtime, or a run
+/// of its own that crashed) did not make that bind and should not release it.
 ///
 /// # Errors
 ///
 /// When `/proc/self/mountinfo` cannot be read.
 pub fn is_mount_point(dir: &Path) -> std::io::Result<bool> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo")?;
-    let wanted = dir.as_os_str().as_encoded_bytes();
-    Ok(text.lines().any(|line| {
-        line.split(' ')
-            .nth(4)
-            .is_some_and(|point| unescape_mountinfo(point) == wanted)
-    }))
-}
-
-/// mountinfo writes space, tab, newline and backslash in paths as `\040`, `\011`, `\012`, `\134`.
-fn unescape_mountinfo(field: &str) -> Vec<u8> {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal = bytes
-            .get(i + 1..i + 4)
-            .filter(|d| bytes[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)))
-            .and_then(|d| u8::from_str_radix(std::str::from_utf8(d).ok()?, 8).ok());
-        if let Some(byte) = octal {
-            out.push(byte);
-            i += 4;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    out
+    node_primitives::mounts::is_mount_point(dir).map_err(node_primitives::Error::into_io)
 }
 
 /// True when something exists at `path`. A bare file left after a reboot exists too; use [`is_netns`]
@@ -289,14 +262,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn mountinfo_escapes_are_decoded() {
-        assert_eq!(unescape_mountinfo(r"/run/a\040b\134c"), b"/run/a b\\c");
-        assert_eq!(
-            unescape_mountinfo(r"/x\0"),
-            b"/x\\0",
-            "a cut escape stays as it is"
-        );
+    fn the_root_is_a_mount_point() {
         assert!(is_mount_point(Path::new("/")).expect("mountinfo"));
+        assert!(!is_mount_point(Path::new("/nonexistent/ocicni-netns-test")).expect("mountinfo"));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use nix::errno::Errno;
 use nix::sched::{CloneFlags, setns};
 
 use super::error::{Error, Result};
-use super::pin::open_nsfs;
+use node_primitives::ns::open_namespace;
 
 const THREAD_NAME: &str = "netns";
 
@@ -70,7 +70,7 @@ where
 ///
 /// Only for threads started by [`run_blocking`] or [`run_async`].
 pub(super) fn enter(path: &Path) -> Result<()> {
-    let file = open_nsfs(path)
+    let file = open_namespace(path)
         .map_err(|source| Error::Enter {
             path: path.to_owned(),
             source,

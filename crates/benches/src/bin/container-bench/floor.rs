@@ -334,11 +334,7 @@ fn read_pid(file: &Path) -> Result<i32, String> {
 
 /// Dead: gone, or a zombie nobody has reaped yet (runc counts that as stopped too).
 fn is_dead(pid: i32) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let state = stat
-        .rfind(')')
-        .and_then(|i| stat[i + 1..].split_whitespace().next());
-    matches!(state, None | Some("Z" | "X"))
+    node_primitives::ProcStat::of(pid).is_none_or(|s| s.has_exited())
 }
 
 async fn wait_until(done: impl Fn() -> bool, id: &str) -> Result<(), String> {

@@ -57,20 +57,11 @@ impl Drop for Tmpfs {
 
 /// The cgroup hierarchies mounted here: (mount point, file system type, super options).
 fn hierarchies() -> Vec<(PathBuf, String, String)> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    info.lines()
-        .filter_map(|l| {
-            let fields: Vec<&str> = l.split(' ').collect();
-            let dash = fields.iter().position(|f| *f == "-")?;
-            let kind = *fields.get(dash + 1)?;
-            (kind == "cgroup" || kind == "cgroup2").then(|| {
-                (
-                    PathBuf::from(fields[4]),
-                    kind.to_owned(),
-                    fields.get(dash + 3).copied().unwrap_or("").to_owned(),
-                )
-            })
-        })
+    node_primitives::mounts::read_own()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| m.fs_type == "cgroup" || m.fs_type == "cgroup2")
+        .map(|m| (m.mount_point, m.fs_type, m.super_options.join(",")))
         .collect()
 }
 
@@ -250,13 +241,10 @@ pub(crate) fn comm(pid: u32) -> String {
 
 /// Mount points at or below `dir` in this mount namespace.
 pub(crate) fn mounts_below(dir: &Path) -> Vec<PathBuf> {
-    std::fs::read_to_string("/proc/self/mountinfo")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(PathBuf::from)
-        .filter(|p| p.starts_with(dir))
-        .collect()
+    node_primitives::mounts::mounts_at_or_below(
+        &node_primitives::mounts::read_own().unwrap_or_default(),
+        dir,
+    )
 }
 
 /// Unmounts (lazily, deepest first) everything at or below `dir`.

@@ -209,15 +209,10 @@ impl Drop for Containerd {
 /// Unmounts (lazily, deepest first) every mount point under `dir`; a daemon killed while
 /// applying a layer leaves its temporary mount.
 pub(crate) fn unmount_under(dir: &Path) {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+    let Ok(mounts) = node_primitives::mounts::read_own() else {
         return;
     };
-    let mut points: Vec<PathBuf> = info
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(PathBuf::from)
-        .filter(|p| p.starts_with(dir))
-        .collect();
+    let mut points = node_primitives::mounts::mounts_at_or_below(&mounts, dir);
     points.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
     for p in points {
         let _ = nix::mount::umount2(&p, nix::mount::MntFlags::MNT_DETACH);

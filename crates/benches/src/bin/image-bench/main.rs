@@ -399,26 +399,14 @@ fn syncfs_after_idle(work: &Path) -> Result<Duration, String> {
 /// reading their inode table blocks, and file creation after a large removal costs CPU time
 /// (seen here as `recently_deleted` in a profile), for every tool alike.
 fn work_fs(work: &Path) -> Value {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    // Fields: id parent major:minor root mount-point options ... - type source super-options.
-    let best = info
-        .lines()
-        .filter_map(|l| {
-            let fields: Vec<&str> = l.split(' ').collect();
-            let point = Path::new(fields.get(4)?);
-            let dash = fields.iter().position(|f| *f == "-")?;
-            work.starts_with(point).then(|| {
-                (
-                    point.components().count(),
-                    fields.get(dash + 1).copied().unwrap_or(""),
-                    fields.get(dash + 2).copied().unwrap_or(""),
-                    fields.get(dash + 3).copied().unwrap_or(""),
-                )
-            })
-        })
-        .max_by_key(|m| m.0);
+    let mounts = node_primitives::mounts::read_own().unwrap_or_default();
+    let best = mounts
+        .iter()
+        .filter(|m| work.starts_with(&m.mount_point))
+        .max_by_key(|m| m.mount_point.components().count());
     match best {
-        Some((_, kind, source, options)) => {
+        Some(m) => {
+            let (kind, source, options) = (&m.fs_type, &m.source, m.super_options.join(","));
             let dev = source.rsplit('/').next().unwrap_or("");
             let journal = (kind == "ext4").then(|| {
                 std::fs::read_dir("/proc/fs/jbd2").is_ok_and(|d| {

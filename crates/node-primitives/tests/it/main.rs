@@ -1,0 +1,3 @@
+//! The public API of node-primitives, against the running kernel.
+
+mod ns;
