@@ -83,6 +83,7 @@
 //! # }
 //! ```
 
+mod bundle;
 mod cgroup;
 mod cgroup_manager;
 mod command;
@@ -92,16 +93,20 @@ mod defaults;
 mod error;
 mod exec;
 pub mod hooks;
+mod in_pod;
 mod monitor;
 mod pod;
+mod pod_files;
 pub mod pod_init;
 mod pod_pid;
 mod record;
 mod runtime;
 pub mod seccomp;
 mod spec;
+mod stop;
 pub mod user;
 
+pub use bundle::make_bundle;
 pub use cgroup::ContainerStats;
 pub use cgroup_manager::{CgroupManager, MAX_CGROUP_PARENT};
 pub use config::{
@@ -112,14 +117,16 @@ pub use defaults::{
     ALL_CAPABILITIES, DEFAULT_CAPABILITIES, DEFAULT_MASKED_PATHS, DEFAULT_PATH,
     DEFAULT_READONLY_PATHS,
 };
-pub use error::{Error, Result, validate_id};
+pub use error::{Error, MountPath, Result, validate_id};
 pub use exec::{EXEC_TIMEOUT_EXIT_CODE, ExecOutput};
 pub use hooks::Hooks;
+pub use in_pod::PidNamespace;
 pub use monitor::Exit;
 pub use pod::{
     POD_SHM_SIZE, PodNamespaces, check_ipc_sysctl, is_ipc_sysctl, pin_pod, try_ipc_sysctls,
     unpin_pod,
 };
+pub use pod_files::{Pod, PodDns, PodFiles, PodInit, pod_hostname};
 pub use pod_pid::{
     PodInitConfinement, PodInitProgram, pin_pod_pid, pod_init_pid, pod_pid_pin, unpin_pod_pid,
 };
@@ -129,3 +136,4 @@ pub use runtime::{
 };
 pub use seccomp::Seccomp;
 pub use spec::{OCI_VERSION, generate, write_bundle};
+pub use stop::{KILL_WAIT, StopOutcome, StopSignal};
