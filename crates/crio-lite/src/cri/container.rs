@@ -10,22 +10,22 @@ use super::convert::{check_metadata_size, to_hash_map};
 use oci_container::Seccomp;
 
 use crate::domain::{
-    Container, ContainerRequest, ContainerState, Limits, MountSpec, PidMode, SandboxError,
-    SandboxResult,
+    Container, ContainerRequest, ContainerState, Limits, MountSpec, PidMode, DomainError,
+    DomainResult,
 };
 
-fn invalid(field: &str, reason: impl Into<String>) -> SandboxError {
-    SandboxError::invalid(field, reason)
+fn invalid(field: &str, reason: impl Into<String>) -> DomainError {
+    DomainError::invalid(field, reason)
 }
 
 /// Checks a CreateContainer request; returns the sandbox ID and the domain's request.
 ///
 /// # Errors
 ///
-/// [`SandboxError::InvalidField`] naming the field at fault.
+/// [`DomainError::InvalidField`] naming the field at fault.
 pub(crate) fn request(
     request: cri::CreateContainerRequest,
-) -> SandboxResult<(String, ContainerRequest)> {
+) -> DomainResult<(String, ContainerRequest)> {
     if request.pod_sandbox_id.is_empty() {
         return Err(invalid("pod_sandbox_id", "empty: name the sandbox"));
     }
@@ -117,7 +117,7 @@ pub(crate) fn request(
 }
 
 /// The security context's part of the request; the rest left default.
-fn security(sc: cri::LinuxContainerSecurityContext) -> SandboxResult<ContainerRequest> {
+fn security(sc: cri::LinuxContainerSecurityContext) -> DomainResult<ContainerRequest> {
     let caps = sc.capabilities.clone().unwrap_or_default();
     let options = sc.namespace_options.clone().unwrap_or_default();
     let ns_field = "config.linux.security_context.namespace_options";
@@ -209,7 +209,7 @@ fn security(sc: cri::LinuxContainerSecurityContext) -> SandboxResult<ContainerRe
 }
 
 /// Bind mounts as asked (checked further when the container is made); image volumes refused.
-fn mounts(mounts: Vec<cri::Mount>) -> SandboxResult<Vec<MountSpec>> {
+fn mounts(mounts: Vec<cri::Mount>) -> DomainResult<Vec<MountSpec>> {
     let mut out = Vec::new();
     for (i, m) in mounts.into_iter().enumerate() {
         if m.image.is_some_and(|i| !i.image.is_empty()) {
@@ -229,7 +229,7 @@ fn mounts(mounts: Vec<cri::Mount>) -> SandboxResult<Vec<MountSpec>> {
 }
 
 /// Host devices: absolute paths, permissions of r, w and m.
-fn devices(devices: Vec<cri::Device>) -> SandboxResult<Vec<oci_container::DeviceMapping>> {
+fn devices(devices: Vec<cri::Device>) -> DomainResult<Vec<oci_container::DeviceMapping>> {
     let mut out = Vec::new();
     for (i, d) in devices.into_iter().enumerate() {
         let host = PathBuf::from(&d.host_path);
@@ -262,7 +262,7 @@ fn devices(devices: Vec<cri::Device>) -> SandboxResult<Vec<oci_container::Device
 }
 
 /// The deprecated `seccomp_profile_path`: `runtime/default`, `unconfined`, `localhost/<path>`.
-fn legacy_seccomp(path: &str) -> SandboxResult<Seccomp> {
+fn legacy_seccomp(path: &str) -> DomainResult<Seccomp> {
     match path {
         "runtime/default" | "docker/default" => Ok(Seccomp::RuntimeDefault),
         "unconfined" => Ok(Seccomp::Unconfined),
@@ -279,7 +279,7 @@ fn legacy_seccomp(path: &str) -> SandboxResult<Seccomp> {
 }
 
 /// The user as oci-container takes it: `uid[:gid]` or `name[:gid]`.
-fn user(sc: &cri::LinuxContainerSecurityContext) -> SandboxResult<Option<String>> {
+fn user(sc: &cri::LinuxContainerSecurityContext) -> DomainResult<Option<String>> {
     let group = sc.run_as_group.as_ref().map(|g| g.value);
     if let Some(g) = group
         && u32::try_from(g).is_err()

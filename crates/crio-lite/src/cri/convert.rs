@@ -8,15 +8,15 @@ use cri_api::v1 as cri;
 use ocicni::cni_types::capabilities::PortMapping;
 
 use crate::domain::{
-    DnsSettings, NamespaceModes, Sandbox, SandboxError, SandboxName, SandboxResult, SandboxState,
+    DnsSettings, NamespaceModes, Sandbox, DomainError, SandboxName, DomainResult, SandboxState,
 };
 
 /// Validates a RunPodSandbox request and records what it asks for, with no ID yet.
 ///
 /// # Errors
 ///
-/// [`SandboxError::InvalidField`] naming the field at fault.
-pub fn sandbox_from_request(request: cri::RunPodSandboxRequest) -> SandboxResult<Sandbox> {
+/// [`DomainError::InvalidField`] naming the field at fault.
+pub fn sandbox_from_request(request: cri::RunPodSandboxRequest) -> DomainResult<Sandbox> {
     let config = request
         .config
         .ok_or_else(|| invalid("config", "missing: RunPodSandbox needs a PodSandboxConfig"))?;
@@ -94,7 +94,7 @@ pub fn sandbox_from_request(request: cri::RunPodSandboxRequest) -> SandboxResult
 }
 
 /// Checks the namespace modes; true when the pod is on the host's network.
-fn check_namespaces(options: &cri::NamespaceOption) -> SandboxResult<bool> {
+fn check_namespaces(options: &cri::NamespaceOption) -> DomainResult<bool> {
     for (field, mode) in [
         ("network", options.network),
         ("pid", options.pid),
@@ -116,7 +116,7 @@ fn check_sysctls(
     sysctls: &HashMap<String, String>,
     host_network: bool,
     host_ipc: bool,
-) -> SandboxResult<()> {
+) -> DomainResult<()> {
     for (key, value) in sysctls {
         let field = format!("config.linux.sysctls[{key:?}]");
         if oci_container::is_ipc_sysctl(key) {
@@ -154,7 +154,7 @@ pub const MAX_HOSTNAME: usize = 64;
 
 /// DNS settings go into the pod's resolv.conf, one per line and separated by spaces: a newline
 /// or a space in one would add lines or words of the requester's choosing.
-fn check_dns(dns: &cri::DnsConfig) -> SandboxResult<()> {
+fn check_dns(dns: &cri::DnsConfig) -> DomainResult<()> {
     for (i, server) in dns.servers.iter().enumerate() {
         if server.parse::<IpAddr>().is_err() {
             return Err(invalid(
@@ -182,7 +182,7 @@ fn check_dns(dns: &cri::DnsConfig) -> SandboxResult<()> {
 }
 
 /// The hostname goes into the pod's /etc/hostname and /etc/hosts and its UTS namespace.
-fn check_hostname(hostname: &str) -> SandboxResult<()> {
+fn check_hostname(hostname: &str) -> DomainResult<()> {
     if hostname.is_empty() {
         return Ok(());
     }
@@ -299,7 +299,7 @@ fn state_to_cri(state: SandboxState) -> cri::PodSandboxState {
     }
 }
 
-fn port_mapping(i: usize, mapping: &cri::PortMapping) -> SandboxResult<Option<PortMapping>> {
+fn port_mapping(i: usize, mapping: &cri::PortMapping) -> DomainResult<Option<PortMapping>> {
     let field = |name: &str| format!("config.port_mappings[{i}].{name}");
     let protocol = match cri::Protocol::try_from(mapping.protocol) {
         Ok(cri::Protocol::Tcp) => "tcp",
@@ -366,7 +366,7 @@ pub const MAX_METADATA_BYTES: usize = 256 * 1024;
 pub(crate) fn check_metadata_size(
     labels: &HashMap<String, String>,
     annotations: &HashMap<String, String>,
-) -> SandboxResult<()> {
+) -> DomainResult<()> {
     let size = |map: &HashMap<String, String>| -> usize {
         map.iter().map(|(k, v)| k.len() + v.len()).sum()
     };
@@ -389,8 +389,8 @@ pub(crate) fn check_metadata_size(
     Ok(())
 }
 
-fn invalid(field: &str, reason: &str) -> SandboxError {
-    SandboxError::invalid(field, reason)
+fn invalid(field: &str, reason: &str) -> DomainError {
+    DomainError::invalid(field, reason)
 }
 
 pub(crate) fn to_hash_map(map: &BTreeMap<String, String>) -> HashMap<String, String> {

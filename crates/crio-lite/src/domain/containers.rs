@@ -23,7 +23,7 @@ use oci_container::{ContainerConfig, NamespacePaths, Runtime};
 
 use super::container::{Container, ContainerState, Exit, Limits, MountSpec};
 use super::entry::Entry;
-use super::error::{SandboxError, SandboxResult};
+use super::error::{DomainError, DomainResult};
 use super::images::Images;
 use super::now_nanos;
 use super::sandbox::Sandbox;
@@ -209,10 +209,10 @@ impl Containers {
 
     /// Refuses a pod's cgroup parent this node's cgroup manager cannot honour, before anything
     /// is made for the pod (else every one of its containers would fail).
-    pub(crate) fn check_cgroup_parent(&self, parent: &str) -> SandboxResult<()> {
+    pub(crate) fn check_cgroup_parent(&self, parent: &str) -> DomainResult<()> {
         self.cgroups
             .check_parent(parent)
-            .map_err(|why| SandboxError::invalid("config.linux.cgroup_parent", why))
+            .map_err(|why| DomainError::invalid("config.linux.cgroup_parent", why))
     }
 
     /// Drops from `annotations` the runtime-interpreted ones `handler` (a name
@@ -242,7 +242,7 @@ impl Containers {
     }
 
     /// The handler a sandbox's containers run on: its own, or the default for `""`.
-    pub(crate) fn handler_name<'a>(&'a self, requested: &'a str) -> SandboxResult<&'a str> {
+    pub(crate) fn handler_name<'a>(&'a self, requested: &'a str) -> DomainResult<&'a str> {
         let name = if requested.is_empty() {
             self.default_handler.as_str()
         } else {
@@ -251,7 +251,7 @@ impl Containers {
         if self.handlers.contains_key(name) {
             Ok(name)
         } else {
-            Err(SandboxError::invalid(
+            Err(DomainError::invalid(
                 "runtime_handler",
                 format!(
                     "unknown runtime handler {requested:?}: this node has {}",
@@ -261,12 +261,12 @@ impl Containers {
         }
     }
 
-    fn runtime(&self, handler: &str) -> SandboxResult<&Runtime> {
+    fn runtime(&self, handler: &str) -> DomainResult<&Runtime> {
         self.handlers
             .get(handler)
             .map(|h| &h.runtime)
             .ok_or_else(|| {
-                SandboxError::Internal(format!(
+                DomainError::Internal(format!(
                     "runtime handler {handler:?} is no longer configured"
                 ))
             })
@@ -285,7 +285,7 @@ impl Containers {
         &self,
         sandbox: &Sandbox,
         mut request: ContainerRequest,
-    ) -> SandboxResult<String> {
+    ) -> DomainResult<String> {
         check_pid_mode(sandbox, request.pid)?;
         check_privileged(sandbox, &request)?;
         let handler = self.handler_name(&sandbox.runtime_handler)?.to_owned();
@@ -296,7 +296,7 @@ impl Containers {
             if let Some(existing) = index.values().filter_map(|e| e.get()).find(|c| {
                 c.sandbox_id == sandbox.id && c.name == request.name && c.attempt == request.attempt
             }) {
-                return Err(SandboxError::ContainerExists {
+                return Err(DomainError::ContainerExists {
                     name: request.name,
                     attempt: request.attempt,
                     sandbox: sandbox.id.clone(),
@@ -306,7 +306,7 @@ impl Containers {
         }
         let (image, image_config, stop_signal) = self.image_of(&request.image)?;
         let id = new_sandbox_id().map_err(|e| {
-            SandboxError::Internal(format!("cannot read /dev/urandom for a container ID: {e}"))
+            DomainError::Internal(format!("cannot read /dev/urandom for a container ID: {e}"))
         })?;
         let log_path = self.log_path(sandbox, &request, &id)?;
         let mut container = Container {
@@ -339,7 +339,7 @@ impl Containers {
         };
         let entry = Entry::new(container.clone());
         let Ok(_op) = Arc::clone(&entry.op).try_lock_owned() else {
-            return Err(SandboxError::Internal(
+            return Err(DomainError::Internal(
                 "a new container's lock is taken".to_owned(),
             ));
         };
@@ -383,26 +383,26 @@ impl Containers {
     fn image_of(
         &self,
         query: &str,
-    ) -> SandboxResult<(image_store::Image, image_store::ImageConfiguration, i32)> {
+    ) -> DomainResult<(image_store::Image, image_store::ImageConfiguration, i32)> {
         let image = self.images.get(query).map_err(|e| match e {
             image_store::Error::NotFound { .. } | image_store::Error::InvalidReference { .. } => {
-                SandboxError::ImageNotFound {
+                DomainError::ImageNotFound {
                     image: query.to_owned(),
                     reason: e.to_string(),
                 }
             }
-            other => SandboxError::image(query, other),
+            other => DomainError::image(query, other),
         })?;
         let config = self
             .images
             .config(&image)
-            .map_err(|e| SandboxError::image(query, e))?;
+            .map_err(|e| DomainError::image(query, e))?;
         let stop_signal = config
             .config()
             .as_ref()
             .and_then(|c| c.stop_signal().clone())
             .map_or(Ok(Signal::SIGTERM as i32), |s| parse_signal(&s))
-            .map_err(|why| SandboxError::Image {
+            .map_err(|why| DomainError::Image {
                 image: query.to_owned(),
                 reason: format!("its configuration's StopSignal: {why}"),
                 source: None,
@@ -419,7 +419,7 @@ impl Containers {
         image_id: &str,
         image_config: image_store::ImageConfiguration,
         runtime: &Runtime,
-    ) -> SandboxResult<()> {
+    ) -> DomainResult<()> {
         let id = container.id.clone();
         self.save(container, Store::save_unsynced).await?;
         let rootfs = {
@@ -427,7 +427,7 @@ impl Containers {
             let (id, image_id) = (id.clone(), image_id.to_owned());
             blocking(move || images.create_rootfs(&id, &image_id))
                 .await?
-                .map_err(|e| SandboxError::image(&request.image, e))?
+                .map_err(|e| DomainError::image(&request.image, e))?
         };
         let pod_files = self.pod_files(sandbox).await?;
         let mut config = Self::oci_config(
@@ -441,7 +441,7 @@ impl Containers {
         )?;
         config.resources.pids_limit = self.pids_limit;
         let bundle = self.bundle(&id);
-        std::fs::create_dir_all(&bundle).map_err(|source| SandboxError::Io {
+        std::fs::create_dir_all(&bundle).map_err(|source| DomainError::Io {
             what: format!("container {id}: cannot create its bundle"),
             path: bundle.clone(),
             source,
@@ -464,7 +464,7 @@ impl Containers {
                 Ok(spec)
             })
             .await?
-            .map_err(SandboxError::runtime)?
+            .map_err(DomainError::runtime)?
         };
         if let Some(process) = spec.process() {
             let user = process.user();
@@ -476,7 +476,7 @@ impl Containers {
             container.command = process.args().clone().unwrap_or_default();
         }
         if let Some(parent) = container.log_path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| SandboxError::Io {
+            std::fs::create_dir_all(parent).map_err(|e| DomainError::Io {
                 what: format!("container {id}: cannot create log directory"),
                 path: parent.to_owned(),
                 source: e,
@@ -485,7 +485,7 @@ impl Containers {
         let pid = runtime
             .create(&id, &bundle, &container.log_path)
             .await
-            .map_err(SandboxError::runtime)?;
+            .map_err(DomainError::runtime)?;
         container.pid = Some(pid);
         container.state = ContainerState::Created;
         self.save(container, Store::save_unsynced).await?;
@@ -498,7 +498,7 @@ impl Containers {
         sandbox: &Sandbox,
         request: &ContainerRequest,
         id: &str,
-    ) -> SandboxResult<PathBuf> {
+    ) -> DomainResult<PathBuf> {
         if request.log_path.is_empty() || sandbox.log_directory.is_empty() {
             return Ok(self.bundle(id).join("ctr.log"));
         }
@@ -507,7 +507,7 @@ impl Containers {
             .components()
             .all(|c| matches!(c, std::path::Component::Normal(_)));
         if !clean {
-            return Err(SandboxError::invalid(
+            return Err(DomainError::invalid(
                 "config.log_path",
                 format!(
                     "{:?} must be a relative path without '..' below the pod's log directory",
@@ -520,7 +520,7 @@ impl Containers {
 
     /// `/etc/hosts`, `/etc/resolv.conf` and `/etc/hostname` of the sandbox's containers,
     /// written once per sandbox.
-    async fn pod_files(&self, sandbox: &Sandbox) -> SandboxResult<PodFiles> {
+    async fn pod_files(&self, sandbox: &Sandbox) -> DomainResult<PodFiles> {
         let dir = self.pod_dir(&sandbox.id);
         let files = PodFiles::new(&dir);
         let writes = files.contents(sandbox);
@@ -541,7 +541,7 @@ impl Containers {
             Ok(())
         })
         .await?
-        .map_err(|source| SandboxError::Io {
+        .map_err(|source| DomainError::Io {
             what: format!("sandbox {}: cannot write the pod's /etc files", sandbox.id),
             path: dir.clone(),
             source,
@@ -575,7 +575,7 @@ impl Containers {
             Ok((pins, pid))
         })
         .await?
-        .map_err(SandboxError::runtime)?;
+        .map_err(DomainError::runtime)?;
         Ok(PodFiles { pins, pid, ..files })
     }
 
@@ -587,7 +587,7 @@ impl Containers {
         request: &ContainerRequest,
         image_config: image_store::ImageConfiguration,
         pod_files: &PodFiles,
-    ) -> SandboxResult<ContainerConfig> {
+    ) -> DomainResult<ContainerConfig> {
         let mut mounts = Vec::new();
         for (i, m) in request.mounts.iter().enumerate() {
             mounts.push(bind_mount(i, m)?);
@@ -673,22 +673,22 @@ impl Containers {
     /// Undoes whatever a container may own: the runtime's container and its conmon, the root
     /// file system, the bundle, then the record. Keeps going past failures; the record stays
     /// when anything else did, so the next start retries.
-    async fn take_down(&self, container: &Container, runtime: &Runtime) -> SandboxResult<()> {
+    async fn take_down(&self, container: &Container, runtime: &Runtime) -> DomainResult<()> {
         let id = &container.id;
         let mut first = None;
         if let Err(e) = runtime.remove(id).await {
-            first = first.or(Some(SandboxError::runtime(e)));
+            first = first.or(Some(DomainError::runtime(e)));
         }
         let images = self.images.clone();
         let cid = id.clone();
         match blocking(move || images.remove_rootfs(&cid)).await {
             Ok(Ok(_)) => {}
-            Ok(Err(e)) => first = first.or(Some(SandboxError::image(&container.image, e))),
+            Ok(Err(e)) => first = first.or(Some(DomainError::image(&container.image, e))),
             Err(e) => first = first.or(Some(e)),
         }
         let bundle = self.bundle(id);
         if let Err(e) = remove_dir(&bundle) {
-            first = first.or(Some(SandboxError::Io {
+            first = first.or(Some(DomainError::Io {
                 what: format!("container {id}: cannot remove its bundle"),
                 path: bundle,
                 source: e,
@@ -701,7 +701,7 @@ impl Containers {
         let cid = id.clone();
         blocking(move || store.delete_unsynced(&cid))
             .await?
-            .map_err(|source| SandboxError::State {
+            .map_err(|source| DomainError::State {
                 sandbox: id.clone(),
                 source,
             })
@@ -711,12 +711,12 @@ impl Containers {
         &self,
         container: &Container,
         write: fn(&Store<Container>, &Container) -> crate::error::Result<()>,
-    ) -> SandboxResult<()> {
+    ) -> DomainResult<()> {
         let store = self.store.clone();
         let copy = container.clone();
         blocking(move || write(&store, &copy))
             .await?
-            .map_err(|source| SandboxError::State {
+            .map_err(|source| DomainError::State {
                 sandbox: container.id.clone(),
                 source,
             })
@@ -726,7 +726,7 @@ impl Containers {
     async fn locked(
         &self,
         id: &str,
-    ) -> SandboxResult<(
+    ) -> DomainResult<(
         Arc<Entry<Container>>,
         tokio::sync::OwnedMutexGuard<()>,
         Container,
@@ -735,13 +735,13 @@ impl Containers {
         let op = Arc::clone(&entry.op).lock_owned().await;
         let container = entry
             .get()
-            .ok_or_else(|| SandboxError::ContainerNotFound { id: id.to_owned() })?;
+            .ok_or_else(|| DomainError::ContainerNotFound { id: id.to_owned() })?;
         Ok((entry, op, container))
     }
 
-    fn resolve(&self, id: &str) -> SandboxResult<Arc<Entry<Container>>> {
+    fn resolve(&self, id: &str) -> DomainResult<Arc<Entry<Container>>> {
         if id.is_empty() {
-            return Err(SandboxError::invalid(
+            return Err(DomainError::invalid(
                 "container_id",
                 "empty: name the container",
             ));
@@ -753,21 +753,21 @@ impl Containers {
         let mut matches = index.iter().filter(|(k, _)| k.starts_with(id));
         match (matches.next(), matches.next()) {
             (Some((_, entry)), None) => Ok(Arc::clone(entry)),
-            (Some(_), Some(_)) => Err(SandboxError::invalid(
+            (Some(_), Some(_)) => Err(DomainError::invalid(
                 "container_id",
                 format!("{id:?} is the prefix of several containers; give more of the ID"),
             )),
-            (None, _) => Err(SandboxError::ContainerNotFound { id: id.to_owned() }),
+            (None, _) => Err(DomainError::ContainerNotFound { id: id.to_owned() }),
         }
     }
 
     /// Starts a created container.
-    pub(crate) async fn start(&self, id: &str) -> SandboxResult<()> {
+    pub(crate) async fn start(&self, id: &str) -> DomainResult<()> {
         let (entry, _op, mut container) = self.locked(id).await?;
         let container = &mut container;
         self.observe(container);
         if container.state != ContainerState::Created || container.exited() {
-            return Err(SandboxError::ContainerState {
+            return Err(DomainError::ContainerState {
                 id: container.id.clone(),
                 state: container.visible_state().as_str(),
                 wanted: "created",
@@ -777,7 +777,7 @@ impl Containers {
         runtime
             .start(&container.id)
             .await
-            .map_err(SandboxError::runtime)?;
+            .map_err(DomainError::runtime)?;
         container.state = ContainerState::Running;
         container.started_at = now_nanos();
         self.save(container, Store::save_unsynced).await?;
@@ -791,9 +791,9 @@ impl Containers {
     /// idempotence, which critest checks), as with [`remove`].
     ///
     /// [`remove`]: Containers::remove
-    pub(crate) async fn stop(&self, id: &str, timeout: Duration) -> SandboxResult<()> {
+    pub(crate) async fn stop(&self, id: &str, timeout: Duration) -> DomainResult<()> {
         let (entry, _op, mut container) = match self.locked(id).await {
-            Err(SandboxError::ContainerNotFound { .. }) => {
+            Err(DomainError::ContainerNotFound { .. }) => {
                 tracing::debug!(container = %id, "StopContainer: no such container, nothing to stop");
                 return Ok(());
             }
@@ -804,7 +804,7 @@ impl Containers {
         outcome
     }
 
-    async fn stop_locked(&self, container: &mut Container, timeout: Duration) -> SandboxResult<()> {
+    async fn stop_locked(&self, container: &mut Container, timeout: Duration) -> DomainResult<()> {
         self.observe(container);
         if container.exited() || container.state == ContainerState::Removing {
             return self.record_exit(container).await;
@@ -826,13 +826,13 @@ impl Containers {
         runtime
             .wait(&id, KILL_WAIT)
             .await
-            .map_err(SandboxError::runtime)?;
+            .map_err(DomainError::runtime)?;
         self.observe(container);
         self.record_exit(container).await
     }
 
     /// Persists an exit seen in conmon's file, so it survives the runtime's state.
-    async fn record_exit(&self, container: &mut Container) -> SandboxResult<()> {
+    async fn record_exit(&self, container: &mut Container) -> DomainResult<()> {
         if container.exited()
             && container.state != ContainerState::Exited
             && container.state != ContainerState::Removing
@@ -871,9 +871,9 @@ impl Containers {
     }
 
     /// Removes a container, killing it first if it runs. Unknown IDs succeed.
-    pub(crate) async fn remove(&self, id: &str) -> SandboxResult<()> {
+    pub(crate) async fn remove(&self, id: &str) -> DomainResult<()> {
         let (entry, _op, mut container) = match self.locked(id).await {
-            Err(SandboxError::ContainerNotFound { .. }) => return Ok(()),
+            Err(DomainError::ContainerNotFound { .. }) => return Ok(()),
             other => other?,
         };
         let outcome = self.remove_locked(&mut container).await;
@@ -886,7 +886,7 @@ impl Containers {
         outcome
     }
 
-    async fn remove_locked(&self, container: &mut Container) -> SandboxResult<()> {
+    async fn remove_locked(&self, container: &mut Container) -> DomainResult<()> {
         if container.state != ContainerState::Removing {
             self.observe(container);
             container.state = ContainerState::Removing;
@@ -899,11 +899,11 @@ impl Containers {
     }
 
     /// The container with this ID (or unique prefix), its exit read afresh.
-    pub(crate) fn get(&self, id: &str) -> SandboxResult<Container> {
+    pub(crate) fn get(&self, id: &str) -> DomainResult<Container> {
         let mut container = self
             .resolve(id)?
             .get()
-            .ok_or_else(|| SandboxError::ContainerNotFound { id: id.to_owned() })?;
+            .ok_or_else(|| DomainError::ContainerNotFound { id: id.to_owned() })?;
         self.observe(&mut container);
         Ok(container)
     }
@@ -939,11 +939,11 @@ impl Containers {
     /// Kills every container of the sandbox (StopPodSandbox): all are tried, the first
     /// failure returned; once all are stopped, the pod's init, if it has one (which ends its PID
     /// namespace and whatever still ran there).
-    pub(crate) async fn stop_all(&self, sandbox_id: &str) -> SandboxResult<()> {
+    pub(crate) async fn stop_all(&self, sandbox_id: &str) -> DomainResult<()> {
         let mut first = None;
         for id in self.in_sandbox(sandbox_id) {
             match self.stop(&id, Duration::ZERO).await {
-                Ok(()) | Err(SandboxError::ContainerNotFound { .. }) => {}
+                Ok(()) | Err(DomainError::ContainerNotFound { .. }) => {}
                 Err(e) => first = first.or(Some(e)),
             }
         }
@@ -953,11 +953,11 @@ impl Containers {
         let (pod, dir) = (sandbox_id.to_owned(), self.pod_dir(sandbox_id));
         blocking(move || oci_container::unpin_pod_pid(&pod, &dir))
             .await?
-            .map_err(SandboxError::runtime)
+            .map_err(DomainError::runtime)
     }
 
     /// Removes every container of the sandbox and its `/etc` files (RemovePodSandbox).
-    pub(crate) async fn remove_all(&self, sandbox_id: &str) -> SandboxResult<()> {
+    pub(crate) async fn remove_all(&self, sandbox_id: &str) -> DomainResult<()> {
         let mut first = None;
         for id in self.in_sandbox(sandbox_id) {
             if let Err(e) = self.remove(&id).await {
@@ -976,9 +976,9 @@ impl Containers {
         id: &str,
         command: &[String],
         timeout: Duration,
-    ) -> SandboxResult<oci_container::ExecOutput> {
+    ) -> DomainResult<oci_container::ExecOutput> {
         if command.is_empty() {
-            return Err(SandboxError::invalid(
+            return Err(DomainError::invalid(
                 "cmd",
                 "empty: name the command to run",
             ));
@@ -990,7 +990,7 @@ impl Containers {
         runtime
             .exec_sync(&container.id, command, timeout, EXEC_OUTPUT_CAP)
             .await
-            .map_err(SandboxError::runtime)
+            .map_err(DomainError::runtime)
     }
 
     /// CPU, memory and writable-layer use of a running container; `None` for the cgroup part
@@ -998,7 +998,7 @@ impl Containers {
     pub(crate) async fn stats(
         &self,
         id: &str,
-    ) -> SandboxResult<(
+    ) -> DomainResult<(
         Container,
         Option<oci_container::ContainerStats>,
         image_store::Usage,
@@ -1019,7 +1019,7 @@ impl Containers {
     }
 
     /// Changes a running container's cgroup limits.
-    pub(crate) async fn update(&self, id: &str, limits: Limits) -> SandboxResult<()> {
+    pub(crate) async fn update(&self, id: &str, limits: Limits) -> DomainResult<()> {
         let (entry, _op, mut container) = self.locked(id).await?;
         self.observe(&mut container);
         require_running(&container)?;
@@ -1032,7 +1032,7 @@ impl Containers {
         runtime
             .update(&container.id, &resources)
             .await
-            .map_err(SandboxError::runtime)?;
+            .map_err(DomainError::runtime)?;
         container.limits = Limits {
             oom_score_adj: container.limits.oom_score_adj,
             ..limits
@@ -1043,7 +1043,7 @@ impl Containers {
     }
 
     /// Pauses (freezes) or resumes a running container.
-    pub(crate) async fn pause(&self, id: &str, pause: bool) -> SandboxResult<()> {
+    pub(crate) async fn pause(&self, id: &str, pause: bool) -> DomainResult<()> {
         let (_entry, _op, mut container) = self.locked(id).await?;
         self.observe(&mut container);
         require_running(&container)?;
@@ -1053,18 +1053,18 @@ impl Containers {
         } else {
             runtime.resume(&container.id).await
         };
-        done.map_err(SandboxError::runtime)
+        done.map_err(DomainError::runtime)
     }
 
     /// Asks the container's conmon to reopen its log file (after kubelet rotated it).
-    pub(crate) async fn reopen_log(&self, id: &str) -> SandboxResult<()> {
+    pub(crate) async fn reopen_log(&self, id: &str) -> DomainResult<()> {
         let container = self.get(id)?;
         require_running(&container)?;
         let runtime = self.runtime(&container.runtime_handler)?;
         runtime
             .reopen_log(&container.id)
             .await
-            .map_err(SandboxError::runtime)
+            .map_err(DomainError::runtime)
     }
 
     /// Brings containers back after a restart: those caught being created are undone, those
@@ -1252,7 +1252,7 @@ impl Containers {
                 let removed = if dir == "pods" {
                     remove_pod_dir(&name, &entry.path())
                 } else {
-                    remove_dir(&entry.path()).map_err(|source| SandboxError::Io {
+                    remove_dir(&entry.path()).map_err(|source| DomainError::Io {
                         what: format!("container {name}: cannot remove its bundle"),
                         path: entry.path(),
                         source,
@@ -1309,11 +1309,11 @@ fn oci_resources(limits: &Limits) -> oci_container::Resources {
     }
 }
 
-fn require_running(container: &Container) -> SandboxResult<()> {
+fn require_running(container: &Container) -> DomainResult<()> {
     if container.visible_state() == ContainerState::Running {
         Ok(())
     } else {
-        Err(SandboxError::ContainerState {
+        Err(DomainError::ContainerState {
             id: container.id.clone(),
             state: container.visible_state().as_str(),
             wanted: "running",
@@ -1322,7 +1322,7 @@ fn require_running(container: &Container) -> SandboxResult<()> {
 }
 
 /// Sends `signal`; a container that has exited meanwhile is not an error.
-async fn signal(runtime: &Runtime, id: &str, signal: Signal) -> SandboxResult<()> {
+async fn signal(runtime: &Runtime, id: &str, signal: Signal) -> DomainResult<()> {
     let Err(e) = runtime.kill(id, signal).await else {
         return Ok(());
     };
@@ -1332,7 +1332,7 @@ async fn signal(runtime: &Runtime, id: &str, signal: Signal) -> SandboxResult<()
     // runc refuses to signal a container whose process is gone but not yet reaped.
     match runtime.state(id).await {
         Ok(s) if s.status == oci_container::Status::Stopped => Ok(()),
-        _ => Err(SandboxError::runtime(e)),
+        _ => Err(DomainError::runtime(e)),
     }
 }
 
@@ -1349,7 +1349,7 @@ async fn wait_after_signal(
     pid: Option<i32>,
     first: Signal,
     timeout: Duration,
-) -> SandboxResult<bool> {
+) -> DomainResult<bool> {
     let disposition = || pid.and_then(|p| oci_container::SignalDisposition::of(p, first as i32));
     // Dropped if no handler was there before the signal nor after it (a handler that came in
     // between may have taken it: no second signal then).
@@ -1463,10 +1463,10 @@ fn pod_hostname(sandbox: &Sandbox) -> String {
     }
 }
 
-fn bind_mount(i: usize, m: &MountSpec) -> SandboxResult<oci_container::BindMount> {
+fn bind_mount(i: usize, m: &MountSpec) -> DomainResult<oci_container::BindMount> {
     let field = |f: &str| format!("config.mounts[{i}].{f}");
     if !m.host_path.is_absolute() {
-        return Err(SandboxError::invalid(
+        return Err(DomainError::invalid(
             field("host_path"),
             format!("{} is not an absolute path", m.host_path.display()),
         ));
@@ -1478,7 +1478,7 @@ fn bind_mount(i: usize, m: &MountSpec) -> SandboxResult<oci_container::BindMount
             .components()
             .any(|c| c == std::path::Component::ParentDir)
     {
-        return Err(SandboxError::invalid(
+        return Err(DomainError::invalid(
             field("container_path"),
             format!(
                 "{:?} must be an absolute path below / without '..'",
@@ -1489,7 +1489,7 @@ fn bind_mount(i: usize, m: &MountSpec) -> SandboxResult<oci_container::BindMount
     if std::fs::symlink_metadata(&m.host_path).is_err() {
         // As CRI-O: a missing host directory is made (kubelet's hostPath DirectoryOrCreate).
         std::fs::create_dir_all(&m.host_path).map_err(|e| {
-            SandboxError::invalid(
+            DomainError::invalid(
                 field("host_path"),
                 format!(
                     "{} does not exist and cannot be made: {e}",
@@ -1503,7 +1503,7 @@ fn bind_mount(i: usize, m: &MountSpec) -> SandboxResult<oci_container::BindMount
         1 => oci_container::Propagation::HostToContainer,
         2 => oci_container::Propagation::Bidirectional,
         other => {
-            return Err(SandboxError::invalid(
+            return Err(DomainError::invalid(
                 field("propagation"),
                 format!("unknown propagation {other}"),
             ));
@@ -1537,12 +1537,12 @@ fn parse_signal(text: &str) -> Result<i32, String> {
 }
 
 /// A container may ask POD for pid only in a pod that shares one.
-fn check_pid_mode(sandbox: &Sandbox, pid: PidMode) -> SandboxResult<()> {
+fn check_pid_mode(sandbox: &Sandbox, pid: PidMode) -> DomainResult<()> {
     if pid == PidMode::Pod && !sandbox.shares_pid() {
         // kubelet sets one mode on a pod and its containers; a container cannot share what
         // the pod does not have, and quietly giving it a namespace of its own would hide
         // its siblings from it.
-        return Err(SandboxError::invalid(
+        return Err(DomainError::invalid(
             "config.linux.security_context.namespace_options.pid",
             format!(
                 "POD, but sandbox {} was not run with POD for pid: it has no PID namespace to \
@@ -1557,9 +1557,9 @@ fn check_pid_mode(sandbox: &Sandbox, pid: PidMode) -> SandboxResult<()> {
 /// A privileged container only in a privileged pod, as CRI-O and containerd: the pod's spec
 /// is where a cluster's admission decides whether privilege is allowed, and a privileged
 /// container of an unprivileged pod would start with every capability and device anyway.
-fn check_privileged(sandbox: &Sandbox, request: &ContainerRequest) -> SandboxResult<()> {
+fn check_privileged(sandbox: &Sandbox, request: &ContainerRequest) -> DomainResult<()> {
     if request.privileged && !sandbox.privileged {
-        return Err(SandboxError::invalid(
+        return Err(DomainError::invalid(
             "config.linux.security_context.privileged",
             format!(
                 "a privileged container, but sandbox {} was not run privileged \
@@ -1578,10 +1578,10 @@ fn check_privileged(sandbox: &Sandbox, request: &ContainerRequest) -> SandboxRes
 fn cgroup_parent(
     cgroups: oci_container::CgroupManager,
     sandbox: &Sandbox,
-) -> SandboxResult<String> {
+) -> DomainResult<String> {
     cgroups
         .check_parent(&sandbox.cgroup_parent)
-        .map_err(|why| SandboxError::invalid("sandbox cgroup_parent", why))?;
+        .map_err(|why| DomainError::invalid("sandbox cgroup_parent", why))?;
     Ok(if sandbox.cgroup_parent.is_empty() {
         DEFAULT_CGROUP_PARENT.to_owned()
     } else {
@@ -1600,9 +1600,9 @@ fn pod_init_program() -> oci_container::PodInitProgram {
 
 /// A pod's directory: its init killed, its namespace pins and `/dev/shm` unmounted, then its
 /// files.
-fn remove_pod_dir(sandbox_id: &str, dir: &Path) -> SandboxResult<()> {
-    oci_container::unpin_pod(sandbox_id, dir).map_err(SandboxError::runtime)?;
-    remove_dir(dir).map_err(|source| SandboxError::Io {
+fn remove_pod_dir(sandbox_id: &str, dir: &Path) -> DomainResult<()> {
+    oci_container::unpin_pod(sandbox_id, dir).map_err(DomainError::runtime)?;
+    remove_dir(dir).map_err(|source| DomainError::Io {
         what: format!("sandbox {sandbox_id}: cannot remove the pod's directory"),
         path: dir.to_owned(),
         source,
@@ -1616,10 +1616,10 @@ fn remove_dir(path: &Path) -> std::io::Result<()> {
     }
 }
 
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> SandboxResult<T> {
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> DomainResult<T> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| SandboxError::Internal(format!("a worker task failed: {e}")))
+        .map_err(|e| DomainError::Internal(format!("a worker task failed: {e}")))
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ mod sandbox;
 pub use container::{Container, ContainerState, Exit, Limits, MountSpec};
 pub(crate) use containers::Containers;
 pub use containers::{ContainerRequest, EXEC_OUTPUT_CAP, PidMode};
-pub use error::{SandboxError, SandboxResult};
+pub use error::{DomainError, DomainResult};
 pub use images::{DEFAULT_POLICIES, Images, STORAGE_DIR, signature_policy_file};
 pub(crate) use manager::Manager;
 pub use sandbox::{
