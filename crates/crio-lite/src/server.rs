@@ -93,9 +93,10 @@ impl Daemon {
                 .map_err(|e| Error::io("cannot create directory", dir, e))?;
         }
         let store = Store::open(&config.crio.root)?;
-        let images = Images::open(&config)?.with_progress(metrics.image_progress());
+        let images = Images::open(crate::wiring::image_settings(&config)?)?
+            .with_progress(metrics.image_progress());
         let containers = Arc::new(Containers::new(
-            &config,
+            crate::wiring::container_settings(&config),
             images.clone(),
             Store::open(&config.crio.root)?,
         ));

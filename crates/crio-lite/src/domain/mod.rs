@@ -10,6 +10,7 @@ mod error;
 mod images;
 mod manager;
 mod sandbox;
+mod settings;
 
 pub use container::{Container, ContainerState, Exit, Limits, MountSpec};
 pub(crate) use containers::Containers;
@@ -17,6 +18,7 @@ pub use containers::{ContainerRequest, EXEC_OUTPUT_CAP, PidMode};
 pub use error::{DomainError, DomainResult};
 pub use images::{DEFAULT_POLICIES, Images, STORAGE_DIR, signature_policy_file};
 pub(crate) use manager::Manager;
+pub use settings::{ContainerSettings, HandlerSettings, ImageSettings};
 pub use sandbox::{
     Attachment, DnsSettings, NAMESPACE_MODE_POD, NamespaceModes, Sandbox, SandboxName, SandboxState,
 };
