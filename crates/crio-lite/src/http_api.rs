@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::cri::{CRI_API_VERSION, RUNTIME_NAME};
-use crate::domain::{Images, Manager, DomainError};
+use crate::domain::{DomainError, Images, Manager};
 use crate::metrics::{Format, Metrics};
 
 /// The answer to `GET /info`.

@@ -125,7 +125,9 @@ fn pod_init_program() -> oci_container::PodInitProgram {
 pub(crate) fn image_settings(config: &Config) -> crate::Result<ImageSettings> {
     let image = &config.crio.image;
     let mut store = image_store::StoreConfig::new(config.crio.root.join(STORAGE_DIR));
-    store.insecure_registries.clone_from(&image.insecure_registries);
+    store
+        .insecure_registries
+        .clone_from(&image.insecure_registries);
     store.progress_timeout = Some(image.pull_progress_timeout).filter(|t| !t.is_zero());
     store.min_pull_rate = config.crio_lite.image.pull_min_rate;
     if !config.crio.storage_driver.is_empty() {

@@ -266,9 +266,17 @@ mod tests {
             .collect();
         assert_eq!(
             destinations,
-            ["/etc/hosts", "/etc/hostname", "/dev/shm", "/etc/resolv.conf"]
+            [
+                "/etc/hosts",
+                "/etc/hostname",
+                "/dev/shm",
+                "/etc/resolv.conf"
+            ]
         );
-        assert_eq!(config.mounts[0], own_hosts, "the container's own mount wins");
+        assert_eq!(
+            config.mounts[0], own_hosts,
+            "the container's own mount wins"
+        );
         assert_eq!(config.hostname.as_deref(), Some("web"));
         assert_eq!(config.namespaces.pid, Some(dir.join("pid")));
         assert_eq!(config.namespaces.ipc, Some(dir.join("ipc")));
@@ -283,7 +291,10 @@ mod tests {
             .unwrap();
         assert!(node.namespaces.host_pid && node.namespaces.host_ipc);
         assert_eq!(node.namespaces.pid, None);
-        assert!(node.sysctls.is_empty(), "no IPC sysctls in the node's IPC namespace");
+        assert!(
+            node.sysctls.is_empty(),
+            "no IPC sysctls in the node's IPC namespace"
+        );
         assert!(
             !node
                 .mounts

@@ -235,7 +235,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("pod/hostname");
         write_missing(&dir.path().join("pod"), &[(path.clone(), "first\n".into())]).unwrap();
-        write_missing(&dir.path().join("pod"), &[(path.clone(), "second\n".into())]).unwrap();
+        write_missing(
+            &dir.path().join("pod"),
+            &[(path.clone(), "second\n".into())],
+        )
+        .unwrap();
         assert_eq!(std::fs::read_to_string(path).unwrap(), "first\n");
     }
 }

@@ -49,7 +49,10 @@ impl StopSignal {
         }
         let upper = text.to_ascii_uppercase();
         let name = upper.strip_prefix("SIG").unwrap_or(&upper);
-        if let Some(rt) = name.strip_prefix("RTMIN").or_else(|| name.strip_prefix("RTMAX")) {
+        if let Some(rt) = name
+            .strip_prefix("RTMIN")
+            .or_else(|| name.strip_prefix("RTMAX"))
+        {
             let (base, sign) = if name.starts_with("RTMIN") {
                 (libc::SIGRTMIN(), 1)
             } else {

@@ -68,7 +68,9 @@ impl From<DomainError> for Status {
                 oci_container::Error::InvalidId { .. }
                 | oci_container::Error::InvalidConfig { .. }
                 | oci_container::Error::NoCommand { .. }
-                | oci_container::Error::UnknownUser { .. } => Status::invalid_argument(message),
+                | oci_container::Error::UnknownUser { .. }
+                | oci_container::Error::InvalidMount { .. }
+                | oci_container::Error::InvalidSignal { .. } => Status::invalid_argument(message),
                 oci_container::Error::Timeout { .. } => Status::deadline_exceeded(message),
                 oci_container::Error::NotRunning { .. } => Status::failed_precondition(message),
                 _ => Status::internal(message),

@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 
 use super::{container, convert};
 use crate::config::Config;
-use crate::domain::{Manager, DomainResult};
+use crate::domain::{DomainResult, Manager};
 
 /// The runtime name reported by `Version`.
 pub const RUNTIME_NAME: &str = "crio-lite";

@@ -18,10 +18,10 @@ pub use containers::{ContainerRequest, EXEC_OUTPUT_CAP, PidMode};
 pub use error::{DomainError, DomainResult};
 pub use images::{DEFAULT_POLICIES, Images, STORAGE_DIR, signature_policy_file};
 pub(crate) use manager::Manager;
-pub use settings::{ContainerSettings, HandlerSettings, ImageSettings};
 pub use sandbox::{
-    Attachment, DnsSettings, NAMESPACE_MODE_POD, NamespaceModes, Sandbox, SandboxName, SandboxState,
+    Attachment, DnsSettings, NamespaceMode, NamespaceModes, Sandbox, SandboxName, SandboxState,
 };
+pub use settings::{ContainerSettings, HandlerSettings, ImageSettings};
 
 /// Now, in nanoseconds since the epoch, as sandboxes and containers record times; 1 for a clock
 /// before the epoch, so a time is never the CRI's "unset" 0.

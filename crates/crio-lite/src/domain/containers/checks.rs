@@ -64,24 +64,27 @@ pub(super) fn cgroup_parent(
     })
 }
 
-/// The container's log file: `log_path` below the pod's log directory, or `default` when either
-/// is not given.
+/// The container's log file: the request's below the pod's log directory, or `default` when
+/// either is not given.
 pub(super) fn log_path(
     sandbox: &Sandbox,
     request: &ContainerRequest,
     default: PathBuf,
 ) -> DomainResult<PathBuf> {
-    if request.log_path.is_empty() || sandbox.log_directory.is_empty() {
+    let Some(asked) = request.log_path.as_deref() else {
+        return Ok(default);
+    };
+    if sandbox.log_directory.is_empty() {
         return Ok(default);
     }
-    let relative = Path::new(&request.log_path);
-    if !relative.components().all(|c| matches!(c, Component::Normal(_))) {
+    let relative = Path::new(asked);
+    if !relative
+        .components()
+        .all(|c| matches!(c, Component::Normal(_)))
+    {
         return Err(DomainError::invalid(
             "config.log_path",
-            format!(
-                "{:?} must be a relative path without '..' below the pod's log directory",
-                request.log_path
-            ),
+            format!("{asked:?} must be a relative path without '..' below the pod's log directory"),
         ));
     }
     Ok(Path::new(&sandbox.log_directory).join(relative))
@@ -122,6 +125,7 @@ pub(super) fn require_running(container: &Container) -> DomainResult<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::domain::NamespaceMode;
 
     #[test]
     fn a_container_shares_a_pid_namespace_only_with_a_pod_that_has_one() {
@@ -130,7 +134,7 @@ mod tests {
         for mode in [PidMode::Pod, PidMode::Container, PidMode::Node] {
             check_pid_mode(&sandbox, mode).expect("a POD pod takes every mode");
         }
-        for pod_mode in [1, 2] {
+        for pod_mode in [NamespaceMode::Container, NamespaceMode::Node] {
             sandbox.namespace_options.pid = pod_mode;
             assert!(!sandbox.shares_pid());
             let err = check_pid_mode(&sandbox, PidMode::Pod).expect_err("nothing to share");
@@ -192,7 +196,7 @@ mod tests {
         let mut sandbox = Sandbox::example("s1");
         let default = PathBuf::from("/run/c/ctr.log");
         let asked = |path: &str| ContainerRequest {
-            log_path: path.into(),
+            log_path: Some(path.into()),
             ..ContainerRequest::default()
         };
         assert_eq!(
@@ -206,7 +210,7 @@ mod tests {
             Path::new("/var/log/pods/p/web/0.log")
         );
         assert_eq!(
-            log_path(&sandbox, &asked(""), default.clone()).unwrap(),
+            log_path(&sandbox, &ContainerRequest::default(), default.clone()).unwrap(),
             default
         );
         for bad in ["../0.log", "/etc/0.log", "web/../../0.log"] {

@@ -6,14 +6,12 @@ use std::sync::Arc;
 
 use oci_container::{ContainerConfig, Runtime};
 
-use super::super::container::{Container, ContainerState};
+use super::super::container::{Container, ContainerState, MountSpec};
 use super::super::entry::Entry;
 use super::super::error::{DomainError, DomainResult};
 use super::super::now_nanos;
 use super::super::sandbox::Sandbox;
-use super::checks::{
-    cgroup_parent, check_pid_mode, check_privileged, log_path, mount_error,
-};
+use super::checks::{cgroup_parent, check_pid_mode, check_privileged, log_path, mount_error};
 use super::request::ContainerRequest;
 use super::{Containers, blocking, remove_dir};
 use crate::store::{Store, new_sandbox_id};
@@ -176,7 +174,8 @@ impl Containers {
         };
         let pod = pod_of(sandbox);
         let pod_files = self.pod_files(sandbox, &pod).await?;
-        let config = self.oci_config(container, sandbox, request, image_config, &pod, &pod_files)?;
+        let config =
+            self.oci_config(container, sandbox, request, image_config, &pod, &pod_files)?;
         let spec = {
             let (bundle, rootfs) = (self.bundle(&id), rootfs.path.clone());
             let hooks_dirs = self.hooks_dirs.clone();
@@ -256,10 +255,6 @@ impl Containers {
             "io.kubernetes.cri-o.ContainerName".to_owned(),
             request.name.clone(),
         );
-        let mut mounts = Vec::new();
-        for (i, m) in request.mounts.iter().enumerate() {
-            mounts.push(bind_mount(i, m)?);
-        }
         let mut config = ContainerConfig {
             id: container.id.clone(),
             image: Some(image_config),
@@ -270,7 +265,7 @@ impl Containers {
             user: request.user.clone(),
             supplemental_groups: request.supplemental_groups.clone(),
             strict_groups: request.strict_groups,
-            mounts,
+            mounts: request.mounts.iter().map(MountSpec::bind_mount).collect(),
             capabilities: oci_container::CapabilityChanges {
                 add: request.add_capabilities.clone(),
                 drop: request.drop_capabilities.clone(),
@@ -282,7 +277,7 @@ impl Containers {
             readonly_paths: request.readonly_paths.clone(),
             resources: oci_container::Resources {
                 pids_limit: self.pids_limit,
-                ..oci_resources(&request.limits)
+                ..request.limits.resources()
             },
             devices: request.devices.clone(),
             cgroups_path: Some(self.cgroups.cgroups_path(
@@ -356,47 +351,5 @@ fn pod_of(sandbox: &Sandbox) -> oci_container::Pod {
         network: sandbox.netns_path.clone(),
         host_network: sandbox.host_network,
         sysctls: sandbox.sysctls.clone(),
-    }
-}
-
-fn bind_mount(
-    i: usize,
-    m: &super::super::container::MountSpec,
-) -> DomainResult<oci_container::BindMount> {
-    let propagation = match m.propagation {
-        0 => oci_container::Propagation::Private,
-        1 => oci_container::Propagation::HostToContainer,
-        2 => oci_container::Propagation::Bidirectional,
-        other => {
-            return Err(DomainError::invalid(
-                format!("config.mounts[{i}].propagation"),
-                format!("unknown propagation {other}"),
-            ));
-        }
-    };
-    Ok(oci_container::BindMount {
-        source: m.host_path.clone(),
-        destination: m.container_path.clone(),
-        readonly: m.readonly,
-        propagation,
-    })
-}
-
-/// CRI limits (0 for unset) as oci-container's resources.
-pub(super) fn oci_resources(
-    limits: &super::super::container::Limits,
-) -> oci_container::Resources {
-    let positive = |v: i64| (v > 0).then_some(v);
-    oci_container::Resources {
-        cpu_shares: positive(limits.cpu_shares).and_then(|v| u64::try_from(v).ok()),
-        cpu_quota: positive(limits.cpu_quota),
-        cpu_period: positive(limits.cpu_period).and_then(|v| u64::try_from(v).ok()),
-        cpuset_cpus: Some(limits.cpuset_cpus.clone()).filter(|s| !s.is_empty()),
-        cpuset_mems: Some(limits.cpuset_mems.clone()).filter(|s| !s.is_empty()),
-        memory_limit: positive(limits.memory_limit_in_bytes),
-        oom_score_adj: (limits.oom_score_adj != 0)
-            .then(|| i32::try_from(limits.oom_score_adj).unwrap_or(1000)),
-        pids_limit: None,
-        hugepage_limits: limits.hugepage_limits.clone(),
     }
 }

@@ -239,4 +239,3 @@ impl Containers {
         }
     }
 }
-

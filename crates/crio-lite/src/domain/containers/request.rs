@@ -30,8 +30,8 @@ pub struct ContainerRequest {
     pub labels: BTreeMap<String, String>,
     /// CRI annotations.
     pub annotations: BTreeMap<String, String>,
-    /// The log file, relative to the sandbox's log directory; empty for one of crio-lite's.
-    pub log_path: String,
+    /// The log file, relative to the sandbox's log directory; `None` for one of crio-lite's.
+    pub log_path: Option<String>,
     /// All capabilities and devices.
     pub privileged: bool,
     /// A read-only root.

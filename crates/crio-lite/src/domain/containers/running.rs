@@ -6,7 +6,6 @@ use std::time::Duration;
 use super::super::container::{Container, ContainerState, Limits};
 use super::super::error::{DomainError, DomainResult};
 use super::checks::require_running;
-use super::create::oci_resources;
 use super::{Containers, blocking};
 use crate::store::Store;
 
@@ -73,7 +72,7 @@ impl Containers {
         // The OOM score is set at creation and cannot change.
         let resources = oci_container::Resources {
             oom_score_adj: None,
-            ..oci_resources(&limits)
+            ..limits.resources()
         };
         runtime
             .update(&container.id, &resources)
