@@ -17,7 +17,13 @@
 //!   loads them once ([`Hooks::load`], which reports bad files and keeps the good ones) and
 //!   applies them to each spec after [`generate`] ([`Hooks::apply`]), with the Kubernetes
 //!   annotations and whether bind mounts were asked for.
-//! - [`write_bundle`]: `config.json`, written atomically.
+//! - [`write_bundle`]: `config.json`, written atomically; [`make_bundle`] generates, applies the
+//!   hooks and writes in one step.
+//! - A pod's container from plain values: [`PodFiles::make`] writes a [`Pod`]'s `/etc` files
+//!   ([`PodDns`], [`pod_hostname`]) and pins what its containers share;
+//!   [`ContainerConfig::join_pod`] checks a container's bind mounts ([`Error::InvalidMount`]
+//!   names the mount's index and [`MountPath`]), mounts the pod's files and joins its
+//!   namespaces ([`PidNamespace`]).
 //! - [`Runtime`]: `create` (conmon daemonizes, runs `<runtime> create`, writes the CRI log and,
 //!   later, the exit file), `start`, `state`, `kill`, `wait`, `exit_code`, `delete`, `remove`,
 //!   `list`, and the [`records`](Runtime::records) written before conmon starts, which name
@@ -34,6 +40,9 @@
 //!   [`PodInitProgram`], confined as a pause container is: [`PodInitConfinement`]) and pins its
 //!   namespace; [`unpin_pod`] and [`unpin_pod_pid`] kill the init by identity, unpin and remove
 //!   its cgroup.
+//! - The stop protocol: [`stop`](Runtime::stop) sends the [`StopSignal`] (parsed as images
+//!   write it, real-time signals included), again when the container's init had no handler for
+//!   it yet, SIGKILL when the grace period ends, and waits for the exit ([`StopOutcome`]).
 //! - After it exits: [`exit_details`](Runtime::exit_details) ([`Exit`]: the code, when, and
 //!   whether the kernel OOM-killed it, from conmon's files).
 //!

@@ -61,7 +61,8 @@ pub struct MountSpec {
     pub host_path: PathBuf,
     /// Mounted read-only.
     pub readonly: bool,
-    /// How mount events propagate; records keep it as a number (see [`propagation_code`]).
+    /// How mount events propagate; records keep it as a number (0 private, 1 host to
+    /// container, 2 bidirectional).
     #[serde(with = "propagation_code")]
     pub propagation: Propagation,
 }
