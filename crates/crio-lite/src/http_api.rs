@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 use crate::cri::{CRI_API_VERSION, RUNTIME_NAME};
-use crate::domain::{Images, Manager, SandboxError};
+use crate::domain::{DomainError, Images, Manager};
 use crate::metrics::{Format, Metrics};
 
 /// The answer to `GET /info`.
@@ -327,7 +327,7 @@ async fn container(State(state): State<ApiState>, Path(id): Path<String>) -> Res
         .into_response(),
         Err(error) => {
             let code = match error {
-                SandboxError::NotFound { .. } => StatusCode::NOT_FOUND,
+                DomainError::NotFound { .. } => StatusCode::NOT_FOUND,
                 _ => StatusCode::BAD_REQUEST,
             };
             (code, format!("{error}\n")).into_response()
@@ -356,9 +356,9 @@ async fn freeze(state: &ApiState, id: &str, pause: bool) -> Response {
             .into_response(),
         Err(error) => {
             let code = match error {
-                SandboxError::ContainerNotFound { .. } => StatusCode::NOT_FOUND,
-                SandboxError::ContainerState { .. } => StatusCode::CONFLICT,
-                SandboxError::InvalidField { .. } => StatusCode::BAD_REQUEST,
+                DomainError::ContainerNotFound { .. } => StatusCode::NOT_FOUND,
+                DomainError::ContainerState { .. } => StatusCode::CONFLICT,
+                DomainError::InvalidField { .. } => StatusCode::BAD_REQUEST,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             };
             (code, format!("{error}\n")).into_response()

@@ -107,10 +107,11 @@ impl Daemon {
         timeline.mark("instance locks and directories");
         let store = Store::open(&config.crio.root)?;
         timeline.mark("sandbox store");
-        let images = Images::open(&config)?.with_progress(metrics.image_progress());
+        let images = Images::open(crate::wiring::image_settings(&config)?)?
+            .with_progress(metrics.image_progress());
         timeline.mark("image store");
         let containers = Arc::new(Containers::new(
-            &config,
+            crate::wiring::container_settings(&config),
             images.clone(),
             Store::open(&config.crio.root)?,
         ));

@@ -1,5 +1,6 @@
 //! Putting the daemon together: the CNI side, logging, signals, and the subcommands.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -13,6 +14,7 @@ use tracing_subscriber::{EnvFilter, Registry, reload};
 use crate::cli::{Cli, Command};
 use crate::cni_metrics::metered;
 use crate::config::{Config, Loader, LogFormat};
+use crate::domain::{ContainerSettings, HandlerSettings, ImageSettings, STORAGE_DIR};
 use crate::metrics::Metrics;
 use crate::netns::{HostNetns, NetnsOps};
 use crate::server::Daemon;
@@ -75,6 +77,75 @@ pub async fn build_cni(config: &Config, metrics: &Metrics) -> anyhow::Result<Arc
 /// The namespace operations the daemon runs with.
 pub fn build_netns() -> Arc<dyn NetnsOps> {
     Arc::new(HostNetns)
+}
+
+/// The container manager's settings, from `[crio]` and `[crio.runtime]`.
+pub(crate) fn container_settings(config: &Config) -> ContainerSettings {
+    let runtime = &config.crio.runtime;
+    let handlers = config
+        .runtime_handlers()
+        .into_iter()
+        .map(|(name, r)| {
+            let handler = HandlerSettings {
+                runtime_path: r.runtime_path,
+                runtime_root: r.runtime_root,
+                monitor_path: r.monitor_path,
+                allowed_annotations: r.allowed_annotations,
+            };
+            (name, handler)
+        })
+        .collect();
+    let non_empty = |path: &PathBuf| Some(path.clone()).filter(|p| !p.as_os_str().is_empty());
+    ContainerSettings {
+        handlers,
+        default_handler: runtime.default_runtime.clone(),
+        hooks_dirs: runtime.hooks_dir.clone(),
+        seccomp_profile: non_empty(&runtime.seccomp_profile),
+        seccomp_use_default_when_empty: runtime.seccomp_use_default_when_empty,
+        pids_limit: Some(runtime.pids_limit).filter(|&n| n > 0),
+        run_dir: config.crio.runroot.clone(),
+        pod_init: pod_init_program(),
+    }
+}
+
+/// The daemon's own executable, resolved once (an upgrade that replaces the file later does not
+/// change which binary pod inits run), with the hidden subcommand that makes it a pod init.
+fn pod_init_program() -> oci_container::PodInitProgram {
+    oci_container::PodInitProgram {
+        path: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
+        args: vec![crate::cli::POD_INIT_COMMAND.into()],
+    }
+}
+
+/// The image store's settings, from `[crio]`, `[crio.image]` and `[crio_lite.image]`: the store
+/// in `<crio.root>/storage`.
+///
+/// # Errors
+///
+/// [`Error::Images`](crate::Error::Images) for a storage driver the store does not know.
+pub(crate) fn image_settings(config: &Config) -> crate::Result<ImageSettings> {
+    let image = &config.crio.image;
+    let mut store = image_store::StoreConfig::new(config.crio.root.join(STORAGE_DIR));
+    store
+        .insecure_registries
+        .clone_from(&image.insecure_registries);
+    store.progress_timeout = Some(image.pull_progress_timeout).filter(|t| !t.is_zero());
+    store.min_pull_rate = config.crio_lite.image.pull_min_rate;
+    if !config.crio.storage_driver.is_empty() {
+        let driver = config
+            .crio
+            .storage_driver
+            .parse()
+            .map_err(|e| crate::Error::Images(Box::new(e)))?;
+        store.storage_driver = Some(driver);
+    }
+    let non_empty = |path: &PathBuf| Some(path.clone()).filter(|p| !p.as_os_str().is_empty());
+    Ok(ImageSettings {
+        store,
+        signature_policy: non_empty(&image.signature_policy),
+        registries_conf: non_empty(&config.crio_lite.image.registries_conf),
+        auth_file: non_empty(&image.global_auth_file),
+    })
 }
 
 /// Runs the command line; the binary's `main` is this and an exit code.

@@ -163,6 +163,26 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A stop signal (an image's `StopSignal`) names no signal.
+    #[error("stop signal {signal:?} is not a signal")]
+    InvalidSignal {
+        /// The signal as written.
+        signal: String,
+    },
+    /// A bind mount cannot be made as asked (see [`ContainerConfig::join_pod`]).
+    ///
+    /// [`ContainerConfig::join_pod`]: crate::ContainerConfig::join_pod
+    #[error("container {container}: mount {index}: {which:?}: {reason}")]
+    InvalidMount {
+        /// The container.
+        container: String,
+        /// The mount's index in [`ContainerConfig::mounts`](crate::ContainerConfig::mounts).
+        index: usize,
+        /// Which of its paths is at fault.
+        which: MountPath,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A hook configuration file (oci-hooks(5)) was refused; the other files still load.
     #[error("hook {}: {reason}", path.display())]
     Hook {
@@ -171,6 +191,15 @@ pub enum Error {
         /// What is wrong, naming the field (`hook.path: ...`), or why the file cannot be read.
         reason: String,
     },
+}
+
+/// Which path of a bind mount an [`Error::InvalidMount`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MountPath {
+    /// The path on the host ([`BindMount::source`](crate::BindMount::source)).
+    Source,
+    /// The path in the container ([`BindMount::destination`](crate::BindMount::destination)).
+    Destination,
 }
 
 /// The crate's result type.
@@ -222,8 +251,9 @@ impl Error {
             | Error::NotFound { container, .. }
             | Error::NotExited { container }
             | Error::NotRunning { container, .. }
-            | Error::SeccompProfile { container, .. } => container,
-            Error::Hook { .. } | Error::Sysctl { .. } => "-",
+            | Error::SeccompProfile { container, .. }
+            | Error::InvalidMount { container, .. } => container,
+            Error::Hook { .. } | Error::Sysctl { .. } | Error::InvalidSignal { .. } => "-",
         }
     }
 }

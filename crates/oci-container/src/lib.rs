@@ -17,7 +17,13 @@
 //!   loads them once ([`Hooks::load`], which reports bad files and keeps the good ones) and
 //!   applies them to each spec after [`generate`] ([`Hooks::apply`]), with the Kubernetes
 //!   annotations and whether bind mounts were asked for.
-//! - [`write_bundle`]: `config.json`, written atomically.
+//! - [`write_bundle`]: `config.json`, written atomically; [`make_bundle`] generates, applies the
+//!   hooks and writes in one step.
+//! - A pod's container from plain values: [`PodFiles::make`] writes a [`Pod`]'s `/etc` files
+//!   ([`PodDns`], [`pod_hostname`]) and pins what its containers share;
+//!   [`ContainerConfig::join_pod`] checks a container's bind mounts ([`Error::InvalidMount`]
+//!   names the mount's index and [`MountPath`]), mounts the pod's files and joins its
+//!   namespaces ([`PidNamespace`]).
 //! - [`Runtime`]: `create` (conmon daemonizes, runs `<runtime> create`, writes the CRI log and,
 //!   later, the exit file), `start`, `state`, `kill`, `wait`, `exit_code`, `delete`, `remove`,
 //!   `list`, and the [`records`](Runtime::records) written before conmon starts, which name
@@ -34,6 +40,9 @@
 //!   [`PodInitProgram`], confined as a pause container is: [`PodInitConfinement`]) and pins its
 //!   namespace; [`unpin_pod`] and [`unpin_pod_pid`] kill the init by identity, unpin and remove
 //!   its cgroup.
+//! - The stop protocol: [`stop`](Runtime::stop) sends the [`StopSignal`] (parsed as images
+//!   write it, real-time signals included), again when the container's init had no handler for
+//!   it yet, SIGKILL when the grace period ends, and waits for the exit ([`StopOutcome`]).
 //! - After it exits: [`exit_details`](Runtime::exit_details) ([`Exit`]: the code, when, and
 //!   whether the kernel OOM-killed it, from conmon's files).
 //!
@@ -83,6 +92,7 @@
 //! # }
 //! ```
 
+mod bundle;
 mod cgroup;
 mod cgroup_manager;
 mod command;
@@ -92,16 +102,20 @@ mod defaults;
 mod error;
 mod exec;
 pub mod hooks;
+mod in_pod;
 mod monitor;
 mod pod;
+mod pod_files;
 pub mod pod_init;
 mod pod_pid;
 mod record;
 mod runtime;
 pub mod seccomp;
 mod spec;
+mod stop;
 pub mod user;
 
+pub use bundle::make_bundle;
 pub use cgroup::ContainerStats;
 pub use cgroup_manager::{CgroupManager, MAX_CGROUP_PARENT};
 pub use config::{
@@ -112,14 +126,16 @@ pub use defaults::{
     ALL_CAPABILITIES, DEFAULT_CAPABILITIES, DEFAULT_MASKED_PATHS, DEFAULT_PATH,
     DEFAULT_READONLY_PATHS,
 };
-pub use error::{Error, Result, validate_id};
+pub use error::{Error, MountPath, Result, validate_id};
 pub use exec::{EXEC_TIMEOUT_EXIT_CODE, ExecOutput};
 pub use hooks::Hooks;
+pub use in_pod::PidNamespace;
 pub use monitor::Exit;
 pub use pod::{
     POD_SHM_SIZE, PodNamespaces, check_ipc_sysctl, is_ipc_sysctl, pin_pod, try_ipc_sysctls,
     unpin_pod,
 };
+pub use pod_files::{Pod, PodDns, PodFiles, PodInit, pod_hostname};
 pub use pod_pid::{
     PodInitConfinement, PodInitProgram, pin_pod_pid, pod_init_pid, pod_pid_pin, unpin_pod_pid,
 };
@@ -129,3 +145,4 @@ pub use runtime::{
 };
 pub use seccomp::Seccomp;
 pub use spec::{OCI_VERSION, generate, write_bundle};
+pub use stop::{KILL_WAIT, StopOutcome, StopSignal};

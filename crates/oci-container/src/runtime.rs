@@ -480,8 +480,13 @@ impl Runtime {
     /// [`Error::NotFound`], [`Error::Runtime`] (also when the container is not running),
     /// [`Error::Timeout`].
     pub async fn kill(&self, id: &str, signal: Signal) -> Result<()> {
+        self.kill_number(id, signal as i32).await
+    }
+
+    /// [`Runtime::kill`] with a signal by number, real-time signals included.
+    pub(crate) async fn kill_number(&self, id: &str, signal: i32) -> Result<()> {
         validate_id(id)?;
-        let number = (signal as i32).to_string();
+        let number = signal.to_string();
         self.runtime_ok(id, "kill", &["kill", id, &number])
             .await
             .map(drop)

@@ -7,25 +7,25 @@ use std::path::PathBuf;
 use cri_api::v1 as cri;
 
 use super::convert::{check_metadata_size, to_hash_map};
-use oci_container::Seccomp;
+use oci_container::{Propagation, Seccomp};
 
 use crate::domain::{
-    Container, ContainerRequest, ContainerState, Limits, MountSpec, PidMode, SandboxError,
-    SandboxResult,
+    Container, ContainerRequest, ContainerState, DomainError, DomainResult, Limits, MountSpec,
+    PidMode,
 };
 
-fn invalid(field: &str, reason: impl Into<String>) -> SandboxError {
-    SandboxError::invalid(field, reason)
+fn invalid(field: &str, reason: impl Into<String>) -> DomainError {
+    DomainError::invalid(field, reason)
 }
 
 /// Checks a CreateContainer request; returns the sandbox ID and the domain's request.
 ///
 /// # Errors
 ///
-/// [`SandboxError::InvalidField`] naming the field at fault.
+/// [`DomainError::InvalidField`] naming the field at fault.
 pub(crate) fn request(
     request: cri::CreateContainerRequest,
-) -> SandboxResult<(String, ContainerRequest)> {
+) -> DomainResult<(String, ContainerRequest)> {
     if request.pod_sandbox_id.is_empty() {
         return Err(invalid("pod_sandbox_id", "empty: name the sandbox"));
     }
@@ -109,7 +109,7 @@ pub(crate) fn request(
             devices,
             labels: config.labels.into_iter().collect(),
             annotations: config.annotations.into_iter().collect(),
-            log_path: config.log_path,
+            log_path: Some(config.log_path).filter(|p| !p.is_empty()),
             limits: limits(&resources),
             ..security
         },
@@ -117,7 +117,7 @@ pub(crate) fn request(
 }
 
 /// The security context's part of the request; the rest left default.
-fn security(sc: cri::LinuxContainerSecurityContext) -> SandboxResult<ContainerRequest> {
+fn security(sc: cri::LinuxContainerSecurityContext) -> DomainResult<ContainerRequest> {
     let caps = sc.capabilities.clone().unwrap_or_default();
     let options = sc.namespace_options.clone().unwrap_or_default();
     let ns_field = "config.linux.security_context.namespace_options";
@@ -211,7 +211,7 @@ fn security(sc: cri::LinuxContainerSecurityContext) -> SandboxResult<ContainerRe
 }
 
 /// Bind mounts as asked (checked further when the container is made); image volumes refused.
-fn mounts(mounts: Vec<cri::Mount>) -> SandboxResult<Vec<MountSpec>> {
+fn mounts(mounts: Vec<cri::Mount>) -> DomainResult<Vec<MountSpec>> {
     let mut out = Vec::new();
     for (i, m) in mounts.into_iter().enumerate() {
         if m.image.is_some_and(|i| !i.image.is_empty()) {
@@ -220,18 +220,29 @@ fn mounts(mounts: Vec<cri::Mount>) -> SandboxResult<Vec<MountSpec>> {
                 "image volumes are not supported yet",
             ));
         }
+        let propagation = match cri::MountPropagation::try_from(m.propagation) {
+            Ok(cri::MountPropagation::PropagationPrivate) => Propagation::Private,
+            Ok(cri::MountPropagation::PropagationHostToContainer) => Propagation::HostToContainer,
+            Ok(cri::MountPropagation::PropagationBidirectional) => Propagation::Bidirectional,
+            Err(_) => {
+                return Err(invalid(
+                    &format!("config.mounts[{i}].propagation"),
+                    format!("unknown propagation {}", m.propagation),
+                ));
+            }
+        };
         out.push(MountSpec {
             container_path: m.container_path,
             host_path: PathBuf::from(m.host_path),
             readonly: m.readonly,
-            propagation: m.propagation,
+            propagation,
         });
     }
     Ok(out)
 }
 
 /// Host devices: absolute paths, permissions of r, w and m.
-fn devices(devices: Vec<cri::Device>) -> SandboxResult<Vec<oci_container::DeviceMapping>> {
+fn devices(devices: Vec<cri::Device>) -> DomainResult<Vec<oci_container::DeviceMapping>> {
     let mut out = Vec::new();
     for (i, d) in devices.into_iter().enumerate() {
         let host = PathBuf::from(&d.host_path);
@@ -264,7 +275,7 @@ fn devices(devices: Vec<cri::Device>) -> SandboxResult<Vec<oci_container::Device
 }
 
 /// The deprecated `seccomp_profile_path`: `runtime/default`, `unconfined`, `localhost/<path>`.
-fn legacy_seccomp(path: &str) -> SandboxResult<Seccomp> {
+fn legacy_seccomp(path: &str) -> DomainResult<Seccomp> {
     match path {
         "runtime/default" | "docker/default" => Ok(Seccomp::RuntimeDefault),
         "unconfined" => Ok(Seccomp::Unconfined),
@@ -281,7 +292,7 @@ fn legacy_seccomp(path: &str) -> SandboxResult<Seccomp> {
 }
 
 /// The user as oci-container takes it: `uid[:gid]` or `name[:gid]`.
-fn user(sc: &cri::LinuxContainerSecurityContext) -> SandboxResult<Option<String>> {
+fn user(sc: &cri::LinuxContainerSecurityContext) -> DomainResult<Option<String>> {
     let group = sc.run_as_group.as_ref().map(|g| g.value);
     if let Some(g) = group
         && u32::try_from(g).is_err()
@@ -322,21 +333,57 @@ fn user(sc: &cri::LinuxContainerSecurityContext) -> SandboxResult<Option<String>
     }))
 }
 
-/// CRI resources as the domain keeps them.
+/// CRI resources as the domain keeps them: 0 (and, for what cannot be negative, less) is
+/// unset.
 pub(crate) fn limits(r: &cri::LinuxContainerResources) -> Limits {
+    let positive = |v: i64| (v > 0).then_some(v);
     Limits {
-        cpu_period: r.cpu_period,
-        cpu_quota: r.cpu_quota,
-        cpu_shares: r.cpu_shares,
-        memory_limit_in_bytes: r.memory_limit_in_bytes,
-        oom_score_adj: r.oom_score_adj,
-        cpuset_cpus: r.cpuset_cpus.clone(),
-        cpuset_mems: r.cpuset_mems.clone(),
+        cpu_period: positive(r.cpu_period).and_then(|v| u64::try_from(v).ok()),
+        cpu_quota: positive(r.cpu_quota),
+        cpu_shares: positive(r.cpu_shares).and_then(|v| u64::try_from(v).ok()),
+        memory_limit_in_bytes: positive(r.memory_limit_in_bytes),
+        // CreateContainer refuses a score outside -1000..=1000; UpdateContainerResources
+        // cannot change it.
+        oom_score_adj: (r.oom_score_adj != 0)
+            .then(|| i32::try_from(r.oom_score_adj.clamp(-1000, 1000)).unwrap_or(0)),
+        cpuset_cpus: Some(r.cpuset_cpus.clone()).filter(|s| !s.is_empty()),
+        cpuset_mems: Some(r.cpuset_mems.clone()).filter(|s| !s.is_empty()),
         hugepage_limits: r
             .hugepage_limits
             .iter()
             .map(|h| (h.page_size.clone(), h.limit))
             .collect(),
+    }
+}
+
+/// The CRI's resources of limits the domain keeps: 0 for unset.
+fn cri_resources(l: &Limits) -> cri::LinuxContainerResources {
+    let number = |v: Option<u64>| v.map_or(0, |v| i64::try_from(v).unwrap_or(i64::MAX));
+    cri::LinuxContainerResources {
+        cpu_period: number(l.cpu_period),
+        cpu_quota: l.cpu_quota.unwrap_or(0),
+        cpu_shares: number(l.cpu_shares),
+        memory_limit_in_bytes: l.memory_limit_in_bytes.unwrap_or(0),
+        oom_score_adj: l.oom_score_adj.map_or(0, i64::from),
+        cpuset_cpus: l.cpuset_cpus.clone().unwrap_or_default(),
+        cpuset_mems: l.cpuset_mems.clone().unwrap_or_default(),
+        hugepage_limits: l
+            .hugepage_limits
+            .iter()
+            .map(|(page_size, limit)| cri::HugepageLimit {
+                page_size: page_size.clone(),
+                limit: *limit,
+            })
+            .collect(),
+        ..cri::LinuxContainerResources::default()
+    }
+}
+
+fn cri_propagation(p: Propagation) -> cri::MountPropagation {
+    match p {
+        Propagation::Private => cri::MountPropagation::PropagationPrivate,
+        Propagation::HostToContainer => cri::MountPropagation::PropagationHostToContainer,
+        Propagation::Bidirectional => cri::MountPropagation::PropagationBidirectional,
     }
 }
 
@@ -436,31 +483,13 @@ pub(crate) fn status(c: &Container) -> cri::ContainerStatus {
                 container_path: m.container_path.clone(),
                 host_path: m.host_path.to_string_lossy().into_owned(),
                 readonly: m.readonly,
-                propagation: m.propagation,
+                propagation: cri_propagation(m.propagation) as i32,
                 ..cri::Mount::default()
             })
             .collect(),
         log_path: c.log_path.to_string_lossy().into_owned(),
         resources: Some(cri::ContainerResources {
-            linux: Some(cri::LinuxContainerResources {
-                cpu_period: c.limits.cpu_period,
-                cpu_quota: c.limits.cpu_quota,
-                cpu_shares: c.limits.cpu_shares,
-                memory_limit_in_bytes: c.limits.memory_limit_in_bytes,
-                oom_score_adj: c.limits.oom_score_adj,
-                cpuset_cpus: c.limits.cpuset_cpus.clone(),
-                cpuset_mems: c.limits.cpuset_mems.clone(),
-                hugepage_limits: c
-                    .limits
-                    .hugepage_limits
-                    .iter()
-                    .map(|(page_size, limit)| cri::HugepageLimit {
-                        page_size: page_size.clone(),
-                        limit: *limit,
-                    })
-                    .collect(),
-                ..cri::LinuxContainerResources::default()
-            }),
+            linux: Some(cri_resources(&c.limits)),
             windows: None,
         }),
         image_id: c.image_id.clone(),
@@ -646,6 +675,25 @@ mod tests {
                 })),
                 "config.linux.security_context.seccomp.localhost_ref",
             ),
+            (
+                create(cri::ContainerConfig {
+                    mounts: vec![
+                        cri::Mount {
+                            container_path: "/a".into(),
+                            host_path: "/srv/a".into(),
+                            ..cri::Mount::default()
+                        },
+                        cri::Mount {
+                            container_path: "/b".into(),
+                            host_path: "/srv/b".into(),
+                            propagation: 7,
+                            ..cri::Mount::default()
+                        },
+                    ],
+                    ..cri::ContainerConfig::default()
+                }),
+                "config.mounts[1].propagation",
+            ),
         ];
         for (req, field) in cases {
             let err = request(req).unwrap_err().to_string();
@@ -711,5 +759,71 @@ mod tests {
             let err = pid(mode).expect_err("refused");
             assert!(err.to_string().contains("namespace_options.pid"), "{err}");
         }
+    }
+
+    #[test]
+    fn mounts_and_limits_become_the_domains_enums_and_options() {
+        let (_, req) = request(create(cri::ContainerConfig {
+            mounts: [0, 1, 2]
+                .map(|propagation| cri::Mount {
+                    container_path: "/data".into(),
+                    host_path: "/srv".into(),
+                    propagation,
+                    ..cri::Mount::default()
+                })
+                .into(),
+            linux: Some(cri::LinuxContainerConfig {
+                resources: Some(cri::LinuxContainerResources {
+                    cpu_period: 100_000,
+                    cpu_quota: -1,
+                    memory_limit_in_bytes: 64 << 20,
+                    oom_score_adj: -997,
+                    cpuset_cpus: "0-1".into(),
+                    ..cri::LinuxContainerResources::default()
+                }),
+                security_context: None,
+            }),
+            log_path: "web/0.log".into(),
+            ..cri::ContainerConfig::default()
+        }))
+        .unwrap();
+        let propagations: Vec<Propagation> = req.mounts.iter().map(|m| m.propagation).collect();
+        assert_eq!(
+            propagations,
+            [
+                Propagation::Private,
+                Propagation::HostToContainer,
+                Propagation::Bidirectional
+            ]
+        );
+        assert_eq!(
+            req.limits,
+            Limits {
+                cpu_period: Some(100_000),
+                memory_limit_in_bytes: Some(64 << 20),
+                oom_score_adj: Some(-997),
+                cpuset_cpus: Some("0-1".into()),
+                ..Limits::default()
+            },
+            "0 and a negative quota are unset"
+        );
+        assert_eq!(req.log_path.as_deref(), Some("web/0.log"));
+        let back = cri_resources(&req.limits);
+        assert_eq!(
+            (
+                back.cpu_period,
+                back.cpu_quota,
+                back.cpu_shares,
+                back.oom_score_adj
+            ),
+            (100_000, 0, 0, -997)
+        );
+        assert_eq!(
+            cri_propagation(Propagation::HostToContainer) as i32,
+            1,
+            "reported back as the CRI's number"
+        );
+        let (_, plain) = request(create(cri::ContainerConfig::default())).unwrap();
+        assert_eq!(plain.log_path, None);
     }
 }

@@ -8,15 +8,16 @@ use cri_api::v1 as cri;
 use ocicni::cni_types::capabilities::PortMapping;
 
 use crate::domain::{
-    DnsSettings, NamespaceModes, Sandbox, SandboxError, SandboxName, SandboxResult, SandboxState,
+    DnsSettings, DomainError, DomainResult, NamespaceMode, NamespaceModes, Sandbox, SandboxName,
+    SandboxState,
 };
 
 /// Validates a RunPodSandbox request and records what it asks for, with no ID yet.
 ///
 /// # Errors
 ///
-/// [`SandboxError::InvalidField`] naming the field at fault.
-pub fn sandbox_from_request(request: cri::RunPodSandboxRequest) -> SandboxResult<Sandbox> {
+/// [`DomainError::InvalidField`] naming the field at fault.
+pub fn sandbox_from_request(request: cri::RunPodSandboxRequest) -> DomainResult<Sandbox> {
     let config = request
         .config
         .ok_or_else(|| invalid("config", "missing: RunPodSandbox needs a PodSandboxConfig"))?;
@@ -42,11 +43,12 @@ pub fn sandbox_from_request(request: cri::RunPodSandboxRequest) -> SandboxResult
     let linux = config.linux.unwrap_or_default();
     let security = linux.security_context.unwrap_or_default();
     let options = security.namespace_options.unwrap_or_default();
-    let host_network = check_namespaces(&options)?;
+    let namespace_options = namespace_modes(options)?;
+    let host_network = namespace_options.network == NamespaceMode::Node;
     check_sysctls(
         &linux.sysctls,
         host_network,
-        options.ipc == cri::NamespaceMode::Node as i32,
+        namespace_options.ipc == NamespaceMode::Node,
     )?;
     let dns = config.dns_config.unwrap_or_default();
     check_dns(&dns)?;
@@ -79,12 +81,7 @@ pub fn sandbox_from_request(request: cri::RunPodSandboxRequest) -> SandboxResult
         annotations: config.annotations.into_iter().collect(),
         port_mappings,
         cgroup_parent: linux.cgroup_parent,
-        namespace_options: NamespaceModes {
-            network: options.network,
-            pid: options.pid,
-            ipc: options.ipc,
-            target_id: options.target_id,
-        },
+        namespace_options,
         runtime_handler: request.runtime_handler,
         log_directory: config.log_directory,
         attachments: Vec::new(),
@@ -93,21 +90,35 @@ pub fn sandbox_from_request(request: cri::RunPodSandboxRequest) -> SandboxResult
     })
 }
 
-/// Checks the namespace modes; true when the pod is on the host's network.
-fn check_namespaces(options: &cri::NamespaceOption) -> SandboxResult<bool> {
-    for (field, mode) in [
-        ("network", options.network),
-        ("pid", options.pid),
-        ("ipc", options.ipc),
-    ] {
-        if cri::NamespaceMode::try_from(mode).is_err() {
-            return Err(invalid(
-                &format!("config.linux.security_context.namespace_options.{field}"),
-                &format!("unknown namespace mode {mode} (expected POD, CONTAINER, NODE or TARGET)"),
-            ));
-        }
-    }
-    Ok(options.network == cri::NamespaceMode::Node as i32)
+/// The namespace modes, each one the CRI knows.
+fn namespace_modes(options: cri::NamespaceOption) -> DomainResult<NamespaceModes> {
+    let mode = |field: &str, mode: i32| match cri::NamespaceMode::try_from(mode) {
+        Ok(cri::NamespaceMode::Pod) => Ok(NamespaceMode::Pod),
+        Ok(cri::NamespaceMode::Container) => Ok(NamespaceMode::Container),
+        Ok(cri::NamespaceMode::Node) => Ok(NamespaceMode::Node),
+        Ok(cri::NamespaceMode::Target) => Ok(NamespaceMode::Target),
+        Err(_) => Err(invalid(
+            &format!("config.linux.security_context.namespace_options.{field}"),
+            &format!("unknown namespace mode {mode} (expected POD, CONTAINER, NODE or TARGET)"),
+        )),
+    };
+    Ok(NamespaceModes {
+        network: mode("network", options.network)?,
+        pid: mode("pid", options.pid)?,
+        ipc: mode("ipc", options.ipc)?,
+        target_id: options.target_id,
+    })
+}
+
+/// The CRI's value of a namespace mode.
+fn cri_namespace_mode(mode: NamespaceMode) -> i32 {
+    let mode = match mode {
+        NamespaceMode::Pod => cri::NamespaceMode::Pod,
+        NamespaceMode::Container => cri::NamespaceMode::Container,
+        NamespaceMode::Node => cri::NamespaceMode::Node,
+        NamespaceMode::Target => cri::NamespaceMode::Target,
+    };
+    mode as i32
 }
 
 /// Network sysctls (set in the pod's network namespace) and IPC ones (set in its containers,
@@ -116,7 +127,7 @@ fn check_sysctls(
     sysctls: &HashMap<String, String>,
     host_network: bool,
     host_ipc: bool,
-) -> SandboxResult<()> {
+) -> DomainResult<()> {
     for (key, value) in sysctls {
         let field = format!("config.linux.sysctls[{key:?}]");
         if oci_container::is_ipc_sysctl(key) {
@@ -154,7 +165,7 @@ pub const MAX_HOSTNAME: usize = 64;
 
 /// DNS settings go into the pod's resolv.conf, one per line and separated by spaces: a newline
 /// or a space in one would add lines or words of the requester's choosing.
-fn check_dns(dns: &cri::DnsConfig) -> SandboxResult<()> {
+fn check_dns(dns: &cri::DnsConfig) -> DomainResult<()> {
     for (i, server) in dns.servers.iter().enumerate() {
         if server.parse::<IpAddr>().is_err() {
             return Err(invalid(
@@ -182,7 +193,7 @@ fn check_dns(dns: &cri::DnsConfig) -> SandboxResult<()> {
 }
 
 /// The hostname goes into the pod's /etc/hostname and /etc/hosts and its UTS namespace.
-fn check_hostname(hostname: &str) -> SandboxResult<()> {
+fn check_hostname(hostname: &str) -> DomainResult<()> {
     if hostname.is_empty() {
         return Ok(());
     }
@@ -259,9 +270,9 @@ pub fn status(sandbox: &Sandbox) -> cri::PodSandboxStatus {
         linux: Some(cri::LinuxPodSandboxStatus {
             namespaces: Some(cri::Namespace {
                 options: Some(cri::NamespaceOption {
-                    network: options.network,
-                    pid: options.pid,
-                    ipc: options.ipc,
+                    network: cri_namespace_mode(options.network),
+                    pid: cri_namespace_mode(options.pid),
+                    ipc: cri_namespace_mode(options.ipc),
                     target_id: options.target_id.clone(),
                     userns_options: None,
                 }),
@@ -299,7 +310,7 @@ fn state_to_cri(state: SandboxState) -> cri::PodSandboxState {
     }
 }
 
-fn port_mapping(i: usize, mapping: &cri::PortMapping) -> SandboxResult<Option<PortMapping>> {
+fn port_mapping(i: usize, mapping: &cri::PortMapping) -> DomainResult<Option<PortMapping>> {
     let field = |name: &str| format!("config.port_mappings[{i}].{name}");
     let protocol = match cri::Protocol::try_from(mapping.protocol) {
         Ok(cri::Protocol::Tcp) => "tcp",
@@ -366,7 +377,7 @@ pub const MAX_METADATA_BYTES: usize = 256 * 1024;
 pub(crate) fn check_metadata_size(
     labels: &HashMap<String, String>,
     annotations: &HashMap<String, String>,
-) -> SandboxResult<()> {
+) -> DomainResult<()> {
     let size = |map: &HashMap<String, String>| -> usize {
         map.iter().map(|(k, v)| k.len() + v.len()).sum()
     };
@@ -389,8 +400,8 @@ pub(crate) fn check_metadata_size(
     Ok(())
 }
 
-fn invalid(field: &str, reason: &str) -> SandboxError {
-    SandboxError::invalid(field, reason)
+fn invalid(field: &str, reason: &str) -> DomainError {
+    DomainError::invalid(field, reason)
 }
 
 pub(crate) fn to_hash_map(map: &BTreeMap<String, String>) -> HashMap<String, String> {
@@ -645,5 +656,65 @@ mod tests {
                 ip: "fd00::2".into()
             }]
         );
+    }
+
+    #[test]
+    fn namespace_modes_become_the_domains_and_go_back_as_the_cris() {
+        let with_modes = |network: i32, pid: i32| cri::RunPodSandboxRequest {
+            config: Some(cri::PodSandboxConfig {
+                metadata: Some(cri::PodSandboxMetadata {
+                    name: "web".into(),
+                    uid: "u1".into(),
+                    namespace: "default".into(),
+                    attempt: 0,
+                }),
+                linux: Some(cri::LinuxPodSandboxConfig {
+                    security_context: Some(cri::LinuxSandboxSecurityContext {
+                        namespace_options: Some(cri::NamespaceOption {
+                            network,
+                            pid,
+                            ..cri::NamespaceOption::default()
+                        }),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let sandbox = sandbox_from_request(with_modes(
+            cri::NamespaceMode::Node as i32,
+            cri::NamespaceMode::Container as i32,
+        ))
+        .unwrap();
+        assert!(sandbox.host_network);
+        assert_eq!(
+            (
+                sandbox.namespace_options.network,
+                sandbox.namespace_options.pid,
+                sandbox.namespace_options.ipc
+            ),
+            (
+                NamespaceMode::Node,
+                NamespaceMode::Container,
+                NamespaceMode::Pod
+            )
+        );
+        let options = status(&sandbox)
+            .linux
+            .and_then(|l| l.namespaces)
+            .and_then(|n| n.options)
+            .unwrap();
+        assert_eq!((options.network, options.pid, options.ipc), (2, 1, 0));
+        for (network, pid, field) in [(9, 0, "network"), (0, -1, "pid")] {
+            let err = sandbox_from_request(with_modes(network, pid)).unwrap_err();
+            assert!(
+                err.to_string().starts_with(&format!(
+                    "config.linux.security_context.namespace_options.{field}:"
+                )),
+                "{err}"
+            );
+        }
     }
 }

@@ -22,7 +22,7 @@ fn now_nanos() -> i64 {
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }
 
-use crate::domain::SandboxError;
+use crate::domain::DomainError;
 
 /// The most of an error's text an answer carries. Errors quote what others sent (a layer's entry
 /// names, a registry's or a plugin's words), and the message travels in an HTTP/2 header: a
@@ -41,48 +41,50 @@ fn capped_message(message: String) -> String {
     )
 }
 
-impl From<SandboxError> for Status {
-    fn from(error: SandboxError) -> Status {
+impl From<DomainError> for Status {
+    fn from(error: DomainError) -> Status {
         let message = capped_message(error.to_string());
         match &error {
-            SandboxError::InvalidField { .. } => Status::invalid_argument(message),
-            SandboxError::NotFound { .. }
-            | SandboxError::ContainerNotFound { .. }
-            | SandboxError::ImageNotFound { .. } => Status::not_found(message),
-            SandboxError::AlreadyExists { .. } | SandboxError::ContainerExists { .. } => {
+            DomainError::InvalidField { .. } => Status::invalid_argument(message),
+            DomainError::NotFound { .. }
+            | DomainError::ContainerNotFound { .. }
+            | DomainError::ImageNotFound { .. } => Status::not_found(message),
+            DomainError::AlreadyExists { .. } | DomainError::ContainerExists { .. } => {
                 Status::already_exists(message)
             }
-            SandboxError::ContainerState { .. } | SandboxError::SandboxNotReady { .. } => {
+            DomainError::ContainerState { .. } | DomainError::SandboxNotReady { .. } => {
                 Status::failed_precondition(message)
             }
-            SandboxError::Image { source, .. } => match source.as_deref() {
+            DomainError::Image { source, .. } => match source.as_deref() {
                 Some(e) => image::status_of(e),
                 None => Status::failed_precondition(message),
             },
-            SandboxError::Runtime(e) => match &**e {
+            DomainError::Runtime(e) => match &**e {
                 oci_container::Error::NotFound { .. } => Status::not_found(message),
                 oci_container::Error::InvalidId { .. }
                 | oci_container::Error::InvalidConfig { .. }
                 | oci_container::Error::NoCommand { .. }
-                | oci_container::Error::UnknownUser { .. } => Status::invalid_argument(message),
+                | oci_container::Error::UnknownUser { .. }
+                | oci_container::Error::InvalidMount { .. }
+                | oci_container::Error::InvalidSignal { .. } => Status::invalid_argument(message),
                 oci_container::Error::Timeout { .. } => Status::deadline_exceeded(message),
                 oci_container::Error::NotRunning { .. } => Status::failed_precondition(message),
                 _ => Status::internal(message),
             },
-            SandboxError::HostPortInUse { .. } => Status::failed_precondition(message),
-            SandboxError::Recovering { .. } => Status::unavailable(message),
+            DomainError::HostPortInUse { .. } => Status::failed_precondition(message),
+            DomainError::Recovering { .. } => Status::unavailable(message),
             // The pod's fault, the node's configuration, or the plugins.
-            SandboxError::Network { source, .. } => match source {
+            DomainError::Network { source, .. } => match source {
                 ocicni::Error::InvalidPod { .. } => Status::invalid_argument(message),
                 ocicni::Error::NoNetwork { .. }
                 | ocicni::Error::NetworkNotFound { .. }
                 | ocicni::Error::NetworkUnusable { .. } => Status::failed_precondition(message),
                 _ => Status::internal(message),
             },
-            SandboxError::Namespace { .. }
-            | SandboxError::Io { .. }
-            | SandboxError::State { .. }
-            | SandboxError::Internal(_) => Status::internal(message),
+            DomainError::Namespace { .. }
+            | DomainError::Io { .. }
+            | DomainError::State { .. }
+            | DomainError::Internal(_) => Status::internal(message),
         }
     }
 }
@@ -94,7 +96,7 @@ mod tests {
     #[test]
     fn an_error_quoting_a_megabyte_is_cut_to_a_header_a_client_takes() {
         let long = format!("layer entry {}", "é".repeat(1 << 19));
-        let status = Status::from(SandboxError::invalid("config.name", long));
+        let status = Status::from(DomainError::invalid("config.name", long));
         assert_eq!(status.code(), tonic::Code::InvalidArgument);
         assert!(
             status.message().len() < MAX_MESSAGE + 64,
@@ -107,7 +109,7 @@ mod tests {
             "{}",
             &status.message()[4000..]
         );
-        let short = Status::from(SandboxError::invalid("config.name", "too long"));
+        let short = Status::from(DomainError::invalid("config.name", "too long"));
         assert_eq!(short.message(), "config.name: too long");
     }
 }

@@ -12,7 +12,7 @@ use tonic::{Request, Response, Status};
 
 use super::{container, convert};
 use crate::config::Config;
-use crate::domain::{Manager, SandboxResult};
+use crate::domain::{DomainResult, Manager};
 
 /// The runtime name reported by `Version`.
 pub const RUNTIME_NAME: &str = "crio-lite";
@@ -48,7 +48,7 @@ impl RuntimeApi {
 
     async fn in_task<T: Send + 'static>(
         &self,
-        op: impl Future<Output = SandboxResult<T>> + Send + 'static,
+        op: impl Future<Output = DomainResult<T>> + Send + 'static,
     ) -> Result<T, Status> {
         self.tasks
             .spawn(op)

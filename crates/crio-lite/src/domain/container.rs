@@ -20,6 +20,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+use oci_container::Propagation;
 use serde::{Deserialize, Serialize};
 
 /// The life-cycle state of a container (see the module docs).
@@ -60,30 +61,138 @@ pub struct MountSpec {
     pub host_path: PathBuf,
     /// Mounted read-only.
     pub readonly: bool,
-    /// The CRI propagation: 0 private, 1 host to container, 2 bidirectional.
-    pub propagation: i32,
+    /// How mount events propagate; records keep it as a number (0 private, 1 host to
+    /// container, 2 bidirectional).
+    #[serde(with = "propagation_code")]
+    pub propagation: Propagation,
 }
 
-/// cgroup limits as the CRI gives them (0 for unset), kept to report them back.
+impl MountSpec {
+    /// The bind mount oci-container makes.
+    pub fn bind_mount(&self) -> oci_container::BindMount {
+        oci_container::BindMount {
+            source: self.host_path.clone(),
+            destination: self.container_path.clone(),
+            readonly: self.readonly,
+            propagation: self.propagation,
+        }
+    }
+}
+
+/// A mount's propagation as records have always kept it: 0 private, 1 host to container,
+/// 2 bidirectional (an unknown number, which no record should hold, reads as private).
+mod propagation_code {
+    use oci_container::Propagation;
+    use serde::{Deserialize as _, Deserializer, Serializer};
+
+    #[expect(
+        clippy::trivially_copy_pass_by_ref,
+        reason = "serde's `with` passes the field by reference"
+    )]
+    pub(super) fn serialize<S: Serializer>(p: &Propagation, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_i32(match p {
+            Propagation::Private => 0,
+            Propagation::HostToContainer => 1,
+            Propagation::Bidirectional => 2,
+        })
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Propagation, D::Error> {
+        Ok(match i32::deserialize(d)? {
+            1 => Propagation::HostToContainer,
+            2 => Propagation::Bidirectional,
+            _ => Propagation::Private,
+        })
+    }
+}
+
+/// cgroup limits, `None` for those not set, kept to report them back.
+///
+/// Records keep them as they always have, a number each with 0 for unset (see
+/// `LimitsRecord`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "LimitsRecord", into = "LimitsRecord")]
 pub struct Limits {
     /// CFS period, microseconds.
-    pub cpu_period: i64,
+    pub cpu_period: Option<u64>,
     /// CFS quota, microseconds.
-    pub cpu_quota: i64,
+    pub cpu_quota: Option<i64>,
     /// CPU shares.
-    pub cpu_shares: i64,
+    pub cpu_shares: Option<u64>,
     /// Memory limit, bytes.
-    pub memory_limit_in_bytes: i64,
-    /// The processes' `oom_score_adj`.
-    pub oom_score_adj: i64,
+    pub memory_limit_in_bytes: Option<i64>,
+    /// The processes' `oom_score_adj`, -1000 to 1000.
+    pub oom_score_adj: Option<i32>,
     /// CPUs allowed.
-    pub cpuset_cpus: String,
+    pub cpuset_cpus: Option<String>,
     /// Memory nodes allowed.
-    pub cpuset_mems: String,
+    pub cpuset_mems: Option<String>,
     /// hugetlb limits: page size (`2MB`) and bytes.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hugepage_limits: Vec<(String, u64)>,
+}
+
+impl Limits {
+    /// The limits as oci-container sets them.
+    pub fn resources(&self) -> oci_container::Resources {
+        oci_container::Resources {
+            cpu_shares: self.cpu_shares,
+            cpu_quota: self.cpu_quota,
+            cpu_period: self.cpu_period,
+            cpuset_cpus: self.cpuset_cpus.clone(),
+            cpuset_mems: self.cpuset_mems.clone(),
+            memory_limit: self.memory_limit_in_bytes,
+            oom_score_adj: self.oom_score_adj,
+            pids_limit: None,
+            hugepage_limits: self.hugepage_limits.clone(),
+        }
+    }
+}
+
+/// [`Limits`] as records hold them: 0 (or an empty string) for unset.
+#[derive(Clone, Default, Serialize, Deserialize)]
+struct LimitsRecord {
+    cpu_period: i64,
+    cpu_quota: i64,
+    cpu_shares: i64,
+    memory_limit_in_bytes: i64,
+    oom_score_adj: i64,
+    cpuset_cpus: String,
+    cpuset_mems: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    hugepage_limits: Vec<(String, u64)>,
+}
+
+impl From<LimitsRecord> for Limits {
+    fn from(r: LimitsRecord) -> Limits {
+        let positive = |v: i64| (v > 0).then_some(v);
+        Limits {
+            cpu_period: positive(r.cpu_period).and_then(|v| u64::try_from(v).ok()),
+            cpu_quota: positive(r.cpu_quota),
+            cpu_shares: positive(r.cpu_shares).and_then(|v| u64::try_from(v).ok()),
+            memory_limit_in_bytes: positive(r.memory_limit_in_bytes),
+            oom_score_adj: (r.oom_score_adj != 0)
+                .then(|| i32::try_from(r.oom_score_adj.clamp(-1000, 1000)).unwrap_or(0)),
+            cpuset_cpus: Some(r.cpuset_cpus).filter(|s| !s.is_empty()),
+            cpuset_mems: Some(r.cpuset_mems).filter(|s| !s.is_empty()),
+            hugepage_limits: r.hugepage_limits,
+        }
+    }
+}
+
+impl From<Limits> for LimitsRecord {
+    fn from(l: Limits) -> LimitsRecord {
+        let number = |v: Option<u64>| v.map_or(0, |v| i64::try_from(v).unwrap_or(i64::MAX));
+        LimitsRecord {
+            cpu_period: number(l.cpu_period),
+            cpu_quota: l.cpu_quota.unwrap_or(0),
+            cpu_shares: number(l.cpu_shares),
+            memory_limit_in_bytes: l.memory_limit_in_bytes.unwrap_or(0),
+            oom_score_adj: l.oom_score_adj.map_or(0, i64::from),
+            cpuset_cpus: l.cpuset_cpus.unwrap_or_default(),
+            cpuset_mems: l.cpuset_mems.unwrap_or_default(),
+            hugepage_limits: l.hugepage_limits,
+        }
+    }
 }
 
 /// How the container's process ended.
@@ -172,6 +281,58 @@ impl Container {
                 ContainerState::Exited
             }
             state => state,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// Records written before the domain kept `Option`s and enums read the same, and are
+    /// written as they were, so an upgrade (or a downgrade) reads every container's file.
+    #[test]
+    fn limits_and_mounts_keep_their_record_format() {
+        let record = json!({
+            "cpu_period": 100_000, "cpu_quota": 0, "cpu_shares": 512,
+            "memory_limit_in_bytes": 0, "oom_score_adj": -997,
+            "cpuset_cpus": "0-1", "cpuset_mems": "",
+        });
+        let limits: Limits = serde_json::from_value(record.clone()).unwrap();
+        assert_eq!(
+            limits,
+            Limits {
+                cpu_period: Some(100_000),
+                cpu_shares: Some(512),
+                oom_score_adj: Some(-997),
+                cpuset_cpus: Some("0-1".into()),
+                ..Limits::default()
+            }
+        );
+        assert_eq!(serde_json::to_value(&limits).unwrap(), record);
+        let negative: Limits =
+            serde_json::from_value(json!({"cpu_period": -1, "cpu_quota": -1, "cpu_shares": 0,
+                "memory_limit_in_bytes": -5, "oom_score_adj": 0, "cpuset_cpus": "",
+                "cpuset_mems": ""}))
+            .unwrap();
+        assert_eq!(
+            negative,
+            Limits::default(),
+            "what never limited anything is unset"
+        );
+
+        for (code, propagation) in [
+            (0, Propagation::Private),
+            (1, Propagation::HostToContainer),
+            (2, Propagation::Bidirectional),
+        ] {
+            let record = json!({"container_path": "/data", "host_path": "/srv",
+                "readonly": true, "propagation": code});
+            let mount: MountSpec = serde_json::from_value(record.clone()).unwrap();
+            assert_eq!(mount.propagation, propagation);
+            assert_eq!(serde_json::to_value(&mount).unwrap(), record);
         }
     }
 }

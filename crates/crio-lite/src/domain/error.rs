@@ -1,4 +1,5 @@
-//! What a sandbox operation can fail with, in the domain's own terms.
+//! What an operation of the domain (on a sandbox, a container or an image) can fail with, in
+//! the domain's own terms.
 //!
 //! The CRI adapter turns each variant into a gRPC code, the status API into an
 //! HTTP status; nothing here knows either.
@@ -8,10 +9,10 @@ use std::path::PathBuf;
 
 use ocicni::cni_types::capabilities::PortMapping;
 
-/// Why a sandbox operation failed.
+/// Why an operation on a sandbox, a container or an image failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
-pub enum SandboxError {
+pub enum DomainError {
     /// A request field the daemon cannot accept.
     #[error("{field}: {reason}")]
     InvalidField {
@@ -179,9 +180,9 @@ pub enum SandboxError {
     Internal(String),
 }
 
-impl SandboxError {
+impl DomainError {
     pub(crate) fn image(image: &str, source: image_store::Error) -> Self {
-        SandboxError::Image {
+        DomainError::Image {
             image: image.to_owned(),
             reason: source.to_string(),
             source: Some(Box::new(source)),
@@ -189,16 +190,16 @@ impl SandboxError {
     }
 
     pub(crate) fn runtime(source: oci_container::Error) -> Self {
-        SandboxError::Runtime(Box::new(source))
+        DomainError::Runtime(Box::new(source))
     }
 
     pub(crate) fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        SandboxError::InvalidField {
+        DomainError::InvalidField {
             field: field.into(),
             reason: reason.into(),
         }
     }
 }
 
-/// Shorthand for the results of sandbox operations.
-pub type SandboxResult<T> = std::result::Result<T, SandboxError>;
+/// Shorthand for the results of the domain's operations.
+pub type DomainResult<T> = std::result::Result<T, DomainError>;

@@ -7,10 +7,10 @@ use std::sync::{Arc, Mutex};
 
 use image_store::{
     Auth, AuthFile, Image, Policy, Progress, PullOptions, Reference, Registries, Removed, Store,
-    StoreConfig, Usage,
+    Usage,
 };
 
-use crate::config::Config;
+use super::settings::ImageSettings;
 use crate::error::{Error, Result};
 
 /// The image store's directory under `crio.root`.
@@ -162,29 +162,20 @@ impl Trust {
 }
 
 impl Images {
-    /// Opens the store at `<crio.root>/storage` (sweeping what a killed pull left there).
+    /// Opens the store `settings` name (sweeping what a killed pull left there).
     ///
     /// # Errors
     ///
     /// [`Error::Images`] when the store cannot be opened (another process has it, its index is
     /// corrupt, a directory cannot be made).
-    pub fn open(config: &Config) -> Result<Images> {
-        let root = config.crio.root.join(STORAGE_DIR);
-        let mut store_config = StoreConfig::new(&root);
-        store_config
-            .insecure_registries
-            .clone_from(&config.crio.image.insecure_registries);
-        store_config.progress_timeout =
-            Some(config.crio.image.pull_progress_timeout).filter(|t| !t.is_zero());
-        store_config.min_pull_rate = config.crio_lite.image.pull_min_rate;
-        if !config.crio.storage_driver.is_empty() {
-            let driver = config
-                .crio
-                .storage_driver
-                .parse()
-                .map_err(|e| Error::Images(Box::new(e)))?;
-            store_config.storage_driver = Some(driver);
-        }
+    pub fn open(settings: ImageSettings) -> Result<Images> {
+        let ImageSettings {
+            store: store_config,
+            signature_policy,
+            registries_conf,
+            auth_file,
+        } = settings;
+        let root = store_config.root.clone();
         let (store, swept) =
             Store::open_swept(store_config).map_err(|e| Error::Images(Box::new(e)))?;
         if swept.blobs + swept.layers + swept.rootfs > 0 {
@@ -195,10 +186,9 @@ impl Images {
                 "removed what interrupted pulls left in the image store"
             );
         }
-        let non_empty = |path: &PathBuf| Some(path.clone()).filter(|p| !p.as_os_str().is_empty());
         let trust = Trust {
-            policy: non_empty(&config.crio.image.signature_policy),
-            registries: non_empty(&config.crio_lite.image.registries_conf),
+            policy: signature_policy,
+            registries: registries_conf,
             loaded: Mutex::new(None),
         };
         // Read now so a broken file is said at start; pulls read it again when it changes.
@@ -208,7 +198,7 @@ impl Images {
         Ok(Images {
             store: Arc::new(Mutex::new(Some(store))),
             root,
-            auth_file: non_empty(&config.crio.image.global_auth_file),
+            auth_file,
             trust: Arc::new(trust),
             progress: None,
         })

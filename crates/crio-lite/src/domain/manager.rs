@@ -14,7 +14,7 @@ use ocicni::{CniPlugin, NetworkSelection, PodNetwork, RuntimeConfig};
 use tracing::Instrument as _;
 
 use super::containers::{ContainerRequest, Containers};
-use super::error::{SandboxError, SandboxResult};
+use super::error::{DomainError, DomainResult};
 use super::now_nanos;
 use super::sandbox::{Attachment, Sandbox, SandboxName, SandboxState};
 use crate::error::Result;
@@ -87,7 +87,7 @@ impl Manager {
     }
 
     /// The containers, once recovery has finished.
-    pub(crate) async fn containers(&self) -> SandboxResult<&Arc<Containers>> {
+    pub(crate) async fn containers(&self) -> DomainResult<&Arc<Containers>> {
         self.wait_recovered().await?;
         Ok(&self.containers)
     }
@@ -98,19 +98,19 @@ impl Manager {
         self: Arc<Self>,
         sandbox_id: String,
         request: ContainerRequest,
-    ) -> SandboxResult<String> {
+    ) -> DomainResult<String> {
         self.wait_recovered().await?;
         let entry = self
             .resolve(&sandbox_id)?
-            .ok_or_else(|| SandboxError::NotFound {
+            .ok_or_else(|| DomainError::NotFound {
                 id: sandbox_id.clone(),
             })?;
         let _op = self.lock_op(&entry, &sandbox_id).await?;
-        let sandbox = entry.get().ok_or_else(|| SandboxError::NotFound {
+        let sandbox = entry.get().ok_or_else(|| DomainError::NotFound {
             id: sandbox_id.clone(),
         })?;
         if sandbox.state != SandboxState::Ready {
-            return Err(SandboxError::SandboxNotReady {
+            return Err(DomainError::SandboxNotReady {
                 id: sandbox.id,
                 state: sandbox.state.as_str(),
             });
@@ -139,12 +139,12 @@ impl Manager {
     ///
     /// A sandbox with the same metadata that is ready already is returned as it is (a retried
     /// request); one being created or stopped gives `AlreadyExists`.
-    pub(crate) async fn run(self: Arc<Self>, mut sandbox: Sandbox) -> SandboxResult<String> {
+    pub(crate) async fn run(self: Arc<Self>, mut sandbox: Sandbox) -> DomainResult<String> {
         // Startup GC decides from the sandboxes it knows; one made before it ran could be
         // collected, so creation waits for recovery to finish.
         self.wait_recovered().await?;
         let id = new_sandbox_id().map_err(|e| {
-            SandboxError::Internal(format!("cannot read /dev/urandom for a sandbox ID: {e}"))
+            DomainError::Internal(format!("cannot read /dev/urandom for a sandbox ID: {e}"))
         })?;
         // What the network setup, the containers or the kernel would refuse, refused before a
         // state file or a pin exists.
@@ -158,7 +158,7 @@ impl Manager {
         self.containers
             .filter_annotations(&sandbox.runtime_handler, &mut sandbox.annotations);
         ocicni::validate_pod_args(&self.pod_network(&sandbox), self.args_policy)
-            .map_err(|e| SandboxError::invalid("RunPodSandbox", e.to_string()))?;
+            .map_err(|e| DomainError::invalid("RunPodSandbox", e.to_string()))?;
         let ipc_sysctls: Vec<(String, String)> = sandbox
             .sysctls
             .iter()
@@ -169,7 +169,7 @@ impl Manager {
             self.netns
                 .try_ipc_sysctls(ipc_sysctls)
                 .await
-                .map_err(|e| SandboxError::invalid("config.linux.sysctls", e.to_string()))?;
+                .map_err(|e| DomainError::invalid("config.linux.sysctls", e.to_string()))?;
         }
         let (entry, _op) = {
             let mut index = self.index();
@@ -184,7 +184,7 @@ impl Manager {
                     return Ok(existing.clone());
                 }
                 let n = &sandbox.name;
-                return Err(SandboxError::AlreadyExists {
+                return Err(DomainError::AlreadyExists {
                     pod: format!(
                         "{}/{} (uid {:?}, attempt {})",
                         n.namespace, n.name, n.uid, n.attempt
@@ -200,7 +200,7 @@ impl Manager {
                     continue;
                 }
                 if let Some(port) = sandbox.host_port_clash(&other) {
-                    return Err(SandboxError::HostPortInUse {
+                    return Err(DomainError::HostPortInUse {
                         port: port.clone(),
                         holder: holder.clone(),
                         holder_pod: format!("{}/{}", other.name.namespace, other.name.name),
@@ -208,7 +208,7 @@ impl Manager {
                 }
             }
             if index.by_id.contains_key(&id) {
-                return Err(SandboxError::Internal(format!(
+                return Err(DomainError::Internal(format!(
                     "sandbox ID {id} drawn twice; retry"
                 )));
             }
@@ -217,7 +217,7 @@ impl Manager {
             sandbox.netns_path = (!sandbox.host_network).then(|| self.netns_dir.join(&id));
             let entry = Entry::new(sandbox.clone());
             let Ok(op) = Arc::clone(&entry.op).try_lock_owned() else {
-                return Err(SandboxError::Internal(
+                return Err(DomainError::Internal(
                     "a new sandbox's lock is taken".to_owned(),
                 ));
             };
@@ -231,7 +231,7 @@ impl Manager {
     }
 
     /// The rest of [`Manager::run`], once the sandbox is indexed and its lock held.
-    async fn run_created(&self, mut sandbox: Sandbox, entry: Arc<Entry>) -> SandboxResult<String> {
+    async fn run_created(&self, mut sandbox: Sandbox, entry: Arc<Entry>) -> DomainResult<String> {
         let id = sandbox.id.clone();
         tracing::info!("creating sandbox");
         match self.create(&mut sandbox).await {
@@ -253,13 +253,13 @@ impl Manager {
         }
     }
 
-    async fn create(&self, sandbox: &mut Sandbox) -> SandboxResult<()> {
+    async fn create(&self, sandbox: &mut Sandbox) -> DomainResult<()> {
         self.save_creating(sandbox).await?;
         if let Some(path) = &sandbox.netns_path {
             self.netns
                 .create_pinned(path)
                 .await
-                .map_err(|source| SandboxError::Namespace {
+                .map_err(|source| DomainError::Namespace {
                     sandbox: sandbox.id.clone(),
                     action: "create",
                     path: path.clone(),
@@ -274,7 +274,7 @@ impl Manager {
                 .collect();
             if !sysctls.is_empty() {
                 self.netns.set_sysctls(path, sysctls).await.map_err(|e| {
-                    SandboxError::invalid(
+                    DomainError::invalid(
                         "config.linux.sysctls",
                         format!("sandbox {}: {e}", sandbox.id),
                     )
@@ -287,7 +287,7 @@ impl Manager {
                 self.cni
                     .setup_pod(&pod)
                     .await
-                    .map_err(|source| SandboxError::Network {
+                    .map_err(|source| DomainError::Network {
                         sandbox: sandbox.id.clone(),
                         operation: "network setup",
                         source,
@@ -364,7 +364,7 @@ impl Manager {
         &self,
         id: &str,
         rpc: &str,
-    ) -> SandboxResult<Option<(Arc<Entry>, tokio::sync::OwnedMutexGuard<()>, Sandbox)>> {
+    ) -> DomainResult<Option<(Arc<Entry>, tokio::sync::OwnedMutexGuard<()>, Sandbox)>> {
         let Some(entry) = self.resolve(id)? else {
             tracing::info!(sandbox = %id, "{rpc}: no such sandbox, nothing to do");
             return Ok(None);
@@ -375,7 +375,7 @@ impl Manager {
 
     /// Stops a sandbox: tears its network down. Unknown IDs and stopped sandboxes succeed, as the
     /// CRI asks ("idempotent").
-    pub(crate) async fn stop(self: Arc<Self>, id: String) -> SandboxResult<()> {
+    pub(crate) async fn stop(self: Arc<Self>, id: String) -> DomainResult<()> {
         let Some((entry, _op, mut sandbox)) = self.locked(&id, "StopPodSandbox").await? else {
             return Ok(());
         };
@@ -387,7 +387,7 @@ impl Manager {
         outcome
     }
 
-    async fn stop_locked(&self, sandbox: &mut Sandbox) -> SandboxResult<()> {
+    async fn stop_locked(&self, sandbox: &mut Sandbox) -> DomainResult<()> {
         if matches!(
             sandbox.state,
             SandboxState::NotReady | SandboxState::Removing
@@ -405,7 +405,7 @@ impl Manager {
             self.cni
                 .teardown_pod(&self.pod_network(sandbox))
                 .await
-                .map_err(|source| SandboxError::Network {
+                .map_err(|source| DomainError::Network {
                     sandbox: sandbox.id.clone(),
                     operation: "network teardown",
                     source,
@@ -419,7 +419,7 @@ impl Manager {
 
     /// Removes a sandbox: stops it if needed, unpins its namespace and deletes its state. Unknown
     /// IDs succeed.
-    pub(crate) async fn remove(self: Arc<Self>, id: String) -> SandboxResult<()> {
+    pub(crate) async fn remove(self: Arc<Self>, id: String) -> DomainResult<()> {
         let Some((entry, _op, mut sandbox)) = self.locked(&id, "RemovePodSandbox").await? else {
             return Ok(());
         };
@@ -436,7 +436,7 @@ impl Manager {
         outcome
     }
 
-    async fn remove_locked(&self, sandbox: &mut Sandbox) -> SandboxResult<()> {
+    async fn remove_locked(&self, sandbox: &mut Sandbox) -> DomainResult<()> {
         self.stop_locked(sandbox).await?;
         if sandbox.state != SandboxState::Removing {
             sandbox.state = SandboxState::Removing;
@@ -447,7 +447,7 @@ impl Manager {
             self.netns
                 .remove_pinned(path)
                 .await
-                .map_err(|source| SandboxError::Namespace {
+                .map_err(|source| DomainError::Namespace {
                     sandbox: sandbox.id.clone(),
                     action: "remove",
                     path: path.clone(),
@@ -456,7 +456,7 @@ impl Manager {
         }
         self.delete_state(&sandbox.id)
             .await
-            .map_err(|source| SandboxError::State {
+            .map_err(|source| DomainError::State {
                 sandbox: sandbox.id.clone(),
                 source,
             })?;
@@ -465,10 +465,10 @@ impl Manager {
     }
 
     /// The sandbox with this ID (or unique ID prefix).
-    pub(crate) fn get(&self, id: &str) -> SandboxResult<Sandbox> {
+    pub(crate) fn get(&self, id: &str) -> DomainResult<Sandbox> {
         self.resolve(id)?
             .and_then(|entry| entry.get())
-            .ok_or_else(|| SandboxError::NotFound { id: id.to_owned() })
+            .ok_or_else(|| DomainError::NotFound { id: id.to_owned() })
     }
 
     /// Every sandbox past creation, oldest first.
@@ -488,9 +488,9 @@ impl Manager {
         all
     }
 
-    fn resolve(&self, id: &str) -> SandboxResult<Option<Arc<Entry>>> {
+    fn resolve(&self, id: &str) -> DomainResult<Option<Arc<Entry>>> {
         if id.is_empty() {
-            return Err(SandboxError::invalid(
+            return Err(DomainError::invalid(
                 "pod_sandbox_id",
                 "empty: name the sandbox",
             ));
@@ -502,7 +502,7 @@ impl Manager {
         let mut matches = index.by_id.iter().filter(|(k, _)| k.starts_with(id));
         match (matches.next(), matches.next()) {
             (Some((_, entry)), None) => Ok(Some(Arc::clone(entry))),
-            (Some(_), Some(_)) => Err(SandboxError::invalid(
+            (Some(_), Some(_)) => Err(DomainError::invalid(
                 "pod_sandbox_id",
                 format!("{id:?} is the prefix of several sandboxes; give more of the ID"),
             )),
@@ -552,13 +552,13 @@ impl Manager {
         }
     }
 
-    async fn save(&self, sandbox: &Sandbox) -> SandboxResult<()> {
+    async fn save(&self, sandbox: &Sandbox) -> DomainResult<()> {
         self.write_state(sandbox, Store::save).await
     }
 
     /// The `Creating` marker: written before anything is touched, unsynced (see
     /// [`Store::save_unsynced`]).
-    async fn save_creating(&self, sandbox: &Sandbox) -> SandboxResult<()> {
+    async fn save_creating(&self, sandbox: &Sandbox) -> DomainResult<()> {
         self.write_state(sandbox, Store::save_unsynced).await
     }
 
@@ -566,15 +566,15 @@ impl Manager {
         &self,
         sandbox: &Sandbox,
         write: fn(&Store, &Sandbox) -> crate::error::Result<()>,
-    ) -> SandboxResult<()> {
+    ) -> DomainResult<()> {
         let store = self.store.clone();
         let copy = sandbox.clone();
         tokio::task::spawn_blocking(move || write(&store, &copy))
             .await
             .map_err(|e| {
-                SandboxError::Internal(format!("sandbox {}: state writer failed: {e}", sandbox.id))
+                DomainError::Internal(format!("sandbox {}: state writer failed: {e}", sandbox.id))
             })?
-            .map_err(|source| SandboxError::State {
+            .map_err(|source| DomainError::State {
                 sandbox: sandbox.id.clone(),
                 source,
             })
@@ -599,11 +599,11 @@ impl Manager {
     }
 
     /// Waits until recovery has finished, for up to [`RECOVERY_WAIT`].
-    async fn wait_recovered(&self) -> SandboxResult<()> {
+    async fn wait_recovered(&self) -> DomainResult<()> {
         let mut done = self.recovered.subscribe();
         match tokio::time::timeout(RECOVERY_WAIT, done.wait_for(|done| *done)).await {
             Ok(Ok(_)) => Ok(()),
-            _ => Err(SandboxError::Recovering { sandbox: None }),
+            _ => Err(DomainError::Recovering { sandbox: None }),
         }
     }
 
@@ -612,14 +612,14 @@ impl Manager {
         &self,
         entry: &Arc<Entry>,
         id: &str,
-    ) -> SandboxResult<tokio::sync::OwnedMutexGuard<()>> {
+    ) -> DomainResult<tokio::sync::OwnedMutexGuard<()>> {
         let lock = Arc::clone(&entry.op).lock_owned();
         if *self.recovered.borrow() {
             return Ok(lock.await);
         }
         tokio::time::timeout(RECOVERY_WAIT, lock)
             .await
-            .map_err(|_| SandboxError::Recovering {
+            .map_err(|_| DomainError::Recovering {
                 sandbox: Some(id.to_owned()),
             })
     }

@@ -10,16 +10,18 @@ mod error;
 mod images;
 mod manager;
 mod sandbox;
+mod settings;
 
 pub use container::{Container, ContainerState, Exit, Limits, MountSpec};
 pub(crate) use containers::Containers;
 pub use containers::{ContainerRequest, EXEC_OUTPUT_CAP, PidMode};
-pub use error::{SandboxError, SandboxResult};
+pub use error::{DomainError, DomainResult};
 pub use images::{DEFAULT_POLICIES, Images, STORAGE_DIR, signature_policy_file};
 pub(crate) use manager::Manager;
 pub use sandbox::{
-    Attachment, DnsSettings, NAMESPACE_MODE_POD, NamespaceModes, Sandbox, SandboxName, SandboxState,
+    Attachment, DnsSettings, NamespaceMode, NamespaceModes, Sandbox, SandboxName, SandboxState,
 };
+pub use settings::{ContainerSettings, HandlerSettings, ImageSettings};
 
 /// Now, in nanoseconds since the epoch, as sandboxes and containers record times; 1 for a clock
 /// before the epoch, so a time is never the CRI's "unset" 0.

@@ -65,16 +65,56 @@ pub struct SandboxName {
     pub attempt: u32,
 }
 
-/// The Linux namespace modes the sandbox was asked for (CRI `NamespaceMode` values).
+/// Whose namespace a pod's (network, PID or IPC) namespace is.
+///
+/// Records keep it as the number they always held (CRI's: 0 to 3).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "i32", into = "i32")]
+pub enum NamespaceMode {
+    /// The pod's own, shared by its containers.
+    #[default]
+    Pod,
+    /// Each container's own.
+    Container,
+    /// The node's.
+    Node,
+    /// Another container's (see [`NamespaceModes::target_id`]).
+    Target,
+}
+
+impl From<i32> for NamespaceMode {
+    /// A record's number; one no record should hold reads as the pod's.
+    fn from(code: i32) -> NamespaceMode {
+        match code {
+            1 => NamespaceMode::Container,
+            2 => NamespaceMode::Node,
+            3 => NamespaceMode::Target,
+            _ => NamespaceMode::Pod,
+        }
+    }
+}
+
+impl From<NamespaceMode> for i32 {
+    fn from(mode: NamespaceMode) -> i32 {
+        match mode {
+            NamespaceMode::Pod => 0,
+            NamespaceMode::Container => 1,
+            NamespaceMode::Node => 2,
+            NamespaceMode::Target => 3,
+        }
+    }
+}
+
+/// The Linux namespace modes the sandbox was asked for.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NamespaceModes {
-    /// Network namespace mode; `NODE` (2) means host networking.
-    pub network: i32,
-    /// PID namespace mode.
-    pub pid: i32,
-    /// IPC namespace mode.
-    pub ipc: i32,
-    /// The target container for `TARGET` mode.
+    /// The network namespace; [`NamespaceMode::Node`] is host networking.
+    pub network: NamespaceMode,
+    /// The PID namespace.
+    pub pid: NamespaceMode,
+    /// The IPC namespace.
+    pub ipc: NamespaceMode,
+    /// The target container for [`NamespaceMode::Target`].
     pub target_id: String,
 }
 
@@ -146,14 +186,11 @@ pub struct Sandbox {
     pub privileged: bool,
 }
 
-/// CRI's `NamespaceMode::POD`, the zero value: the namespace is the pod's.
-pub const NAMESPACE_MODE_POD: i32 = 0;
-
 impl Sandbox {
     /// Whether the pod's containers may share a PID namespace of the pod's (RunPodSandbox asked
     /// POD for pid): its init then runs from the first container's creation to the pod's stop.
     pub fn shares_pid(&self) -> bool {
-        self.namespace_options.pid == NAMESPACE_MODE_POD
+        self.namespace_options.pid == NamespaceMode::Pod
     }
 
     /// Every address of the pod, primary first.
@@ -238,5 +275,27 @@ mod tests {
         record.as_object_mut().unwrap().remove("privileged");
         let read: Sandbox = serde_json::from_value(record).unwrap();
         assert!(!read.privileged);
+    }
+
+    /// Namespace modes are kept as the numbers records have always held.
+    #[test]
+    fn namespace_modes_keep_their_record_format() {
+        let modes = NamespaceModes {
+            network: NamespaceMode::Node,
+            pid: NamespaceMode::Container,
+            ipc: NamespaceMode::Pod,
+            target_id: String::new(),
+        };
+        let record = serde_json::json!({"network": 2, "pid": 1, "ipc": 0, "target_id": ""});
+        assert_eq!(serde_json::to_value(&modes).unwrap(), record);
+        assert_eq!(
+            serde_json::from_value::<NamespaceModes>(record).unwrap(),
+            modes
+        );
+        let target: NamespaceModes = serde_json::from_value(
+            serde_json::json!({"network": 0, "pid": 3, "ipc": 0, "target_id": "c1"}),
+        )
+        .unwrap();
+        assert_eq!(target.pid, NamespaceMode::Target);
     }
 }

@@ -18,13 +18,15 @@ use crate::support::{self, FakeCni, Harness, pod};
 /// everything through.
 const ALLOW_ALL_BPF: &str = "BgAAAAAA/38=";
 
-/// Nothing of a refused pod exists: no state file, no pin, no network set up.
+/// Nothing of a refused pod exists: no state file, no pin, no pod directory, no network set
+/// up.
 fn assert_nothing_made(dir: &Path, cni: &FakeCni) {
     assert_eq!(
         file_names(&dir.join("state/sandboxes")),
         Vec::<String>::new()
     );
     assert_eq!(file_names(&dir.join("run/netns")), Vec::<String>::new());
+    assert_eq!(file_names(&dir.join("run/pods")), Vec::<String>::new());
     assert!(
         cni.summary().iter().all(|c| !c.starts_with("setup")),
         "{:?}",

@@ -9,4 +9,5 @@ mod lifecycle;
 mod monitor;
 mod seccomp;
 mod stats;
+mod stop;
 mod support;
