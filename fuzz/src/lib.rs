@@ -15,11 +15,13 @@
 //! | `sysctl`      | a sysctl key and value                  | an accepted key is a path under `net/`      |
 //! | `unpack_layer` | a layer blob (tar, gzip or zstd)       | nothing outside the layer directory, files within the byte cap, no link climbing out, bounded memory and errors |
 //! | `registry`    | a registry's manifest or index, config  | refused or planned, never a panic; bounded  |
+//! | `h2_front`    | a client's bytes on a served connection | split-independent; h2 reads valid HPACK, a valid `:authority`, other frames as sent; the decoder agrees with loona-hpack |
 
 pub mod cache_entry;
 pub mod cni_args;
 pub mod conf;
 pub mod cri_request;
+pub mod h2_front;
 pub mod registry;
 pub mod result;
 pub mod sysctl;
@@ -38,6 +40,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("sysctl", sysctl::check),
     ("unpack_layer", unpack_layer::check),
     ("registry", registry::check),
+    ("h2_front", h2_front::check),
 ];
 
 /// Seeds read in place beside `fuzz/seeds/<target>/`, relative to the workspace root: fixtures

@@ -78,7 +78,8 @@ seeds!(
     cri_request,
     sysctl,
     unpack_layer,
-    registry
+    registry,
+    h2_front
 );
 
 /// Inputs that found a bug not fixed yet, in `fuzz/regressions/<target>/`: kept out of the seeds
@@ -118,6 +119,7 @@ fn every_target_is_replayed() {
         "sysctl",
         "unpack_layer",
         "registry",
+        "h2_front",
     ];
     for (name, _) in TARGETS {
         assert!(replayed.contains(name), "{name} has no seed test");
@@ -217,5 +219,238 @@ fn write_cri_seeds() {
             runtime_handler: String::new(),
         };
         std::fs::write(dir.join(format!("{name}.pb")), request.encode_to_vec()).unwrap();
+    }
+}
+
+/// The `h2_front` seeds: what clients send on a connection, after the target's three control
+/// bytes. Run it after changing them:
+/// `cargo test --no-default-features -- --ignored write_h2_front_seeds`.
+#[test]
+#[ignore = "writes fuzz/seeds/h2_front"]
+fn write_h2_front_seeds() {
+    use ocicni_fuzz::h2_front::{ADD_PREFACE, NO_REWRITE, PREFACE};
+
+    const SOCKET: &[u8] = b"/var/run/crio-lite/crio-lite.sock";
+    let tonic = h2_seeds::tonic_client_bytes();
+    let after_preface = |bytes: &[u8]| bytes.strip_prefix(PREFACE).expect("a preface").to_vec();
+    let mut grpc_go = h2_seeds::frame(0x4, 0, 0, &[]);
+    grpc_go.extend(h2_seeds::frame(
+        0x1,
+        0x4,
+        1,
+        &h2_seeds::request_block(Some(SOCKET)),
+    ));
+    grpc_go.extend(h2_seeds::frame(0x0, 0x1, 1, &[0, 0, 0, 0, 0]));
+
+    // :authority with incremental indexing (0x41), then a request that refers to it (0xbe).
+    let mut indexed = vec![0x82, 0x86, 0x84, 0x41];
+    h2_seeds::encode_string(&mut indexed, SOCKET);
+    let mut indexing = h2_seeds::frame(0x1, 0x4 | 0x1, 1, &indexed);
+    indexing.extend(h2_seeds::frame(
+        0x1,
+        0x4 | 0x1,
+        3,
+        &[0x82, 0x86, 0x84, 0xbe],
+    ));
+
+    // Padded, with priority, split over two CONTINUATIONs; a percent-encoded socket path.
+    let block = h2_seeds::request_block(Some(b"%2Fvar%2Frun%2Fcrio-lite%2Fcrio-lite.sock"));
+    let (a, rest) = block.split_at(block.len() / 3);
+    let (b, c) = rest.split_at(rest.len() / 2);
+    let mut first = vec![2, 0x80, 0, 0, 0, 15];
+    first.extend_from_slice(a);
+    first.extend_from_slice(&[0, 0]);
+    let mut split = h2_seeds::frame(0x1, 0x8 | 0x20, 5, &first);
+    split.extend(h2_seeds::frame(0x9, 0, 5, b));
+    split.extend(h2_seeds::frame(0x9, 0x4, 5, c));
+    split.extend(h2_seeds::frame(0x0, 0x1, 5, b"\0\0\0\0\0"));
+
+    // Table size updates before the first field: to 0, then back to 4096.
+    let mut resized = vec![0x20, 0x3f, 0xe1, 0x1f];
+    resized.extend(h2_seeds::request_block(None));
+    let resized = h2_seeds::frame(0x1, 0x4 | 0x1, 1, &resized);
+
+    // Indexed field 0: the block h2 must refuse, then bytes that pass through.
+    let mut fault = h2_seeds::frame(0x1, 0x4, 1, &[0x80]);
+    fault.extend(h2_seeds::frame(0x0, 0x1, 1, b"after"));
+
+    let seeds: [(&str, u8, Vec<u8>); 9] = [
+        ("tonic-two-calls", ADD_PREFACE, after_preface(&tonic)),
+        ("tonic-two-calls-own-preface", 0, tonic.clone()),
+        ("grpc-go-socket-path", ADD_PREFACE, grpc_go.clone()),
+        (
+            "grpc-go-socket-path-no-rewrite",
+            ADD_PREFACE | NO_REWRITE,
+            grpc_go,
+        ),
+        ("indexed-authority-then-reference", ADD_PREFACE, indexing),
+        ("padded-priority-continuations", ADD_PREFACE, split),
+        ("size-updates-then-fields", ADD_PREFACE, resized),
+        ("fault-then-passthrough", ADD_PREFACE, fault),
+        (
+            "http1-status-api",
+            0,
+            b"GET /info HTTP/1.1\r\nHost: /var/run/crio-lite/crio-lite.sock\r\n\r\n".to_vec(),
+        ),
+    ];
+    let dir = fuzz_dir().join("seeds/h2_front");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (i, (name, mode, bytes)) in seeds.into_iter().enumerate() {
+        let i = u8::try_from(i).unwrap();
+        let mut seed = vec![mode, i.wrapping_mul(37), i.wrapping_mul(101) ^ 0x5a];
+        seed.extend(bytes);
+        std::fs::write(dir.join(name), seed).unwrap();
+    }
+}
+
+/// Helpers of `write_h2_front_seeds`.
+mod h2_seeds {
+    use std::io;
+    use std::pin::Pin;
+    use std::sync::{Arc, Mutex};
+    use std::task::{Context, Poll};
+
+    use tokio::io::{AsyncRead, AsyncWrite, DuplexStream, ReadBuf};
+
+    /// One frame: 9-byte header, then `payload`.
+    pub(super) fn frame(kind: u8, flags: u8, stream_id: u32, payload: &[u8]) -> Vec<u8> {
+        let len = u32::try_from(payload.len()).unwrap().to_be_bytes();
+        let mut out = len[1..].to_vec();
+        out.extend_from_slice(&[kind, flags]);
+        out.extend_from_slice(&stream_id.to_be_bytes());
+        out.extend_from_slice(payload);
+        out
+    }
+
+    /// An HPACK string literal, not Huffman-coded.
+    pub(super) fn encode_string(out: &mut Vec<u8>, s: &[u8]) {
+        let len = s.len();
+        if len < 0x7f {
+            out.push(u8::try_from(len).unwrap());
+        } else {
+            out.push(0x7f);
+            let mut rest = len - 0x7f;
+            while rest >= 0x80 {
+                out.push(u8::try_from(rest & 0x7f).unwrap() | 0x80);
+                rest >>= 7;
+            }
+            out.push(u8::try_from(rest).unwrap());
+        }
+        out.extend_from_slice(s);
+    }
+
+    /// A gRPC request block as grpc-go sends it, but with literals only (no table).
+    pub(super) fn request_block(authority: Option<&[u8]>) -> Vec<u8> {
+        let mut fields: Vec<(&[u8], &[u8])> = vec![
+            (b":method", b"POST"),
+            (b":scheme", b"http"),
+            (b":path", b"/runtime.v1.RuntimeService/Version"),
+        ];
+        if let Some(a) = authority {
+            fields.push((b":authority", a));
+        }
+        fields.push((b"content-type", b"application/grpc"));
+        fields.push((b"user-agent", b"grpc-go/1.58.3"));
+        fields.push((b"te", b"trailers"));
+        let mut out = Vec::new();
+        for (name, value) in fields {
+            out.push(0x00);
+            encode_string(&mut out, name);
+            encode_string(&mut out, value);
+        }
+        out
+    }
+
+    /// A transport that keeps a copy of everything written to it.
+    struct Recorder {
+        io: DuplexStream,
+        sent: Arc<Mutex<Vec<u8>>>,
+    }
+
+    impl AsyncRead for Recorder {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+        }
+    }
+
+    impl AsyncWrite for Recorder {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            let this = self.get_mut();
+            let polled = Pin::new(&mut this.io).poll_write(cx, buf);
+            if let Poll::Ready(Ok(n)) = polled {
+                this.sent.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+            polled
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.get_mut().io).poll_flush(cx)
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Pin::new(&mut self.get_mut().io).poll_shutdown(cx)
+        }
+    }
+
+    /// What h2's client (tonic's) sends for two unary calls on one connection: the preface,
+    /// SETTINGS, WINDOW_UPDATE, and header blocks with Huffman strings, the second referring to
+    /// what the first put in the table.
+    pub(super) fn tonic_client_bytes() -> Vec<u8> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let (client_io, server_io) = tokio::io::duplex(1 << 20);
+            let written = Arc::default();
+            let recorder = Recorder {
+                io: client_io,
+                sent: Arc::clone(&written),
+            };
+            let server = tokio::spawn(async move {
+                let mut conn = h2::server::handshake(server_io).await.unwrap();
+                while let Some(accepted) = conn.accept().await {
+                    let (_, mut respond) = accepted.unwrap();
+                    let response = http::Response::builder()
+                        .header("content-type", "application/grpc")
+                        .body(())
+                        .unwrap();
+                    let mut send = respond.send_response(response, false).unwrap();
+                    send.send_data(bytes::Bytes::from_static(&[0, 0, 0, 0, 0]), false)
+                        .unwrap();
+                    let mut trailers = http::HeaderMap::new();
+                    trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+                    send.send_trailers(trailers).unwrap();
+                }
+            });
+            let (mut client, connection) = h2::client::handshake(recorder).await.unwrap();
+            let connection = tokio::spawn(connection);
+            for _ in 0..2 {
+                let request =
+                    http::Request::post("http://localhost/runtime.v1.RuntimeService/Version")
+                        .header("content-type", "application/grpc")
+                        .header("user-agent", "tonic/0.14.2")
+                        .header("te", "trailers")
+                        .body(())
+                        .unwrap();
+                client = client.ready().await.unwrap();
+                let (response, mut body) = client.send_request(request, false).unwrap();
+                body.send_data(bytes::Bytes::from_static(&[0, 0, 0, 0, 2, 10, 0]), true)
+                    .unwrap();
+                let mut response = response.await.unwrap().into_body();
+                while response.data().await.is_some() {}
+            }
+            drop(client);
+            connection.await.unwrap().unwrap();
+            server.await.unwrap();
+            written.lock().unwrap().clone()
+        })
     }
 }

@@ -29,7 +29,7 @@ target crashes: the input is in fuzz/artifacts/<target>/; keep it in fuzz/regres
 while the bug is open, in fuzz/seeds/<target>/ once fixed. Installs cargo-fuzz, the nightly
 toolchain and a C++ compiler when missing.
 
-targets: conf result cache_entry cni_args cri_request sysctl unpack_layer registry
+targets: conf result cache_entry cni_args cri_request sysctl unpack_layer registry h2_front
 
 options:
   --secs N        seconds per target (default 60)
@@ -47,6 +47,7 @@ const TARGETS: &[&str] = &[
     "sysctl",
     "unpack_layer",
     "registry",
+    "h2_front",
 ];
 
 /// Seeds read in place beside `fuzz/seeds/<target>/`, relative to the workspace root; missing

@@ -47,11 +47,9 @@
 pub mod cli;
 mod cni_metrics;
 pub mod config;
-mod connections;
 pub mod cri;
 pub mod domain;
 mod error;
-mod h2_front;
 pub mod http_api;
 mod instance;
 mod metrics;

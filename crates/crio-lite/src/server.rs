@@ -2,7 +2,7 @@
 //!
 //! gRPC (HTTP/2 with prior knowledge, as CRI clients speak it) and the HTTP/1.1 status API share
 //! one socket: the tonic services become an axum router, merged with the HTTP routes, and
-//! the accept loop in `connections` tells the protocol of each connection apart.
+//! `h2_front::serve` serves it, telling the protocol apart per connection.
 
 use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
@@ -18,7 +18,6 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use crate::config::Config;
-use crate::connections;
 use crate::cri::{ImageApi, RuntimeApi};
 use crate::domain::{Containers, Images, Manager};
 use crate::error::{Error, Result};
@@ -129,9 +128,9 @@ impl Daemon {
         timeline.mark("recovery (synchronous part)");
 
         let socket = config.crio.api.listen.clone();
-        let limits = connections::Limits {
+        let limits = h2_front::Limits {
             normalize_authority: config.crio_lite.api.normalize_authority,
-            ..connections::Limits::default()
+            ..h2_front::Limits::default()
         };
         let listener = bind(&socket).await?;
         // Bound before anything runs, so a taken port fails the start naming it.
@@ -161,7 +160,7 @@ impl Daemon {
             .as_ref()
             .and_then(|l| l.local_addr().ok());
         metrics_listeners.serve(&metrics, &tasks, &cancel);
-        let server = tokio::spawn(connections::serve(
+        let server = tokio::spawn(h2_front::serve(
             listener,
             router,
             limits,

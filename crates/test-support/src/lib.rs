@@ -14,6 +14,8 @@
 //! - [`image`]: test images made offline from Debian's busybox-static: tar layers (whiteouts,
 //!   opaque directories, hostile entries), gzip and zstd, configurations, manifests, indexes.
 //! - [`http`]: the few lines of HTTP/1.1 the registry helpers speak.
+//! - [`raw_h2`]: a raw HTTP/2 client that sends header blocks byte for byte (an `:authority` no
+//!   HTTP library would write) and reports the server's answer frame by frame.
 //!
 //! Names are unique per test: [`unique_name`] puts the pid and a per-process counter in every
 //! namespace and temporary directory, so tests running in parallel, in one process or several,
@@ -41,6 +43,7 @@ pub mod http;
 pub mod image;
 pub mod netns;
 pub mod process;
+pub mod raw_h2;
 pub mod registry;
 
 use std::sync::atomic::{AtomicU32, Ordering};

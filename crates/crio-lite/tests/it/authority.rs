@@ -7,9 +7,9 @@
 
 use tokio::net::UnixStream;
 
-use crate::raw_client::{End, RawConn, RawResponse};
 use crate::support::{self, Harness};
 use cri_api::v1 as cri;
+use test_support::raw_h2::{End, RawConn, RawResponse};
 
 const SERVICE: &str = "/runtime.v1.RuntimeService/";
 

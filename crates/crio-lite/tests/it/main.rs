@@ -18,7 +18,6 @@ mod logs;
 mod notify;
 mod pod_init_escape;
 mod privileged;
-mod raw_client;
 mod recovery;
 mod request_checks;
 mod support;

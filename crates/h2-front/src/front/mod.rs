@@ -10,7 +10,7 @@
 //! is certain to reject, so h2 stays the only judge of protocol errors.
 //!
 //! Server-to-client bytes are only observed, so that `RST_STREAM`/`GOAWAY`
-//! errors h2 sends are visible in the daemon's log at warn level.
+//! errors h2 sends are visible in the log at warn level.
 //!
 //! Choices worth knowing:
 //! - A re-emitted block keeps the HEADERS frame's priority fields (h2 still
@@ -29,12 +29,12 @@
 //!   passed through untouched.
 
 mod frame;
-mod hpack_in;
+pub(crate) mod hpack_in;
 pub(crate) mod hpack_out;
 mod huffman;
 mod stream;
 
-pub(crate) use stream::NormalizedStream;
+pub use stream::NormalizedStream;
 
 use hpack_in::DecodeError;
 
@@ -42,7 +42,7 @@ use hpack_in::DecodeError;
 pub(crate) const LOCALHOST: &[u8] = b"localhost";
 
 /// Dynamic table limit of our decoder: the HTTP/2 default, which is what h2
-/// advertises unless `header_table_size` is configured (crio-lite must not
+/// advertises unless `header_table_size` is configured (`serve` must not
 /// configure it, or this has to follow).
 pub(crate) const HEADER_TABLE_SIZE: usize = 4096;
 

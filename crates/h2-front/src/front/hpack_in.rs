@@ -285,8 +285,8 @@ impl Decoder {
         self.entries.iter().map(Entry::field)
     }
 
-    /// The table's size as RFC 7541 §4.1 counts it, for tests.
-    #[cfg(test)]
+    /// The table's size as RFC 7541 §4.1 counts it, for tests and the fuzz target.
+    #[cfg(any(test, feature = "fuzzing"))]
     pub(crate) fn table_size(&self) -> usize {
         self.size
     }

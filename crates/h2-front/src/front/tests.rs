@@ -330,7 +330,7 @@ fn tonic_blocks_decode_to_the_same_request() {
 }
 
 /// Per-block cost of the rewrite, for a release build:
-/// `cargo test -j1 --release -p crio-lite --lib h2_front -- --ignored --nocapture`.
+/// `cargo test -j1 --release -p h2-front --lib front -- --ignored --nocapture`.
 #[test]
 #[ignore = "timing, meaningful in release: run with --ignored --nocapture"]
 fn rewrite_cost_per_tonic_request() {

@@ -1,19 +1,12 @@
 //! What the front logs, end to end: an h2 server behind the front on a socket pair, a raw HTTP/2
 //! client, and a minimal subscriber that records the front's events.
 
-#[path = "../../tests/it/raw_client.rs"]
-#[expect(
-    dead_code,
-    reason = "the raw client is shared with the integration tests, which use all of it"
-)]
-mod raw_client;
-
 use super::NormalizedStream;
 use bytes::Bytes;
-use raw_client::{End, RawConn};
 use std::fmt::{Debug, Write as _};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use test_support::raw_h2::{End, RawConn};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tracing::field::{Field, Visit};
@@ -39,7 +32,7 @@ impl Visit for Line<'_> {
 
 impl tracing::Subscriber for Capture {
     fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        metadata.target().starts_with("crio_lite::h2_front")
+        metadata.target().starts_with("h2_front::front")
     }
     fn new_span(&self, _: &span::Attributes<'_>) -> span::Id {
         span::Id::from_u64(1)

@@ -13,8 +13,14 @@ const READ_BUF: usize = 16 * 1024 + HEAD_LEN;
 const DEBUG_DATA_MAX: usize = 256;
 
 /// An accepted connection whose client header blocks are normalised for h2
-/// (see the module docs); otherwise it behaves exactly like `S`.
-pub(crate) struct NormalizedStream<S> {
+/// (see the crate docs); otherwise it behaves exactly like `S`.
+///
+/// Reading gives h2 the client's bytes with every HTTP/2 header block
+/// re-encoded and an `:authority` h2 would refuse replaced with `localhost`;
+/// an HTTP/1 connection (no HTTP/2 preface) passes unchanged. Writing passes
+/// unchanged too, watched for the `RST_STREAM` and `GOAWAY` errors h2 sends,
+/// which are logged at warn with `peer`.
+pub struct NormalizedStream<S> {
     inner: S,
     peer: String,
     inbound: Inbound,
@@ -29,7 +35,7 @@ impl<S> NormalizedStream<S> {
     /// Wraps `inner`; `peer` identifies the client in log lines. With
     /// `normalize_authority` false header blocks pass unchanged (old Go
     /// clients then get `PROTOCOL_ERROR`), but h2's errors are still logged.
-    pub(crate) fn new(inner: S, peer: String, normalize_authority: bool) -> Self {
+    pub fn new(inner: S, peer: String, normalize_authority: bool) -> Self {
         Self {
             inner,
             peer,

@@ -1,57 +1,54 @@
 //! A minimal raw HTTP/2 client for tests: it sends exactly the header bytes
 //! it is told to (including an `:authority` no HTTP library would produce)
-//! and reports what the server answered, frame by frame.
-//!
-//! Depends only on tokio and loona-hpack so it can be dropped into any
-//! crate's tests. Only one request is in flight per connection.
-
-// Each test crate that includes this file uses a different subset of it.
+//! and reports what the server answered, frame by frame. Response headers
+//! are decoded with loona-hpack, independently of the server's HPACK code.
+//! Only one request is in flight per connection.
 
 use std::io;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The HTTP/2 client connection preface.
-pub(crate) const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// Largest frame payload we accept: our (default) `SETTINGS_MAX_FRAME_SIZE`.
-pub(crate) const MAX_FRAME: usize = 16_384;
+pub const MAX_FRAME: usize = 16_384;
 
 /// Frame types.
-pub(crate) const DATA: u8 = 0x0;
+pub const DATA: u8 = 0x0;
 /// HEADERS frame type.
-pub(crate) const HEADERS: u8 = 0x1;
+pub const HEADERS: u8 = 0x1;
 /// `RST_STREAM` frame type.
-pub(crate) const RST_STREAM: u8 = 0x3;
+pub const RST_STREAM: u8 = 0x3;
 /// SETTINGS frame type.
-pub(crate) const SETTINGS: u8 = 0x4;
+pub const SETTINGS: u8 = 0x4;
 /// PING frame type.
-pub(crate) const PING: u8 = 0x6;
+pub const PING: u8 = 0x6;
 /// GOAWAY frame type.
-pub(crate) const GOAWAY: u8 = 0x7;
+pub const GOAWAY: u8 = 0x7;
 /// `WINDOW_UPDATE` frame type.
-pub(crate) const WINDOW_UPDATE: u8 = 0x8;
+pub const WINDOW_UPDATE: u8 = 0x8;
 /// CONTINUATION frame type.
-pub(crate) const CONTINUATION: u8 = 0x9;
+pub const CONTINUATION: u8 = 0x9;
 /// `END_STREAM` flag (DATA, HEADERS); also ACK on SETTINGS and PING.
-pub(crate) const END_STREAM: u8 = 0x1;
+pub const END_STREAM: u8 = 0x1;
 /// `END_HEADERS` flag.
-pub(crate) const END_HEADERS: u8 = 0x4;
+pub const END_HEADERS: u8 = 0x4;
 
 /// One received frame.
 #[derive(Debug, Clone)]
-pub(crate) struct Frame {
+pub struct Frame {
     /// Frame type.
-    pub(crate) kind: u8,
+    pub kind: u8,
     /// Flags.
-    pub(crate) flags: u8,
+    pub flags: u8,
     /// Stream identifier (reserved bit cleared).
-    pub(crate) stream_id: u32,
+    pub stream_id: u32,
     /// Payload.
-    pub(crate) payload: Vec<u8>,
+    pub payload: Vec<u8>,
 }
 
 /// How the response ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum End {
+pub enum End {
     /// `END_STREAM` received.
     Stream,
     /// `RST_STREAM` on our stream with this error code.
@@ -64,25 +61,25 @@ pub(crate) enum End {
 
 /// What the server answered.
 #[derive(Debug, Clone)]
-pub(crate) struct RawResponse {
+pub struct RawResponse {
     /// The first header block (`:status` and the rest), decoded.
-    pub(crate) headers: Vec<(Vec<u8>, Vec<u8>)>,
+    pub headers: Vec<(Vec<u8>, Vec<u8>)>,
     /// Any later header block (gRPC trailers), decoded.
-    pub(crate) trailers: Vec<(Vec<u8>, Vec<u8>)>,
+    pub trailers: Vec<(Vec<u8>, Vec<u8>)>,
     /// DATA payloads concatenated.
-    pub(crate) body: Vec<u8>,
+    pub body: Vec<u8>,
     /// How the exchange ended.
-    pub(crate) end: End,
+    pub end: End,
 }
 
 impl RawResponse {
     /// The `:status` value, when a header block arrived.
-    pub(crate) fn status(&self) -> Option<&[u8]> {
+    pub fn status(&self) -> Option<&[u8]> {
         self.header(b":status")
     }
 
     /// First value of `name` in the headers or trailers.
-    pub(crate) fn header(&self, name: &[u8]) -> Option<&[u8]> {
+    pub fn header(&self, name: &[u8]) -> Option<&[u8]> {
         self.headers
             .iter()
             .chain(&self.trailers)
@@ -93,7 +90,7 @@ impl RawResponse {
 
 /// Appends an HPACK field as "literal without indexing, new name", plain
 /// strings: the server's table is never touched and bytes go out verbatim.
-pub(crate) fn encode_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
+pub fn encode_field(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
     out.push(0x00);
     for s in [name, value] {
         encode_int(out, s.len());
@@ -119,11 +116,7 @@ fn encode_int(out: &mut Vec<u8>, value: usize) {
 
 /// The gRPC-style request header block: POST, http, `path`, the optional
 /// `:authority` byte for byte, content-type, te, then `extra`.
-pub(crate) fn request_block(
-    authority: Option<&[u8]>,
-    path: &str,
-    extra: &[(&[u8], &[u8])],
-) -> Vec<u8> {
+pub fn request_block(authority: Option<&[u8]>, path: &str, extra: &[(&[u8], &[u8])]) -> Vec<u8> {
     let mut block = Vec::new();
     encode_field(&mut block, b":method", b"POST");
     encode_field(&mut block, b":scheme", b"http");
@@ -140,16 +133,20 @@ pub(crate) fn request_block(
 }
 
 /// One client connection.
-pub(crate) struct RawConn<IO> {
+pub struct RawConn<IO> {
     /// The transport.
-    pub(crate) io: IO,
+    pub io: IO,
     decoder: loona_hpack::Decoder<'static>,
     next_stream: u32,
 }
 
 impl<IO: AsyncRead + AsyncWrite + Unpin> RawConn<IO> {
     /// Sends the preface and an empty SETTINGS frame.
-    pub(crate) async fn handshake(mut io: IO) -> io::Result<Self> {
+    ///
+    /// # Errors
+    ///
+    /// When writing to `io` fails.
+    pub async fn handshake(mut io: IO) -> io::Result<Self> {
         io.write_all(PREFACE).await?;
         write_frame(&mut io, SETTINGS, 0, 0, &[]).await?;
         Ok(Self {
@@ -160,7 +157,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> RawConn<IO> {
     }
 
     /// Sends one frame.
-    pub(crate) async fn send_frame(
+    ///
+    /// # Errors
+    ///
+    /// When writing fails.
+    pub async fn send_frame(
         &mut self,
         kind: u8,
         flags: u8,
@@ -172,7 +173,7 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> RawConn<IO> {
 
     /// Stream id the next `request` will use; also consumed by
     /// `send_raw_headers` so hand-made streams do not collide.
-    pub(crate) fn take_stream_id(&mut self) -> u32 {
+    pub fn take_stream_id(&mut self) -> u32 {
         let id = self.next_stream;
         self.next_stream += 2;
         id
@@ -180,11 +181,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> RawConn<IO> {
 
     /// Sends an already encoded header block as HEADERS (+ CONTINUATION
     /// frames when larger than a frame) and returns the stream id used.
-    pub(crate) async fn send_raw_headers(
-        &mut self,
-        block: &[u8],
-        end_stream: bool,
-    ) -> io::Result<u32> {
+    ///
+    /// # Errors
+    ///
+    /// When writing fails.
+    pub async fn send_raw_headers(&mut self, block: &[u8], end_stream: bool) -> io::Result<u32> {
         let stream_id = self.take_stream_id();
         let chunks: Vec<&[u8]> = if block.is_empty() {
             vec![&[]]
@@ -205,7 +206,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> RawConn<IO> {
     /// Sends a request (see `request_block`) with `body` as one DATA frame
     /// (`END_STREAM`; gRPC callers frame the message themselves) and reads
     /// the response.
-    pub(crate) async fn request(
+    ///
+    /// # Errors
+    ///
+    /// When writing or reading fails, or a response header block does not decode.
+    pub async fn request(
         &mut self,
         authority: Option<&[u8]>,
         path: &str,
@@ -228,7 +233,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> RawConn<IO> {
     /// Closes our sending side and reads until the server closes too, so
     /// neither side is left with unread bytes (on Linux, closing a unix
     /// socket with unread data makes the peer see ECONNRESET).
-    pub(crate) async fn close(mut self) -> io::Result<()> {
+    ///
+    /// # Errors
+    ///
+    /// When the shutdown or a read fails, or the server sends a partial or oversized frame.
+    pub async fn close(mut self) -> io::Result<()> {
         self.io.shutdown().await?;
         while read_frame(&mut self.io).await?.is_some() {}
         Ok(())
@@ -237,7 +246,11 @@ impl<IO: AsyncRead + AsyncWrite + Unpin> RawConn<IO> {
     /// Reads frames until `stream_id` ends, is reset, or the connection
     /// goes away; answers SETTINGS and PING and returns flow-control credit
     /// so large responses are not stalled.
-    pub(crate) async fn read_response(&mut self, stream_id: u32) -> io::Result<RawResponse> {
+    ///
+    /// # Errors
+    ///
+    /// When reading fails, a frame is partial or oversized, or a header block does not decode.
+    pub async fn read_response(&mut self, stream_id: u32) -> io::Result<RawResponse> {
         let mut resp = RawResponse {
             headers: Vec::new(),
             trailers: Vec::new(),
@@ -335,7 +348,11 @@ fn unpadded(f: &Frame) -> &[u8] {
 }
 
 /// Writes one frame.
-pub(crate) async fn write_frame<W: AsyncWrite + Unpin>(
+///
+/// # Errors
+///
+/// When `payload` is too long for a frame header, or writing fails.
+pub async fn write_frame<W: AsyncWrite + Unpin>(
     w: &mut W,
     kind: u8,
     flags: u8,
@@ -356,7 +373,11 @@ pub(crate) async fn write_frame<W: AsyncWrite + Unpin>(
 }
 
 /// Reads one frame; `None` on a clean end of stream between frames.
-pub(crate) async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> io::Result<Option<Frame>> {
+///
+/// # Errors
+///
+/// When reading fails, the stream ends inside a frame, or a frame is over [`MAX_FRAME`].
+pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> io::Result<Option<Frame>> {
     let mut head = [0u8; 9];
     let mut got = 0;
     while got < head.len() {

@@ -1,8 +1,8 @@
-//! Accepting connections on the daemon's socket and serving each with hyper.
+//! Accepting connections on a unix socket and serving each with hyper.
 //!
 //! Our own accept loop rather than `axum::serve`, because each connection needs what that one
 //! cannot give it: the peer's identity (pid, uid) for log lines, the HTTP/2 front that repairs
-//! `:authority` (see [`crate::h2_front`]), a bound on how long a client may connect and say
+//! `:authority` (see [`crate::front`]), a bound on how long a client may connect and say
 //! nothing, a bound on open connections overall and per client (`clients.rs`), an idle timeout for
 //! connections with no request in flight (`idle.rs`), and the HTTP/1 header timeout. HTTP/1.1 (the
 //! status API) and HTTP/2 with prior knowledge (gRPC) are told apart per connection by hyper's auto
@@ -22,33 +22,36 @@ use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
-use crate::h2_front::NormalizedStream;
+use crate::front::NormalizedStream;
 use clients::{ClientSlots, Peer, RefusalLog};
 use idle::{Activity, Tracked};
 
-/// Limits and switches for served connections.
+/// Limits and switches for served connections. The defaults (10 s, 10 s, 60 s, 20 s, 1024, 64,
+/// 5 min, on) suit a node daemon whose clients are kubelet and command-line tools.
 #[derive(Debug, Clone)]
-pub(crate) struct Limits {
+pub struct Limits {
     /// A connection that sends nothing for this long after connecting is closed.
-    pub(crate) first_byte: Duration,
+    pub first_byte: Duration,
     /// An HTTP/1 request whose headers take longer than this is answered 408 and closed.
-    pub(crate) http1_headers: Duration,
+    pub http1_headers: Duration,
     /// HTTP/2 connections are pinged this often when idle, and closed when a ping goes
     /// unanswered for [`Limits::keep_alive_timeout`] (a peer that vanished).
-    pub(crate) keep_alive_interval: Duration,
+    pub keep_alive_interval: Duration,
     /// See [`Limits::keep_alive_interval`].
-    pub(crate) keep_alive_timeout: Duration,
+    pub keep_alive_timeout: Duration,
     /// Connections open at once; one more is closed at accept, with a warning.
-    pub(crate) max_connections: usize,
-    /// Connections one client may hold at once (see `clients.rs` for who counts as one); one
-    /// more is closed at accept, with a warning at most once a minute per client.
-    pub(crate) max_per_client: usize,
+    pub max_connections: usize,
+    /// Connections one client may hold at once (a root peer is one client per process, any
+    /// other peer one per uid, as `SO_PEERCRED` tells); one more is closed at accept, with a
+    /// warning at most once a minute per client.
+    pub max_per_client: usize,
     /// A connection with no request in flight for this long is closed: HTTP/2 with GOAWAY, so
     /// a client reconnects when it next needs to (gRPC clients do so transparently), HTTP/1
     /// between requests. Keep-alive pings do not count as activity.
-    pub(crate) idle_timeout: Duration,
-    /// Whether the HTTP/2 front rewrites invalid `:authority` values.
-    pub(crate) normalize_authority: bool,
+    pub idle_timeout: Duration,
+    /// Whether the HTTP/2 front rewrites invalid `:authority` values (see
+    /// [`NormalizedStream`]); off, h2's errors are still logged.
+    pub normalize_authority: bool,
 }
 
 impl Default for Limits {
@@ -72,7 +75,11 @@ impl Default for Limits {
 
 /// Serves `router` on `listener` until `stop` is cancelled, then lets open connections finish
 /// their requests for up to `grace` and closes the rest.
-pub(crate) async fn serve(
+///
+/// Every connection goes through a [`NormalizedStream`] to hyper's auto builder (HTTP/1.1 or
+/// HTTP/2 with prior knowledge). Errors of single connections, accept errors included, are
+/// logged and never end the loop.
+pub async fn serve(
     listener: UnixListener,
     router: Router,
     limits: Limits,
