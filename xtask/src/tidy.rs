@@ -41,7 +41,7 @@ const GRAPH: &[(&str, &[&str])] = &[
     ("safe-file", &[]),
     ("node-primitives", &[]),
     ("cri-api", &[]),
-    ("test-support", &[]),
+    ("test-support", &["node-primitives"]),
     ("xtask", &[]),
     ("h2-front", &["node-primitives"]),
     ("cri-streaming", &["node-primitives"]),
