@@ -26,6 +26,25 @@ pub(crate) fn cargo() -> Command {
     cmd
 }
 
+/// `cargo metadata --no-deps` of the workspace, parsed.
+///
+/// # Errors
+///
+/// When cargo cannot run or prints no JSON.
+pub(crate) fn workspace_metadata() -> Result<serde_json::Value> {
+    let out = cargo()
+        .args(["metadata", "--format-version", "1", "--no-deps"])
+        .output()
+        .context("cannot run cargo metadata")?;
+    if !out.status.success() {
+        bail!(
+            "cargo metadata failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    serde_json::from_slice(&out.stdout).context("cargo metadata printed no JSON")
+}
+
 /// Runs `cmd`, echoing it first, and fails with the step's name when it fails.
 pub(crate) fn run_step(step: &str, cmd: &mut Command) -> Result<()> {
     println!("\n==> {step}: {}", display(cmd));

@@ -163,18 +163,7 @@ pub(crate) fn replay_seeds() -> Result<()> {
 ///
 /// When `cargo metadata` fails.
 pub(crate) fn lintable_features() -> Result<Vec<String>> {
-    let out = cargo()
-        .args(["metadata", "--format-version", "1", "--no-deps"])
-        .output()
-        .context("cannot run cargo metadata")?;
-    if !out.status.success() {
-        bail!(
-            "cargo metadata failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let meta: serde_json::Value =
-        serde_json::from_slice(&out.stdout).context("cargo metadata printed no JSON")?;
+    let meta = crate::cmd::workspace_metadata()?;
     let mut features = Vec::new();
     for package in meta["packages"].as_array().into_iter().flatten() {
         let name = package["name"].as_str().unwrap_or_default();

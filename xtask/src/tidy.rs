@@ -154,7 +154,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     }
     println!("\n=== tidy (the architecture's invariants) ===");
     let root = workspace_root();
-    let mut found = check_graph(&workspace_graph(&root)?);
+    let mut found = check_graph(&workspace_graph()?);
     let files = source_files(&root)?;
     found.extend(check_domain(&files));
     found.extend(check_syscalls(&files));
@@ -179,20 +179,8 @@ pub(crate) struct Deps {
 }
 
 /// The workspace's crates and their workspace dependencies, from `cargo metadata`.
-fn workspace_graph(root: &Path) -> Result<BTreeMap<String, Deps>> {
-    let out = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .args(["metadata", "--format-version", "1", "--no-deps"])
-        .current_dir(root)
-        .output()
-        .context("cannot run cargo metadata")?;
-    if !out.status.success() {
-        bail!(
-            "cargo metadata failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let meta: serde_json::Value =
-        serde_json::from_slice(&out.stdout).context("cargo metadata printed no JSON")?;
+fn workspace_graph() -> Result<BTreeMap<String, Deps>> {
+    let meta = crate::cmd::workspace_metadata()?;
     let packages = meta["packages"].as_array().cloned().unwrap_or_default();
     let names: Vec<String> = packages
         .iter()
@@ -636,8 +624,7 @@ mod tests {
     #[test]
     fn every_crate_of_this_workspace_has_a_place_in_the_graph() {
         // The real tree: the table must name each member (a new crate is placed on purpose).
-        let root = workspace_root();
-        let graph = workspace_graph(&root).expect("cargo metadata");
+        let graph = workspace_graph().expect("cargo metadata");
         let v = check_graph(&graph);
         assert!(
             v.is_empty(),
