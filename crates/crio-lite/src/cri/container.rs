@@ -11,7 +11,7 @@ use oci_container::{Propagation, Seccomp};
 
 use crate::domain::{
     Container, ContainerRequest, ContainerState, DomainError, DomainResult, Limits, MountSpec,
-    PidMode,
+    PidMode, RawLimits,
 };
 
 fn invalid(field: &str, reason: impl Into<String>) -> DomainError {
@@ -336,44 +336,40 @@ fn user(sc: &cri::LinuxContainerSecurityContext) -> DomainResult<Option<String>>
 /// CRI resources as the domain keeps them: 0 (and, for what cannot be negative, less) is
 /// unset.
 pub(crate) fn limits(r: &cri::LinuxContainerResources) -> Limits {
-    let positive = |v: i64| (v > 0).then_some(v);
-    Limits {
-        cpu_period: positive(r.cpu_period).and_then(|v| u64::try_from(v).ok()),
-        cpu_quota: positive(r.cpu_quota),
-        cpu_shares: positive(r.cpu_shares).and_then(|v| u64::try_from(v).ok()),
-        memory_limit_in_bytes: positive(r.memory_limit_in_bytes),
-        // CreateContainer refuses a score outside -1000..=1000; UpdateContainerResources
-        // cannot change it.
-        oom_score_adj: (r.oom_score_adj != 0)
-            .then(|| i32::try_from(r.oom_score_adj.clamp(-1000, 1000)).unwrap_or(0)),
-        cpuset_cpus: Some(r.cpuset_cpus.clone()).filter(|s| !s.is_empty()),
-        cpuset_mems: Some(r.cpuset_mems.clone()).filter(|s| !s.is_empty()),
+    // CreateContainer refuses a score outside -1000..=1000; UpdateContainerResources cannot
+    // change it.
+    RawLimits {
+        cpu_period: r.cpu_period,
+        cpu_quota: r.cpu_quota,
+        cpu_shares: r.cpu_shares,
+        memory_limit_in_bytes: r.memory_limit_in_bytes,
+        oom_score_adj: r.oom_score_adj,
+        cpuset_cpus: r.cpuset_cpus.clone(),
+        cpuset_mems: r.cpuset_mems.clone(),
         hugepage_limits: r
             .hugepage_limits
             .iter()
             .map(|h| (h.page_size.clone(), h.limit))
             .collect(),
     }
+    .into()
 }
 
 /// The CRI's resources of limits the domain keeps: 0 for unset.
 fn cri_resources(l: &Limits) -> cri::LinuxContainerResources {
-    let number = |v: Option<u64>| v.map_or(0, |v| i64::try_from(v).unwrap_or(i64::MAX));
+    let raw = RawLimits::from(l.clone());
     cri::LinuxContainerResources {
-        cpu_period: number(l.cpu_period),
-        cpu_quota: l.cpu_quota.unwrap_or(0),
-        cpu_shares: number(l.cpu_shares),
-        memory_limit_in_bytes: l.memory_limit_in_bytes.unwrap_or(0),
-        oom_score_adj: l.oom_score_adj.map_or(0, i64::from),
-        cpuset_cpus: l.cpuset_cpus.clone().unwrap_or_default(),
-        cpuset_mems: l.cpuset_mems.clone().unwrap_or_default(),
-        hugepage_limits: l
+        cpu_period: raw.cpu_period,
+        cpu_quota: raw.cpu_quota,
+        cpu_shares: raw.cpu_shares,
+        memory_limit_in_bytes: raw.memory_limit_in_bytes,
+        oom_score_adj: raw.oom_score_adj,
+        cpuset_cpus: raw.cpuset_cpus,
+        cpuset_mems: raw.cpuset_mems,
+        hugepage_limits: raw
             .hugepage_limits
-            .iter()
-            .map(|(page_size, limit)| cri::HugepageLimit {
-                page_size: page_size.clone(),
-                limit: *limit,
-            })
+            .into_iter()
+            .map(|(page_size, limit)| cri::HugepageLimit { page_size, limit })
             .collect(),
         ..cri::LinuxContainerResources::default()
     }

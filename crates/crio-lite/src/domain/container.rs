@@ -109,9 +109,9 @@ mod propagation_code {
 /// cgroup limits, `None` for those not set, kept to report them back.
 ///
 /// Records keep them as they always have, a number each with 0 for unset (see
-/// `LimitsRecord`).
+/// `RawLimits`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "LimitsRecord", into = "LimitsRecord")]
+#[serde(from = "RawLimits", into = "RawLimits")]
 pub struct Limits {
     /// CFS period, microseconds.
     pub cpu_period: Option<u64>,
@@ -148,22 +148,24 @@ impl Limits {
     }
 }
 
-/// [`Limits`] as records hold them: 0 (or an empty string) for unset.
+/// [`Limits`] as records and the CRI hold them: a number each, 0 (or an empty string) for
+/// unset. The one place that rule is read: records and CRI requests both become [`Limits`]
+/// through it.
 #[derive(Clone, Default, Serialize, Deserialize)]
-struct LimitsRecord {
-    cpu_period: i64,
-    cpu_quota: i64,
-    cpu_shares: i64,
-    memory_limit_in_bytes: i64,
-    oom_score_adj: i64,
-    cpuset_cpus: String,
-    cpuset_mems: String,
+pub(crate) struct RawLimits {
+    pub(crate) cpu_period: i64,
+    pub(crate) cpu_quota: i64,
+    pub(crate) cpu_shares: i64,
+    pub(crate) memory_limit_in_bytes: i64,
+    pub(crate) oom_score_adj: i64,
+    pub(crate) cpuset_cpus: String,
+    pub(crate) cpuset_mems: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    hugepage_limits: Vec<(String, u64)>,
+    pub(crate) hugepage_limits: Vec<(String, u64)>,
 }
 
-impl From<LimitsRecord> for Limits {
-    fn from(r: LimitsRecord) -> Limits {
+impl From<RawLimits> for Limits {
+    fn from(r: RawLimits) -> Limits {
         let positive = |v: i64| (v > 0).then_some(v);
         Limits {
             cpu_period: positive(r.cpu_period).and_then(|v| u64::try_from(v).ok()),
@@ -179,10 +181,10 @@ impl From<LimitsRecord> for Limits {
     }
 }
 
-impl From<Limits> for LimitsRecord {
-    fn from(l: Limits) -> LimitsRecord {
+impl From<Limits> for RawLimits {
+    fn from(l: Limits) -> RawLimits {
         let number = |v: Option<u64>| v.map_or(0, |v| i64::try_from(v).unwrap_or(i64::MAX));
-        LimitsRecord {
+        RawLimits {
             cpu_period: number(l.cpu_period),
             cpu_quota: l.cpu_quota.unwrap_or(0),
             cpu_shares: number(l.cpu_shares),

@@ -12,6 +12,7 @@ mod manager;
 mod sandbox;
 mod settings;
 
+pub(crate) use container::RawLimits;
 pub use container::{Container, ContainerState, Exit, Limits, MountSpec};
 pub(crate) use containers::Containers;
 pub use containers::{ContainerRequest, EXEC_OUTPUT_CAP, PidMode};
