@@ -54,9 +54,13 @@
 //! - One [`Error`], whose variants name the image, the blob or layer and the tar entry, the
 //!   policy section and requirement, or the registries.conf table.
 //!
+//! - The node's files: [`NodeFiles`] holds the paths of a policy (or the defaults to look
+//!   in), a registries.conf and a credentials file, and gives the [`PullOptions`] and [`Auth`]
+//!   of a pull, reading each file again only when it changed.
+//!
 //! It does not know CRI, start containers, or find `policy.json`, `registries.conf` or
-//! credentials files on its own: callers pass their paths, [`Auth`] and the insecure
-//! registries. Whiteouts, opaque directories and overlay mounts need root (`CAP_MKNOD`,
+//! credentials files on its own: callers pass their paths (or default paths), [`Auth`] and the
+//! insecure registries. Whiteouts, opaque directories and overlay mounts need root (`CAP_MKNOD`,
 //! `CAP_SYS_ADMIN`).
 //!
 //! # Example
@@ -125,6 +129,7 @@ mod inspect;
 mod layers;
 mod manifest;
 mod mount;
+mod node_files;
 mod pins;
 mod platform;
 mod policy;
@@ -147,6 +152,7 @@ pub use digest::Digest;
 pub use driver::StorageDriver;
 pub use error::{Attempt, Error, LayerProblem, RegistryRefusal, Result};
 pub use index::{Image, Layer};
+pub use node_files::NodeFiles;
 pub use platform::Platform;
 pub use policy::{Policy, Requirement, Rule, SignedIdentity, SigstoreSigned};
 pub use progress::Progress;

@@ -1,14 +1,11 @@
 //! The node's images: the image store under `<crio.root>/storage`, with the configuration's
-//! credentials and insecure registries. Pulling, storing and unpacking are image-store's; this
-//! only decides which credentials a pull uses.
+//! credentials and insecure registries. Pulling, storing, unpacking and reading the node's
+//! policy, registries and credentials files are image-store's; this picks CRI-O's defaults.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use image_store::{
-    Auth, AuthFile, Image, Policy, Progress, PullOptions, Reference, Registries, Removed, Store,
-    Usage,
-};
+use image_store::{Auth, Image, NodeFiles, Progress, PullOptions, Removed, Store, Usage};
 
 use super::settings::ImageSettings;
 use crate::error::{Error, Result};
@@ -26,8 +23,7 @@ pub const DEFAULT_POLICIES: [&str; 2] =
 pub struct Images {
     store: Arc<Mutex<Option<Store>>>,
     root: PathBuf,
-    auth_file: Option<PathBuf>,
-    trust: Arc<Trust>,
+    files: Arc<NodeFiles>,
     progress: Option<PullProgress>,
 }
 
@@ -41,31 +37,6 @@ impl std::fmt::Debug for PullProgress {
     }
 }
 
-/// The policy and registries files, read again when they change.
-#[derive(Debug)]
-struct Trust {
-    /// The configured policy; `None` to look in [`DEFAULT_POLICIES`].
-    policy: Option<PathBuf>,
-    /// The registries.conf file; `None` for none.
-    registries: Option<PathBuf>,
-    loaded: Mutex<Option<(Vec<Stamp>, PullOptions)>>,
-}
-
-/// What tells a file changed: its identity, size and modification time (`None`: not there).
-type Stamp = Option<(u64, u64, u64, i64, i64)>;
-
-fn stamp(path: &Path) -> Stamp {
-    use std::os::unix::fs::MetadataExt as _;
-    let meta = std::fs::metadata(path).ok()?;
-    Some((
-        meta.dev(),
-        meta.ino(),
-        meta.size(),
-        meta.mtime(),
-        meta.mtime_nsec(),
-    ))
-}
-
 /// The signature policy file pulls use, given `crio.image.signature_policy` (empty: the first
 /// of [`DEFAULT_POLICIES`] that exists), read and checked: what `check-config` warns of, and
 /// every pull is refused with, when there is none or it is not a policy.
@@ -75,90 +46,8 @@ fn stamp(path: &Path) -> Stamp {
 /// [`image_store::Error::NoPolicy`] naming the file to create: the configured one, else the
 /// first default; [`image_store::Error::InvalidPolicy`] naming the file and what is wrong.
 pub fn signature_policy_file(configured: &Path) -> image_store::Result<PathBuf> {
-    let configured = Some(configured).filter(|p| !p.as_os_str().is_empty());
-    let path = existing_policy(policy_in_force(configured).as_deref().or(configured))?;
-    Policy::from_file(&path)?;
-    Ok(path)
-}
-
-/// The policy file in force: the configured one, else the first default that exists.
-fn policy_in_force(configured: Option<&Path>) -> Option<PathBuf> {
-    match configured {
-        Some(path) => Some(path.to_owned()),
-        None => DEFAULT_POLICIES
-            .iter()
-            .map(PathBuf::from)
-            .find(|path| path.exists()),
-    }
-}
-
-/// `policy` when it exists. No policy file refuses every pull, as CRI-O (containers/image)
-/// refuses: accepting every image is the operator's choice, written down, not the absence of
-/// one.
-fn existing_policy(policy: Option<&Path>) -> image_store::Result<PathBuf> {
-    match policy {
-        Some(path) if path.exists() => Ok(path.to_owned()),
-        missing => Err(image_store::Error::NoPolicy {
-            path: missing.map_or_else(|| PathBuf::from(DEFAULT_POLICIES[0]), Path::to_owned),
-        }),
-    }
-}
-
-impl Trust {
-    /// The policy file in force: the configured one, else the first default that exists.
-    fn policy_path(&self) -> Option<PathBuf> {
-        policy_in_force(self.policy.as_deref())
-    }
-
-    fn drop_in_dir(&self) -> Option<PathBuf> {
-        self.registries.as_ref().map(|path| {
-            let mut dir = path.clone().into_os_string();
-            dir.push(".d");
-            PathBuf::from(dir)
-        })
-    }
-
-    /// Every file whose change means reading again.
-    fn stamps(&self, policy: Option<&Path>) -> Vec<Stamp> {
-        let mut paths: Vec<PathBuf> = policy.into_iter().map(Path::to_owned).collect();
-        paths.extend(self.registries.clone());
-        if let Some(dir) = self.drop_in_dir() {
-            if let Ok(entries) = std::fs::read_dir(&dir) {
-                let mut files: Vec<PathBuf> = entries.flatten().map(|e| e.path()).collect();
-                files.sort();
-                paths.extend(files);
-            }
-            paths.push(dir);
-        }
-        let mut stamps: Vec<Stamp> = paths.iter().map(|p| stamp(p)).collect();
-        // Which policy is in force matters too (a default that appeared).
-        stamps.push(Some((u64::from(policy.is_some()), 0, 0, 0, 0)));
-        stamps
-    }
-
-    /// The pull options for the files as they are now; read again only when they changed.
-    fn options(&self) -> image_store::Result<PullOptions> {
-        let policy = self.policy_path();
-        let stamps = self.stamps(policy.as_deref());
-        let mut loaded = self
-            .loaded
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if let Some((seen, options)) = loaded.as_ref()
-            && *seen == stamps
-        {
-            return Ok(options.clone());
-        }
-        let path = existing_policy(policy.as_deref())?;
-        let mut options = PullOptions::new().with_policy(Policy::from_file(&path)?);
-        tracing::info!(policy = %path.display(), "signature policy read");
-        if let Some(path) = self.registries.as_ref().filter(|p| p.exists()) {
-            options = options.with_registries(Registries::load(path, self.drop_in_dir())?);
-            tracing::info!(registries = %path.display(), "registries configuration read");
-        }
-        *loaded = Some((stamps, options.clone()));
-        Ok(options)
-    }
+    let configured = Some(configured.to_owned()).filter(|p| !p.as_os_str().is_empty());
+    NodeFiles::new(configured, &DEFAULT_POLICIES, None, None).checked_policy()
 }
 
 impl Images {
@@ -186,20 +75,20 @@ impl Images {
                 "removed what interrupted pulls left in the image store"
             );
         }
-        let trust = Trust {
-            policy: signature_policy,
-            registries: registries_conf,
-            loaded: Mutex::new(None),
-        };
+        let files = NodeFiles::new(
+            signature_policy,
+            &DEFAULT_POLICIES,
+            registries_conf,
+            auth_file,
+        );
         // Read now so a broken file is said at start; pulls read it again when it changes.
-        if let Err(e) = trust.options() {
+        if let Err(e) = files.options() {
             tracing::error!(error = %e, "pulls fail until this is fixed");
         }
         Ok(Images {
             store: Arc::new(Mutex::new(Some(store))),
             root,
-            auth_file,
-            trust: Arc::new(trust),
+            files: Arc::new(files),
             progress: None,
         })
     }
@@ -252,7 +141,7 @@ impl Images {
 
     /// The signature policy in force, if any.
     pub fn signature_policy(&self) -> Option<PathBuf> {
-        self.trust.policy_path()
+        self.files.policy_path()
     }
 
     /// Pulls `reference` with `auth`, or when the request brings none, with the credentials the
@@ -280,28 +169,14 @@ impl Images {
         auth: Option<Auth>,
     ) -> image_store::Result<(PullOptions, Auth)> {
         let options = match &self.progress {
-            Some(progress) => self.trust.options()?.with_progress(Arc::clone(&progress.0)),
-            None => self.trust.options()?,
+            Some(progress) => self.files.options()?.with_progress(Arc::clone(&progress.0)),
+            None => self.files.options()?,
         };
         let auth = match auth {
             Some(auth) => auth,
-            None => self.file_auth(reference)?,
+            None => self.files.credentials(reference)?,
         };
         Ok((options, auth))
-    }
-
-    fn file_auth(&self, reference: &str) -> image_store::Result<Auth> {
-        let Some(path) = &self.auth_file else {
-            return Ok(Auth::Anonymous);
-        };
-        let parsed = Reference::parse(reference)?;
-        // CRI-O pulls anonymously while the file is not there (yet).
-        if std::fs::symlink_metadata(path).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
-        {
-            return Ok(Auth::Anonymous);
-        }
-        let file = AuthFile::from_file(path)?;
-        Ok(file.lookup(&parsed).cloned().unwrap_or_default())
     }
 
     /// Every image.
