@@ -21,6 +21,7 @@ use crate::error::Result;
 use crate::metrics::Metrics;
 use crate::netns::NetnsOps;
 use crate::store::{Loaded, Store, is_sandbox_id, new_sandbox_id};
+use ocicni::netns::PinDir;
 
 type Entry = super::entry::Entry<Sandbox>;
 
@@ -35,14 +36,11 @@ pub(crate) struct Manager {
     cni: Arc<dyn CniPlugin>,
     netns: Arc<dyn NetnsOps>,
     store: Store,
-    netns_dir: PathBuf,
+    pins: PinDir,
     metrics: Metrics,
     args_policy: ocicni::CniArgsPolicy,
     containers: Arc<Containers>,
     index: Mutex<Index>,
-    /// Whether this daemon may release the pin directory's bind at shutdown: false when the
-    /// directory was a mount point before it pinned anything (see [`Manager::release_pin_dir`]).
-    owns_pin_dir: std::sync::atomic::AtomicBool,
     /// False until recovery has finished (see [`Manager::recover`]).
     recovered: tokio::sync::watch::Sender<bool>,
 }
@@ -72,12 +70,11 @@ impl Manager {
             cni,
             netns,
             store,
-            netns_dir,
+            pins: PinDir::new(netns_dir),
             metrics,
             args_policy,
             containers,
             index: Mutex::default(),
-            owns_pin_dir: std::sync::atomic::AtomicBool::new(false),
             recovered: tokio::sync::watch::channel(false).0,
         }
     }
@@ -214,7 +211,7 @@ impl Manager {
             }
             sandbox.state = SandboxState::Creating;
             sandbox.created_at = now_nanos();
-            sandbox.netns_path = (!sandbox.host_network).then(|| self.netns_dir.join(&id));
+            sandbox.netns_path = (!sandbox.host_network).then(|| self.pins.path(&id));
             let entry = Entry::new(sandbox.clone());
             let Ok(op) = Arc::clone(&entry.op).try_lock_owned() else {
                 return Err(DomainError::Internal(
@@ -635,9 +632,6 @@ impl Manager {
     ///
     /// Only an unreadable state directory is an error; everything else is logged and kept going.
     pub(crate) async fn recover(self: &Arc<Self>) -> Result<impl Future<Output = ()> + use<>> {
-        // Asked before this run pins anything: is the bind there, and what does the dir hold?
-        let mounted = self.netns.is_mount_point(&self.netns_dir).await;
-        let entries = file_names(&self.netns_dir);
         let loaded = {
             let store = self.store.clone();
             tokio::task::spawn_blocking(move || store.load_all())
@@ -650,10 +644,14 @@ impl Manager {
                     )
                 })??
         };
-        self.owns_pin_dir.store(
-            owns_pin_dir(mounted, &entries, &loaded),
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        // Before this run pins anything: is the pin directory's bind this daemon's?
+        let known = |name: &str| {
+            loaded.iter().any(|item| match item {
+                Loaded::Item(sandbox) => sandbox.id == name,
+                Loaded::Unreadable { id, .. } => id == name,
+            })
+        };
+        self.pins.adopt(&*self.netns, known).await;
         let mut pending = Vec::new();
         for item in loaded {
             let (sandbox, unreadable) = match item {
@@ -713,7 +711,7 @@ impl Manager {
         if lost > 0 {
             tracing::warn!(
                 sandboxes = lost,
-                dir = %self.netns_dir.display(),
+                dir = %self.pins.dir().display(),
                 "pins of ready sandboxes are no longer network namespaces: the node rebooted, or \
                  they were made in another mount namespace (crio-lite run with systemd's \
                  PrivateMounts= or in a container) and went with it; these sandboxes are stopped"
@@ -827,7 +825,7 @@ impl Manager {
             state: SandboxState::Creating,
             created_at: 0,
             host_network: false,
-            netns_path: Some(self.netns_dir.join(id)),
+            netns_path: Some(self.pins.path(id)),
             hostname: String::new(),
             dns: super::sandbox::DnsSettings::default(),
             labels: BTreeMap::new(),
@@ -845,85 +843,22 @@ impl Manager {
 
     /// Removes pins under the netns directory that no sandbox owns.
     async fn remove_stray_pins(&self) {
-        let Ok(dir) = std::fs::read_dir(&self.netns_dir) else {
-            return;
-        };
-        let stray: Vec<PathBuf> = {
-            let index = self.index();
-            dir.filter_map(std::result::Result::ok)
-                .filter(|e| {
-                    let name = e.file_name();
-                    let name = name.to_string_lossy();
-                    is_sandbox_id(&name) && !index.by_id.contains_key(name.as_ref())
-                })
-                // Pins are regular files (with a namespace mounted on them); anything else
-                // named like one was not made here and is not ours to unmount or delete.
-                .filter(|e| {
-                    let regular = e.file_type().is_ok_and(|t| t.is_file());
-                    if !regular {
-                        tracing::warn!(path = %e.path().display(), "not a pin (not a regular file); leaving it alone");
-                    }
-                    regular
-                })
-                .map(|e| e.path())
-                .collect()
-        };
-        for path in stray {
-            tracing::info!(path = %path.display(), "removing network namespace without a sandbox");
-            if let Err(e) = self.netns.remove_pinned(&path).await {
-                tracing::warn!(path = %path.display(), error = %e, "cannot remove stray network namespace");
-            }
-        }
+        let known: std::collections::HashSet<String> = self.index().by_id.keys().cloned().collect();
+        self.pins
+            .remove_strays(&*self.netns, is_sandbox_id, |id| known.contains(id))
+            .await;
     }
 
     /// The directory namespaces are pinned in.
     pub(crate) fn netns_dir(&self) -> &Path {
-        &self.netns_dir
+        self.pins.dir()
     }
 
-    /// At shutdown: the pin directory's bind mount goes once no pin is left in it, when this
-    /// daemon made it. Pins of sandboxes that outlive the daemon stay, and with them the mount
-    /// they need; a bind that was there before (the shared `/var/run/netns` that `ip netns` and
-    /// other runtimes use) is never this daemon's to detach.
+    /// At shutdown: the pin directory's bind goes once no pin is left in it, when this daemon
+    /// made it (see [`PinDir`]).
     pub(crate) async fn release_pin_dir(&self) {
-        if !self.owns_pin_dir.load(std::sync::atomic::Ordering::Relaxed) {
-            tracing::debug!(dir = %self.netns_dir.display(), "the pin directory was mounted before this daemon; leaving it");
-            return;
-        }
-        let empty =
-            std::fs::read_dir(&self.netns_dir).is_ok_and(|mut entries| entries.next().is_none());
-        if !empty {
-            return;
-        }
-        if let Err(e) = self.netns.release_dir(&self.netns_dir).await {
-            tracing::warn!(dir = %self.netns_dir.display(), error = %e, "cannot release the namespace pin directory");
-        }
+        self.pins.release(&*self.netns).await;
     }
-}
-
-/// Whether the pin directory's bind is this daemon's to release: when it makes it (the
-/// directory is no mount point yet), or when an earlier run of it did (the directory holds pins
-/// of this daemon's sandboxes and nothing else). A bind over an empty directory or over others'
-/// namespaces is someone else's.
-fn owns_pin_dir(mounted: bool, entries: &[String], loaded: &[Loaded<Sandbox>]) -> bool {
-    let ours = |name: &String| {
-        loaded.iter().any(|item| match item {
-            Loaded::Item(sandbox) => &sandbox.id == name,
-            Loaded::Unreadable { id, .. } => id == name,
-        })
-    };
-    !mounted || (!entries.is_empty() && entries.iter().all(ours))
-}
-
-/// The names in `dir`; none when it cannot be read.
-fn file_names(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .map(|dir| {
-            dir.filter_map(std::result::Result::ok)
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// The span a sandbox operation runs in: its sandbox, pod and namespace become fields of every

@@ -15,6 +15,7 @@ use crio_lite::{Config, Daemon, NetnsOps};
 use hyper_util::rt::TokioIo;
 use ipnet::IpNet;
 use ocicni::cni_types::{CniResult, Interface, IpConfig, Version};
+use ocicni::netns::Pinner;
 use ocicni::{AttachmentResult, CniPlugin, NetworkStatus, PodNetwork};
 use tokio::net::UnixStream;
 use tonic::transport::{Channel, Endpoint, Uri};
@@ -209,8 +210,10 @@ impl CniPlugin for FakeCni {
 #[derive(Debug, Default)]
 pub(crate) struct FakeNetns;
 
+impl NetnsOps for FakeNetns {}
+
 #[async_trait]
-impl NetnsOps for FakeNetns {
+impl Pinner for FakeNetns {
     async fn create_pinned(&self, path: &Path) -> std::io::Result<()> {
         std::fs::create_dir_all(path.parent().unwrap())?;
         std::fs::OpenOptions::new()

@@ -26,7 +26,9 @@
 //! `PrivateMounts=`, `PrivateTmp=` under the directory) shares its pins only with its own children.
 //!
 //! The directory's self-bind stays after the last pin is removed, as `/run/netns` does. Tests and demos
-//! that pin under a temporary directory undo it with [`release_dir`].
+//! that pin under a temporary directory undo it with [`release_dir`]. A runtime's own directory is
+//! kept by [`PinDir`], which releases the bind at shutdown only when its process made it, and
+//! removes what a crash left; it pins through a [`Pinner`] ([`HostPinner`], or a test's fake).
 //!
 //! # Example
 //!
@@ -48,6 +50,7 @@
 
 mod error;
 mod link;
+mod manager;
 mod netlink;
 mod pin;
 mod sysctl;
@@ -57,6 +60,7 @@ use std::path::{Path, PathBuf};
 
 pub use error::{Error, Result};
 pub use link::InterfaceInfo;
+pub use manager::{HostPinner, PinDir, Pinner};
 pub use sysctl::{SysctlError, check_sysctl, set_sysctls, set_sysctls_async, sysctl_path};
 
 use thread::{enter, run_async, run_blocking};
