@@ -15,6 +15,8 @@
 //! - `dist`: the release binaries with their completions, manual pages, systemd unit and default
 //!   configuration in `target/dist/` (a staging root), and the Debian packages built from it in
 //!   `target/deb/`; `--check` inspects them (dpkg-deb, systemd-analyze verify, lintian).
+//! - `vm`: a cgroup v2 + systemd node in a QEMU virtual machine made from Debian packages, which
+//!   runs programs built on the host (the checkout shared at its own path).
 //!
 //! Each command installs the Debian packages it needs when they are missing and it runs as root, and
 //! says so. xtask depends on no workspace crate, so it starts before anything is installed.
@@ -31,6 +33,7 @@ mod packages;
 mod test;
 mod tidy;
 mod tools;
+mod vm;
 
 use anyhow::{Result, bail};
 
@@ -47,7 +50,8 @@ commands:
   faults   crio-lite's fault-injection suite, every row, as root (its fast part is in `test`)
   fuzz     the cargo-fuzz targets for N seconds each, with their executions and crashes
   dist     release binaries, completions, man pages, unit and config in target/dist/, and .deb
-           packages in target/deb/ (--check: dpkg-deb, systemd-analyze and lintian verdicts)";
+           packages in target/deb/ (--check: dpkg-deb, systemd-analyze and lintian verdicts)
+  vm       a cgroup v2 + systemd node in a QEMU VM (Debian packages), running host-built binaries";
 
 /// A command's entry point.
 type Command = fn(&[String]) -> Result<()>;
@@ -73,6 +77,7 @@ fn run() -> Result<()> {
         "faults" => (faults::USAGE, faults::run),
         "fuzz" => (fuzz::USAGE, fuzz::run),
         "dist" => (dist::USAGE, dist::run),
+        "vm" => (vm::USAGE, vm::run),
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             return Ok(());
