@@ -27,7 +27,7 @@ use anyhow::{Context as _, Result, bail};
 use crate::cmd::{ScratchDir, is_root, run_step, target_dir, workspace_root};
 use crate::packages;
 
-pub(crate) const USAGE: &str = "usage: cargo xtask vm <build | run [options] -- PROGRAM [ARGS...] | script [options] FILE>
+pub(crate) const USAGE: &str = "usage: cargo xtask vm <build | run | script | test> [options] ...
 
 A cgroup v2 + systemd node (Debian 12, crun, runc, conmon, the CNI plugins) in a QEMU virtual
 machine under software emulation, made from Debian packages and cached in <target>/vm/. Run
@@ -38,6 +38,9 @@ installed with apt-get.
   run -- P ARGS   boot, run P (a program built on the host; the checkout is shared at its own
                   path, the current directory kept) as root, print its output, exit with its code
   script FILE     boot and run the shell script FILE as root, likewise
+  test CARGO-ARGS [-- TEST-ARGS]
+                  build test binaries on the host (cargo test --no-run CARGO-ARGS), then
+                  boot once and run each with TEST-ARGS in the VM, from its crate's directory
 
 options:
   --timeout SECS  give up (and fail) after this long, boot included (default 1800)
@@ -147,12 +150,63 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                 .with_context(|| format!("cannot read {file}"))?;
             exit_with(run_job(&script, &options)?)
         }
+        "test" => {
+            let (options, rest) = Options::parse(rest)?;
+            let split = rest.iter().position(|a| a == "--").unwrap_or(rest.len());
+            let (cargo_args, test_args) = (&rest[..split], rest.get(split + 1..).unwrap_or(&[]));
+            let script = test_script(cargo_args, test_args)?;
+            exit_with(run_job(&script, &options)?)
+        }
         "-h" | "--help" | "help" => {
             println!("{USAGE}");
             Ok(())
         }
         other => bail!("vm: unknown command {other:?}\n\n{USAGE}"),
     }
+}
+
+/// Builds the test binaries `cargo test --no-run` makes with `cargo_args` and returns a script
+/// that runs each with `test_args` from its crate's directory (as `cargo test` does), failing
+/// when any fails.
+fn test_script(cargo_args: &[String], test_args: &[String]) -> Result<String> {
+    println!("xtask vm: building the test binaries on the host");
+    let out = crate::cmd::cargo()
+        .args(["test", "--no-run", "--message-format=json-render-diagnostics"])
+        .args(cargo_args)
+        .stderr(Stdio::inherit())
+        .output()
+        .context("cannot run cargo test --no-run")?;
+    if !out.status.success() {
+        bail!("cargo test --no-run failed");
+    }
+    let mut script = String::from("failed=0\n");
+    let mut count = 0;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        let (Some(exe), Some(manifest)) = (
+            msg["executable"].as_str(),
+            msg["manifest_path"].as_str(),
+        ) else {
+            continue;
+        };
+        if msg["profile"]["test"] != true {
+            continue;
+        }
+        let dir = Path::new(manifest).parent().unwrap_or(Path::new("/"));
+        let mut run = format!("cd {} && {}", shell_quote(&dir.to_string_lossy()), shell_quote(exe));
+        for arg in test_args {
+            let _ = write!(run, " {}", shell_quote(arg));
+        }
+        let _ = writeln!(script, "echo \"xtask-vm: {exe}\"\n{run} || failed=1");
+        count += 1;
+    }
+    if count == 0 {
+        bail!("cargo test --no-run {} built no test binary", cargo_args.join(" "));
+    }
+    script.push_str("exit $failed\n");
+    Ok(script)
 }
 
 fn exit_with(code: i32) -> Result<()> {

@@ -219,9 +219,18 @@ fn assert_confined(init: i32, confinement: &PodInitConfinement) -> Vec<PathBuf> 
         assert_eq!(field(&status, name), want, "{name} of the init: {status}");
     }
     assert_eq!(field(&status, "Name:"), "pod-init", "what ps shows");
-    let fds: Vec<_> = std::fs::read_dir(proc.join("fd"))
-        .expect("the init's descriptors")
-        .collect();
+    // The init closes its start pipe once it has read the go-ahead, which may be a moment
+    // after `start` returned on a loaded machine: wait for it, boundedly.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let fds = loop {
+        let fds: Vec<_> = std::fs::read_dir(proc.join("fd"))
+            .expect("the init's descriptors")
+            .collect();
+        if fds.is_empty() || std::time::Instant::now() > deadline {
+            break fds;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
     assert!(fds.is_empty(), "no descriptor is left open: {fds:?}");
     // /proc/<pid> of a process that is not dumpable belongs to root, not to its uid.
     let owner = std::fs::metadata(proc.join("status"))
