@@ -70,6 +70,15 @@ impl ProcStat {
 
     /// The processes whose parent is `ppid` now, with their identities.
     pub fn children_of(ppid: i32) -> Vec<(ProcessIdentity, ProcStat)> {
+        ProcStat::every(|stat| stat.ppid == ppid)
+    }
+
+    /// The processes in process group `pgrp` now, with their identities.
+    pub fn in_group(pgrp: i32) -> Vec<(ProcessIdentity, ProcStat)> {
+        ProcStat::every(|stat| stat.pgrp == pgrp)
+    }
+
+    fn every(wanted: impl Fn(&ProcStat) -> bool) -> Vec<(ProcessIdentity, ProcStat)> {
         let Ok(entries) = std::fs::read_dir("/proc") else {
             return Vec::new();
         };
@@ -81,7 +90,7 @@ impl ProcStat {
                     pid,
                     start_time: stat.start_time,
                 };
-                (stat.ppid == ppid).then_some((who, stat))
+                wanted(&stat).then_some((who, stat))
             })
             .collect()
     }

@@ -27,10 +27,20 @@ impl Runtime {
     ///
     /// # Errors
     ///
-    /// [`Error::InvalidId`], [`Error::NotFound`], [`Error::Runtime`] with its message (a
-    /// container that is not paused), [`Error::Timeout`].
+    /// [`Error::InvalidId`], [`Error::NotFound`], [`Error::NotPaused`] (the runtimes disagree:
+    /// runc refuses, crun says nothing), [`Error::Runtime`] with its message, [`Error::Timeout`].
     pub async fn resume(&self, id: &str) -> Result<()> {
         validate_id(id)?;
+        let status = self.state(id).await?.status;
+        if status != crate::Status::Paused {
+            return Err(Error::NotPaused {
+                container: id.to_owned(),
+                state: match status {
+                    crate::Status::Other(raw) => raw,
+                    known => format!("{known:?}").to_lowercase(),
+                },
+            });
+        }
         self.runtime_ok(id, "resume", &["resume", id])
             .await
             .map(drop)

@@ -138,6 +138,15 @@ pub enum Error {
         /// What it is instead: the runtime's status, or why the runtime or conmon refused.
         state: String,
     },
+    /// Resume was asked of a container that is not paused (runc refuses it, crun does nothing:
+    /// refused here for both).
+    #[error("container {container}: not paused ({state})")]
+    NotPaused {
+        /// The container.
+        container: String,
+        /// The runtime's status.
+        state: String,
+    },
     /// A seccomp profile file (a [`Seccomp::Localhost`](crate::Seccomp::Localhost) profile) is not
     /// a profile this crate can use; reading it fails with [`Error::File`] instead.
     #[error("container {container}: seccomp profile {}: {reason}", path.display())]
@@ -251,6 +260,7 @@ impl Error {
             | Error::NotFound { container, .. }
             | Error::NotExited { container }
             | Error::NotRunning { container, .. }
+            | Error::NotPaused { container, .. }
             | Error::SeccompProfile { container, .. }
             | Error::InvalidMount { container, .. } => container,
             Error::Hook { .. } | Error::Sysctl { .. } | Error::InvalidSignal { .. } => "-",

@@ -280,8 +280,9 @@ impl Escalation {
 }
 
 /// Kills an exec that timed out: the command (named by the pid file) and any other child of the
-/// runtime, with the process groups they lead (runc makes the command a session leader, so its
-/// children are in its group, not the runtime's). Returns whether the runtime was resumed to
+/// runtime, with the process groups they are in (runc makes the command a session leader; crun
+/// runs it in a session its intermediate process made), or the runtime's own group but the
+/// runtime, should a runtime leave it there. Returns whether the runtime was resumed to
 /// reap them and exit on its own; when it could not be stopped, its process group is killed
 /// at once instead (false).
 ///
@@ -314,11 +315,23 @@ async fn kill_exec(id: &str, runtime_pid: u32, pid_file: &Path) -> bool {
             pid = who.pid,
             "killing an exec that timed out"
         );
-        // Only while the runtime is known to be stopped is the group pinned.
-        if stopped && stat.pgrp == who.pid {
-            let _ = killpg(Pid::from_raw(who.pid), Signal::SIGKILL);
+        // The process group the child is in (runc: the one it leads; crun: the session an
+        // intermediate process made and left) is pinned while the runtime is stopped: the
+        // child cannot be reaped, and even as a zombie it keeps its group's id taken.
+        if stopped && stat.pgrp != runtime {
+            let _ = killpg(Pid::from_raw(stat.pgrp), Signal::SIGKILL);
         }
         kill_identity(who, Signal::SIGKILL);
+    }
+    // crun leaves the command in the runtime's own process group (runc makes it a session
+    // leader): then the command's children are there too, and the group is pinned by its
+    // leader, the stopped runtime. Every member but the runtime goes.
+    if stopped {
+        for (who, _) in ProcStat::in_group(runtime) {
+            if who.pid != runtime {
+                kill_identity(who, Signal::SIGKILL);
+            }
+        }
     }
     if stopped && kill(Pid::from_raw(runtime), Signal::SIGCONT).is_ok() {
         return true;
