@@ -10,8 +10,9 @@ pub(crate) const USAGE: &str = "usage: cargo xtask test [--no-privileged]
 Everything CI runs, in order: the tidy checks (cargo xtask tidy), rustfmt --check, clippy -D warnings, rustdoc -D warnings, unused
 dependencies (cargo-machete, installed into target/tools on first use), every unit,
 integration and doc test, the fuzz targets over their seeds, then (as root) the tests that need
-root and network namespaces (the fast rows of the fault-injection suite among them) and the
-real-plugin matrix. Missing Debian packages are installed with apt-get when run as root.
+root and network namespaces (the fast rows of the fault-injection suite among them), the
+real-plugin matrix, and oci-container's privileged tests in the cgroup v2 + systemd VM
+(cargo xtask vm; its image is made once, in about 5 minutes, and cached in target/vm/). Missing Debian packages are installed with apt-get when run as root.
 
 options:
   --no-privileged   skip the tests that need root and network namespaces (the run is incomplete)";
@@ -59,6 +60,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     // and its tests/seeds.rs one of the workspace's tests (the fast part of `cargo xtask fuzz`).
     if privileged {
         privileged_tests()?;
+        vm_tests()?;
     } else {
         println!(
             "\nxtask: privileged tests skipped (--no-privileged or not root); this run is incomplete"
@@ -96,6 +98,30 @@ fn static_checks() -> Result<()> {
         "unused dependencies (cargo-machete)",
         &mut std::process::Command::new(&machete),
     )
+}
+
+/// The crates whose privileged tests also run in the cgroup v2 + systemd VM, on crun and runc.
+const VM_SUITE: &[&str] = &["oci-container"];
+
+/// [`VM_SUITE`]'s privileged tests in the VM (`cargo xtask vm`): the binaries the steps before
+/// built, run on a cgroup v2 node under systemd.
+fn vm_tests() -> Result<()> {
+    println!(
+        "\n==> VM suite (cgroup v2 + systemd, crun and runc): {}",
+        VM_SUITE.join(", ")
+    );
+    let started = std::time::Instant::now();
+    let script = crate::vm::test_script(
+        &["--workspace".into(), "--tests".into()],
+        &["--ignored".into(), "--test-threads".into(), "2".into()],
+        VM_SUITE,
+    )?;
+    let code = crate::vm::run_job(&script, &crate::vm::Options::default())?;
+    println!("<== VM suite: {:.1} s", started.elapsed().as_secs_f64());
+    if code != 0 {
+        bail!("the VM suite failed (exit code {code})");
+    }
+    Ok(())
 }
 
 /// The tests that need root and network namespaces, then the real-plugin matrix.

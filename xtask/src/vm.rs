@@ -50,7 +50,10 @@ options:
 const HOST_PACKAGES: &[(&str, &str)] = &[
     ("debootstrap", "makes the VM's Debian 12 root file system"),
     ("qemu-system-x86", "runs the VM (software emulation)"),
-    ("e2fsprogs", "mkfs.ext4 -d: the root file system as an image"),
+    (
+        "e2fsprogs",
+        "mkfs.ext4 -d: the root file system as an image",
+    ),
 ];
 
 /// What the VM's root file system holds beyond debootstrap's minbase.
@@ -75,7 +78,7 @@ const VM_PACKAGES: &[&str] = &[
 
 /// Run inside the new root file system (chrooted) once the packages are in: a node that boots
 /// quietly to the job.
-const SETUP: &str = r#"set -eu
+const SETUP: &str = r"set -eu
 echo xtask-vm > /etc/hostname
 printf '127.0.0.1 localhost xtask-vm\n::1 localhost\n' > /etc/hosts
 passwd -d root
@@ -87,7 +90,7 @@ systemctl enable xtask-job.service
 mkdir -p /work
 # The kernel and initramfs are taken out for QEMU's -kernel/-initrd.
 ls /boot
-"#;
+";
 
 /// The unit that runs a job once the node is up.
 const JOB_UNIT: &str = "[Unit]
@@ -122,7 +125,9 @@ systemctl poweroff --no-block
 "#;
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
-    let (command, rest) = args.split_first().map_or(("", &[][..]), |(c, r)| (c.as_str(), r));
+    let (command, rest) = args
+        .split_first()
+        .map_or(("", &[][..]), |(c, r)| (c.as_str(), r));
     match command {
         "build" => {
             let image = build()?;
@@ -146,15 +151,15 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             let [file] = files else {
                 bail!("vm script: one script file, please\n\n{USAGE}");
             };
-            let script = std::fs::read_to_string(file)
-                .with_context(|| format!("cannot read {file}"))?;
+            let script =
+                std::fs::read_to_string(file).with_context(|| format!("cannot read {file}"))?;
             exit_with(run_job(&script, &options)?)
         }
         "test" => {
             let (options, rest) = Options::parse(rest)?;
             let split = rest.iter().position(|a| a == "--").unwrap_or(rest.len());
             let (cargo_args, test_args) = (&rest[..split], rest.get(split + 1..).unwrap_or(&[]));
-            let script = test_script(cargo_args, test_args)?;
+            let script = test_script(cargo_args, test_args, &[])?;
             exit_with(run_job(&script, &options)?)
         }
         "-h" | "--help" | "help" => {
@@ -166,12 +171,20 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
 }
 
 /// Builds the test binaries `cargo test --no-run` makes with `cargo_args` and returns a script
-/// that runs each with `test_args` from its crate's directory (as `cargo test` does), failing
-/// when any fails.
-fn test_script(cargo_args: &[String], test_args: &[String]) -> Result<String> {
+/// that runs each (of the crates named in `only`, when not empty) with `test_args` from its
+/// crate's directory (as `cargo test` does), failing when any fails.
+pub(crate) fn test_script(
+    cargo_args: &[String],
+    test_args: &[String],
+    only: &[&str],
+) -> Result<String> {
     println!("xtask vm: building the test binaries on the host");
     let out = crate::cmd::cargo()
-        .args(["test", "--no-run", "--message-format=json-render-diagnostics"])
+        .args([
+            "test",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ])
         .args(cargo_args)
         .stderr(Stdio::inherit())
         .output()
@@ -185,17 +198,27 @@ fn test_script(cargo_args: &[String], test_args: &[String]) -> Result<String> {
         let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
         };
-        let (Some(exe), Some(manifest)) = (
-            msg["executable"].as_str(),
-            msg["manifest_path"].as_str(),
-        ) else {
+        let (Some(exe), Some(manifest)) =
+            (msg["executable"].as_str(), msg["manifest_path"].as_str())
+        else {
             continue;
         };
         if msg["profile"]["test"] != true {
             continue;
         }
         let dir = Path::new(manifest).parent().unwrap_or(Path::new("/"));
-        let mut run = format!("cd {} && {}", shell_quote(&dir.to_string_lossy()), shell_quote(exe));
+        if !only.is_empty()
+            && !dir
+                .file_name()
+                .is_some_and(|n| only.iter().any(|o| n == std::ffi::OsStr::new(o)))
+        {
+            continue;
+        }
+        let mut run = format!(
+            "cd {} && {}",
+            shell_quote(&dir.to_string_lossy()),
+            shell_quote(exe)
+        );
         for arg in test_args {
             let _ = write!(run, " {}", shell_quote(arg));
         }
@@ -203,7 +226,10 @@ fn test_script(cargo_args: &[String], test_args: &[String]) -> Result<String> {
         count += 1;
     }
     if count == 0 {
-        bail!("cargo test --no-run {} built no test binary", cargo_args.join(" "));
+        bail!(
+            "cargo test --no-run {} built no test binary",
+            cargo_args.join(" ")
+        );
     }
     script.push_str("exit $failed\n");
     Ok(script)
@@ -341,7 +367,9 @@ pub(crate) fn build() -> Result<Image> {
     set_mode(&runner, 0o755)?;
     run_step(
         "set-up inside the root file system",
-        Command::new("chroot").arg(&root).args(["/bin/sh", "-c", SETUP]),
+        Command::new("chroot")
+            .arg(&root)
+            .args(["/bin/sh", "-c", SETUP]),
     )?;
     // QEMU boots the kernel and initramfs directly; the image keeps its copies too.
     let boot = root.join("boot");
@@ -404,41 +432,51 @@ pub(crate) fn run_job(script: &str, options: &Options) -> Result<i32> {
     let source = workspace_root().canonicalize()?;
     let cwd = std::env::current_dir()?;
     std::fs::write(job.path().join("job.sh"), script)?;
-    std::fs::write(job.path().join("source"), source.as_os_str().as_encoded_bytes())?;
+    std::fs::write(
+        job.path().join("source"),
+        source.as_os_str().as_encoded_bytes(),
+    )?;
     std::fs::write(job.path().join("cwd"), cwd.as_os_str().as_encoded_bytes())?;
     let console = job.path().join("console.log");
     let started = Instant::now();
     let mut qemu = Command::new("qemu-system-x86_64");
-    qemu.args(["-machine", "q35", "-accel", "tcg,thread=multi", "-cpu", "max"])
-        .args(["-smp", "2", "-m", &options.memory_mib.to_string()])
-        .args(["-nographic", "-no-reboot", "-nic", "none", "-snapshot"])
-        .arg("-kernel")
-        .arg(&image.kernel)
-        .arg("-initrd")
-        .arg(&image.initrd)
-        .args([
-            "-append",
-            "root=/dev/vda rw console=ttyS0 quiet systemd.unified_cgroup_hierarchy=1 \
+    qemu.args([
+        "-machine",
+        "q35",
+        "-accel",
+        "tcg,thread=multi",
+        "-cpu",
+        "max",
+    ])
+    .args(["-smp", "2", "-m", &options.memory_mib.to_string()])
+    .args(["-nographic", "-no-reboot", "-nic", "none", "-snapshot"])
+    .arg("-kernel")
+    .arg(&image.kernel)
+    .arg("-initrd")
+    .arg(&image.initrd)
+    .args([
+        "-append",
+        "root=/dev/vda rw console=ttyS0 quiet systemd.unified_cgroup_hierarchy=1 \
              systemd.show_status=false panic=-1",
-        ])
-        .arg("-drive")
-        .arg(format!(
-            "file={},format=raw,if=virtio,cache=unsafe",
-            image.rootfs.display()
-        ))
-        .arg("-virtfs")
-        .arg(format!(
-            "local,path={},mount_tag=job,security_model=none,id=job",
-            job.path().display()
-        ))
-        .arg("-virtfs")
-        .arg(format!(
-            "local,path={},mount_tag=src,security_model=none,id=src",
-            source.display()
-        ))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    ])
+    .arg("-drive")
+    .arg(format!(
+        "file={},format=raw,if=virtio,cache=unsafe",
+        image.rootfs.display()
+    ))
+    .arg("-virtfs")
+    .arg(format!(
+        "local,path={},mount_tag=job,security_model=none,id=job",
+        job.path().display()
+    ))
+    .arg("-virtfs")
+    .arg(format!(
+        "local,path={},mount_tag=src,security_model=none,id=src",
+        source.display()
+    ))
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     println!("xtask vm: booting (software emulation: a minute or two before the job starts)");
     let mut child = qemu.spawn().context("cannot start qemu-system-x86_64")?;
     // The console goes to a file and, once the job runs, to our output.
