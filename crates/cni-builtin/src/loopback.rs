@@ -12,7 +12,7 @@ use crate::host_local::{Cidr, go_reason};
 use crate::netlink::Netlink;
 use crate::netns::{NsError, with_netns};
 use crate::result::{Interface, IpConfig, Output};
-use crate::skel::{Invocation, Command, Failure};
+use crate::skel::{Command, Failure, Invocation};
 
 const LO: &str = "lo";
 

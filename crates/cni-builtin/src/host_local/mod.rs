@@ -21,7 +21,7 @@ use self::range::{RangeSet, Walk};
 use self::store::{Store, go_error};
 use crate::gojson::{field, kind};
 use crate::result::{Dns, IpConfig, Output};
-use crate::skel::{Invocation, Command, Failure};
+use crate::skel::{Command, Failure, Invocation};
 
 /// Runs one command; what to print on success.
 pub(crate) fn run(args: &Invocation, deadline: Instant) -> Result<Vec<u8>, Failure> {
