@@ -153,3 +153,53 @@ async fn concurrent_adds_past_exhaustion_fail_cleanly() {
     assert_eq!(distinct.len(), 13);
     assert_eq!(leases(&data.path().join("full")).len(), 13);
 }
+
+/// Both plugins wait on the same `lock` file: held by someone else, neither can allocate.
+#[tokio::test]
+async fn both_wait_for_the_same_flock() {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use cni_builtin::{Builtin, BuiltinExec, Preference};
+    use cni_exec::{Exec, ProcessExec};
+    use rustix::fs::{FlockOperation, flock};
+
+    let data = tempfile::tempdir().unwrap();
+    let stdin = with_data_dir(&config("locked", "10.64.0.0/24"), data.path());
+    // Let a first ADD make the directory and its lock file.
+    assert!(run(false, "ADD", "first", &stdin).await.ok);
+    let lock = std::fs::File::open(data.path().join("locked/lock")).unwrap();
+    flock(&lock, FlockOperation::LockExclusive).unwrap();
+
+    let env = env("ADD", "c1", "eth0", "/run/netns/none", "");
+    let short = Duration::from_millis(400);
+    let ours = BuiltinExec::new(Arc::new(ProcessExec::new()), Preference::PreferBuiltin)
+        .with_timeout(short);
+    let waited = ours
+        .exec_plugin(&Builtin::HostLocal.pseudo_path(), &env, &stdin)
+        .await;
+    assert!(
+        matches!(
+            waited,
+            Err(cni_exec::Error::Timeout { .. } | cni_exec::Error::Failed { .. })
+        ),
+        "the built-in must not allocate while the lock is held: {waited:?}"
+    );
+    let go_waited = ProcessExec::new()
+        .with_timeout(short)
+        .exec_plugin(
+            &Path::new(crate::support::GO_DIR).join("host-local"),
+            &env,
+            &stdin,
+        )
+        .await;
+    assert!(
+        matches!(go_waited, Err(cni_exec::Error::Timeout { .. })),
+        "the Go plugin must wait for the lock: {go_waited:?}"
+    );
+    assert_eq!(leases(&data.path().join("locked")).len(), 1);
+
+    flock(&lock, FlockOperation::Unlock).unwrap();
+    let after = run(false, "ADD", "c1", &stdin).await;
+    assert!(after.ok, "{}", after.text());
+}

@@ -5,4 +5,5 @@
 mod gc;
 mod host_local;
 mod interop;
+mod loopback;
 mod support;
