@@ -6,4 +6,5 @@ mod gc;
 mod host_local;
 mod interop;
 mod loopback;
+mod props;
 mod support;
