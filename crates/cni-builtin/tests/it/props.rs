@@ -238,3 +238,91 @@ proptest! {
         prop_assert!(!std::path::Path::new("/var/lib/cni/networks/net1").exists());
     }
 }
+
+fn go_address() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (1u8..3, 0u8..3, any::<u8>(), 0u8..40)
+            .prop_map(|(a, b, c, p)| format!("10.{a}.{b}.{c}/{p}")),
+        (0u8..3, any::<u8>()).prop_map(|(c, d)| format!("10.1.{c}.{d}")),
+        (1u8..3, 0u8..3, 20u8..33).prop_map(|(a, c, p)| format!("10.{a}.{c}.0/{p}")),
+        (any::<u8>(), 100u8..130).prop_map(|(h, p)| format!("fd00::{h:x}/{p}")),
+        (1u8..3, 110u8..127).prop_map(|(a, p)| format!("fd0{a}::/{p}")),
+        (any::<u8>()).prop_map(|h| format!("fd01::{h:x}")),
+    ]
+}
+
+fn go_subnet() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => (1u8..3, 0u8..2, 24u8..31).prop_map(|(a, b, p)| format!("10.{a}.{b}.0/{p}")),
+        2 => (1u8..3, 118u8..127).prop_map(|(a, p)| format!("fd0{a}::/{p}")),
+        1 => go_address(),
+    ]
+}
+
+fn go_bound() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => (1u8..3, 0u8..2, 0u8..20).prop_map(|(a, b, d)| format!("10.{a}.{b}.{d}")),
+        2 => (1u8..3, 0u8..20).prop_map(|(a, d)| format!("fd0{a}::{d:x}")),
+        1 => go_address().prop_map(|a| a.split('/').next().unwrap().to_owned()),
+    ]
+}
+
+fn go_range() -> impl Strategy<Value = Value> {
+    let bound = || prop::option::weighted(0.3, go_bound());
+    (go_subnet(), bound(), bound(), bound()).prop_map(|(subnet, start, end, gateway)| {
+        let mut range = Map::new();
+        range.insert("subnet".into(), Value::from(subnet));
+        for (key, value) in [
+            ("rangeStart", start),
+            ("rangeEnd", end),
+            ("gateway", gateway),
+        ] {
+            if let Some(value) = value {
+                range.insert(key.into(), Value::from(value));
+            }
+        }
+        Value::Object(range)
+    })
+}
+
+fn go_config() -> impl Strategy<Value = Value> {
+    let version = prop::sample::select(vec!["", "0.2.0", "0.3.1", "0.4.0", "1.0.0"]);
+    let sets = prop::collection::vec(prop::collection::vec(go_range(), 1..3), 0..3);
+    (version, prop::option::weighted(0.5, go_range()), sets).prop_map(|(version, legacy, sets)| {
+        let mut ipam = match legacy {
+            Some(Value::Object(map)) => map,
+            _ => Map::new(),
+        };
+        ipam.insert("type".into(), Value::from("host-local"));
+        if !sets.is_empty() {
+            ipam.insert(
+                "ranges".into(),
+                Value::Array(sets.into_iter().map(Value::Array).collect()),
+            );
+        }
+        serde_json::json!({"cniVersion": version, "name": "net1", "ipam": ipam})
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// Generated configurations give the same bytes from both, and the same files.
+    #[test]
+    fn host_local_matches_go(config in go_config(), asked in prop::option::weighted(0.3, go_bound())) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let go_dir = tempfile::tempdir().unwrap();
+        let rs_dir = tempfile::tempdir().unwrap();
+        let args = asked.map(|a| format!("IP={a}")).unwrap_or_default();
+        for (command, id) in [("ADD", "c1"), ("ADD", "c2"), ("ADD", "c1"), ("DEL", "c1"), ("ADD", "c3")] {
+            let env = crate::support::env(command, id, "eth0", "/run/netns/none", &args);
+            let want = runtime.block_on(crate::support::go("host-local", &env, &crate::support::with_data_dir(&config, go_dir.path())));
+            let got = runtime.block_on(crate::support::builtin("host-local", &env, &crate::support::with_data_dir(&config, rs_dir.path())));
+            prop_assert_eq!(got.text(), want.text(), "{} {} {}", command, id, config);
+            prop_assert_eq!(
+                crate::support::snapshot(&rs_dir.path().join("net1")),
+                crate::support::snapshot(&go_dir.path().join("net1"))
+            );
+        }
+    }
+}
