@@ -69,6 +69,11 @@ impl Store {
             data_dir
         };
         let dir = Path::new(data_dir).join(network);
+        // Go's MkdirAll: an existing non-directory is ENOTDIR, whatever it is.
+        if fs::metadata(&dir).is_ok_and(|m| !m.is_dir()) {
+            let e = io::Error::from_raw_os_error(rustix::io::Errno::NOTDIR.raw_os_error());
+            return Err(go_error("mkdir", &dir, &e));
+        }
         fs::DirBuilder::new()
             .recursive(true)
             .mode(0o755)

@@ -133,9 +133,10 @@ async fn range_sets_dual_stack_and_round_robin() {
 
 #[tokio::test]
 async fn requested_addresses_and_duplicates() {
+    // Two addresses asked for in one range set are taken in Go's map order, at random: each
+    // configuration here asks for at most one per set.
     let config = json!({
         "cniVersion": "0.4.0", "name": "asked",
-        "args": {"cni": {"ips": ["10.30.0.40"]}},
         "ipam": {"type": "host-local", "subnet": "10.30.0.0/24"}
     });
     let env_ip = Step {
@@ -163,6 +164,12 @@ async fn requested_addresses_and_duplicates() {
         del("r2"),
     ];
     differential("requested", &config, &steps).await;
+    let in_args = json!({
+        "cniVersion": "0.4.0", "name": "asked",
+        "args": {"cni": {"ips": ["10.30.0.40"]}},
+        "ipam": {"type": "host-local", "subnet": "10.30.0.0/24"}
+    });
+    differential("args.cni.ips", &in_args, &[add("r1"), add("r2"), del("r1"), add("r2")]).await;
     let runtime = json!({
         "cniVersion": "1.0.0", "name": "rt",
         "runtimeConfig": {"ips": ["10.31.0.9/24", "fd00:31::9"],
@@ -225,6 +232,24 @@ async fn bad_configs_fail_alike() {
     ];
     for (i, config) in cases.iter().enumerate() {
         differential(&format!("bad config {i}: {config}"), config, &[add("x1")]).await;
+    }
+}
+
+/// A lease directory that is a file: the same error, naming it.
+#[tokio::test]
+async fn a_network_dir_that_is_a_file() {
+    let data = tempfile::tempdir().unwrap();
+    std::fs::write(data.path().join("blocked"), "x").unwrap();
+    let config = with_data_dir(
+        &json!({"cniVersion": "1.0.0", "name": "blocked", "ipam": {"subnet": "10.0.0.0/24"}}),
+        data.path(),
+    );
+    for command in ["ADD", "DEL", "CHECK"] {
+        let env = env(command, "x1", "eth0", "/run/netns/none", "");
+        let want = go("host-local", &env, &config).await;
+        let got = builtin("host-local", &env, &config).await;
+        assert_eq!(got, want, "{command}: {} vs {}", got.text(), want.text());
+        assert!(got.text().contains("not a directory"), "{}", got.text());
     }
 }
 

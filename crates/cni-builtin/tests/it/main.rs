@@ -7,4 +7,5 @@ mod host_local;
 mod interop;
 mod loopback;
 mod props;
+mod seam;
 mod support;
