@@ -169,7 +169,12 @@ async fn requested_addresses_and_duplicates() {
         "args": {"cni": {"ips": ["10.30.0.40"]}},
         "ipam": {"type": "host-local", "subnet": "10.30.0.0/24"}
     });
-    differential("args.cni.ips", &in_args, &[add("r1"), add("r2"), del("r1"), add("r2")]).await;
+    differential(
+        "args.cni.ips",
+        &in_args,
+        &[add("r1"), add("r2"), del("r1"), add("r2")],
+    )
+    .await;
     let runtime = json!({
         "cniVersion": "1.0.0", "name": "rt",
         "runtimeConfig": {"ips": ["10.31.0.9/24", "fd00:31::9"],
