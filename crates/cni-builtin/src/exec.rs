@@ -1,6 +1,7 @@
 //! [`BuiltinExec`]: the `Exec` seam with the built-in plugins behind it.
 
 use std::fmt;
+use std::panic::AssertUnwindSafe;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
@@ -26,17 +27,20 @@ pub enum Builtin {
     HostLocal,
     /// `loopback`.
     Loopback,
+    /// `bridge` (IPv4; see the crate docs for the options built in so far).
+    Bridge,
 }
 
 impl Builtin {
     /// Every built-in plugin.
-    pub const ALL: [Builtin; 2] = [Builtin::HostLocal, Builtin::Loopback];
+    pub const ALL: [Builtin; 3] = [Builtin::HostLocal, Builtin::Loopback, Builtin::Bridge];
 
     /// Its plugin `type`.
     pub fn name(self) -> &'static str {
         match self {
             Builtin::HostLocal => "host-local",
             Builtin::Loopback => "loopback",
+            Builtin::Bridge => "bridge",
         }
     }
 
@@ -185,8 +189,16 @@ impl Exec for BuiltinExec {
             .map(|(_, v)| v.clone());
         let (env, stdin) = (env.to_vec(), stdin.to_vec());
         let deadline = Instant::now() + self.timeout;
+        let (this, handle) = (self.clone(), tokio::runtime::Handle::current());
+        // The host side of a plugin (bridge) works in this thread's network namespace; a
+        // thread of the blocking pool is made by, and so in the namespace of, the caller's.
         let task = tokio::task::spawn_blocking(move || {
-            std::panic::catch_unwind(|| run(builtin, &env, &stdin, deadline))
+            let delegate = |plugin: &str, command: &str| {
+                handle.block_on(this.delegate(plugin, command, &env, &stdin))
+            };
+            std::panic::catch_unwind(AssertUnwindSafe(|| {
+                run(builtin, &env, &stdin, deadline, &delegate)
+            }))
         });
         let outcome = match tokio::time::timeout(self.timeout, task).await {
             Err(_) => {
@@ -211,6 +223,46 @@ impl Exec for BuiltinExec {
     }
 }
 
+impl BuiltinExec {
+    /// Runs a delegated plugin (a bridge's IPAM) as libcni's `invoke.DelegateAdd` does: found in
+    /// `CNI_PATH`, the same variables with `CNI_COMMAND` set, the same stdin; its error object
+    /// passed on as it is.
+    async fn delegate(
+        &self,
+        plugin: &str,
+        command: &str,
+        env: &[(String, String)],
+        stdin: &[u8],
+    ) -> std::result::Result<Vec<u8>, Failure> {
+        let path = env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "CNI_PATH")
+            .map_or("", |(_, v)| v.as_str());
+        let dirs: Vec<PathBuf> = path
+            .split(':')
+            .filter(|d| !d.is_empty())
+            .map(PathBuf::from)
+            .collect();
+        let found = self.find_plugin(plugin, &dirs).await.map_err(|_| {
+            let listed: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+            Failure::internal(format!(
+                "failed to find plugin {} in path [{}]",
+                crate::gojson::quote(plugin),
+                listed.join(" ")
+            ))
+        })?;
+        let mut env = env.to_vec();
+        env.retain(|(k, _)| k != "CNI_COMMAND");
+        env.push(("CNI_COMMAND".to_owned(), command.to_owned()));
+        match self.exec_plugin(&found, &env, stdin).await {
+            Ok(out) => Ok(out.stdout),
+            Err(ExecError::Failed { stdout, .. }) => Err(Failure::from_stdout(&stdout)),
+            Err(other) => Err(Failure::internal(other.to_string())),
+        }
+    }
+}
+
 fn failed(plugin: &Path, failure: &Failure) -> ExecError {
     ExecError::Failed {
         plugin: plugin.to_owned(),
@@ -226,6 +278,7 @@ fn run(
     env: &[(String, String)],
     stdin: &[u8],
     deadline: Instant,
+    delegate: crate::bridge::Delegate<'_>,
 ) -> std::result::Result<Outcome, Failure> {
     let about = format!(
         "CNI {} plugin (built in)\nCNI protocol versions supported: {}",
@@ -239,6 +292,7 @@ fn run(
     let stdout = match builtin {
         Builtin::HostLocal => crate::host_local::run(&args, deadline)?,
         Builtin::Loopback => crate::loopback::run(&args)?,
+        Builtin::Bridge => crate::bridge::run(&args, delegate)?,
     };
     Ok(Outcome {
         stdout,

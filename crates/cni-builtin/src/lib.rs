@@ -14,7 +14,8 @@
 //!   run is [`cni_exec::Error::Failed`] with the spec's error object on stdout, exactly as a
 //!   failing plugin process gives it, so the layers above cannot tell the difference.
 //! - [`Preference`]: `prefer-binary` (the default), `prefer-builtin` or `never`.
-//! - [`Builtin`]: the plugins built in so far, `host-local` and `loopback`.
+//! - [`Builtin`]: the plugins built in so far, `host-local`, `loopback` and (IPv4, ADD and DEL)
+//!   `bridge`.
 //!
 //! # What is built in
 //!
@@ -28,8 +29,18 @@
 //! - `loopback`: `lo` up on ADD (the result lists it with its loopback addresses), down on DEL,
 //!   checked on CHECK. The namespace is entered on a thread of its own that ends with the work.
 //!
-//! Both speak every version the Go plugins speak (0.1.0 to 1.0.0) and 1.1.0 besides; VERSION
-//! says so. Not built in yet: `bridge` and `portmap`. Nothing here starts a process.
+//! - `bridge`, IPv4, ADD and DEL: the bridge made (`bridge`, `mtu`, `promiscMode`), a veth
+//!   created from the host with its peer directly in the pod's namespace, enslaved (with
+//!   `hairpinMode`), the IPAM plugin run through the same `Exec` (the built-in host-local, or
+//!   a binary, as the preference says), addresses and routes in the pod, the gateway on the
+//!   bridge and forwarding on (`isGateway`, `isDefaultGateway`, `forceAddress`). The host side
+//!   happens in the namespace of the thread that calls `exec_plugin`. `ipMasq`, `vlan`,
+//!   `macspoofchk`, a requested MAC, IPv6 addresses and CHECK are refused with an error saying
+//!   they are not built in yet.
+//!
+//! All speak every version the Go plugins speak (0.1.0 to 1.0.0) and 1.1.0 besides; VERSION
+//! says so. Not built in yet: `portmap`. Nothing here starts a process (a bridge's binary IPAM
+//! plugin is started by the inner `Exec`).
 //!
 //! # Example
 //!
@@ -70,10 +81,12 @@
 //! # }
 //! ```
 
+mod bridge;
 mod error;
 mod exec;
 mod gojson;
 mod host_local;
+mod link;
 mod loopback;
 mod netlink;
 mod netns;

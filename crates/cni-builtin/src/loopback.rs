@@ -1,10 +1,9 @@
 //! loopback: `lo` up on ADD, down on DEL, checked on CHECK, as Debian's plugins 1.1.1 do it.
 
 use std::io;
-use std::net::IpAddr;
 
 use netlink_packet_route::RouteNetlinkMessage;
-use netlink_packet_route::address::{AddressAttribute, AddressMessage};
+use netlink_packet_route::address::AddressMessage;
 use netlink_packet_route::link::{LinkAttribute, LinkFlags, LinkMessage};
 
 use crate::gojson::field;
@@ -112,7 +111,9 @@ fn set_up(up: bool) -> Result<(Option<Cidr>, Option<Cidr>), String> {
     let mut mine: Vec<Cidr> = addresses
         .iter()
         .filter_map(|reply| match reply {
-            RouteNetlinkMessage::NewAddress(a) if a.header.index == lo.header.index => cidr_of(a),
+            RouteNetlinkMessage::NewAddress(a) if a.header.index == lo.header.index => {
+                crate::link::cidr_of(a)
+            }
             _ => None,
         })
         .collect();
@@ -152,22 +153,4 @@ fn link(netlink: &mut Netlink) -> Result<LinkMessage, String> {
             _ => None,
         })
         .ok_or_else(|| go_reason(&io::Error::other("the kernel sent no link")))
-}
-
-/// An address message as the address and prefix Go's netlink library reads (`IFA_LOCAL`, else
-/// `IFA_ADDRESS`).
-fn cidr_of(message: &AddressMessage) -> Option<Cidr> {
-    let pick = |want_local: bool| {
-        message.attributes.iter().find_map(|a| match a {
-            AddressAttribute::Local(ip) if want_local => Some(*ip),
-            AddressAttribute::Address(ip) if !want_local => Some(*ip),
-            _ => None,
-        })
-    };
-    let ip: IpAddr = pick(true).or_else(|| pick(false))?;
-    Some(Cidr {
-        ip,
-        prefix: message.header.prefix_len,
-        v6_mask: ip.is_ipv6(),
-    })
 }

@@ -5,7 +5,8 @@ use std::io;
 use std::time::Duration;
 
 use netlink_packet_core::{
-    NLM_F_ACK, NLM_F_DUMP, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload,
+    NLM_F_ACK, NLM_F_APPEND, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST, NetlinkHeader,
+    NetlinkMessage, NetlinkPayload,
 };
 use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
@@ -45,6 +46,17 @@ impl Netlink {
         request: RouteNetlinkMessage,
     ) -> io::Result<Vec<RouteNetlinkMessage>> {
         self.exchange(request, NLM_F_ACK)
+    }
+
+    /// A request that creates something: `NLM_F_CREATE`, and `NLM_F_EXCL` or `NLM_F_APPEND`.
+    pub(crate) fn create(
+        &mut self,
+        request: RouteNetlinkMessage,
+        exclusive: bool,
+    ) -> io::Result<()> {
+        let extra = if exclusive { NLM_F_EXCL } else { NLM_F_APPEND };
+        self.exchange(request, NLM_F_ACK | NLM_F_CREATE | extra)
+            .map(drop)
     }
 
     fn exchange(

@@ -310,7 +310,7 @@ fn parse_route(value: &Value) -> Result<Route, String> {
     })
 }
 
-fn parse_dns(value: &Value) -> Result<Dns, String> {
+pub(crate) fn parse_dns(value: &Value) -> Result<Dns, String> {
     let map = as_object(value)?;
     Ok(Dns {
         nameservers: texts(gojson::field(map, "nameservers"))?,

@@ -37,6 +37,41 @@ impl Failure {
         Failure::new(ERR_INTERNAL, msg, "")
     }
 
+    /// What libcni's `invoke` makes of a failed plugin's stdout: its error object, or a
+    /// message quoting what it printed instead.
+    pub(crate) fn from_stdout(stdout: &[u8]) -> Failure {
+        if stdout.is_empty() {
+            return Failure::internal("netplugin failed with no error message");
+        }
+        let parsed: std::result::Result<Value, _> = serde_json::from_slice(stdout);
+        match parsed {
+            Ok(Value::Object(o)) => {
+                let text = |k: &str| {
+                    o.get(k)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                Failure::new(
+                    o.get("code")
+                        .and_then(Value::as_u64)
+                        .and_then(|c| u32::try_from(c).ok())
+                        .unwrap_or(0),
+                    text("msg"),
+                    text("details"),
+                )
+            }
+            _ => Failure::new(
+                0,
+                format!(
+                    "netplugin failed but error parsing its diagnostic message {}",
+                    gojson::quote(&String::from_utf8_lossy(stdout))
+                ),
+                "",
+            ),
+        }
+    }
+
     /// `types.Error.Print()`: `{"code", "msg", "details"}`, no `cniVersion`, indented.
     pub(crate) fn to_stdout(&self) -> Vec<u8> {
         let mut o = Map::new();

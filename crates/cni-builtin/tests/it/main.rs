@@ -2,6 +2,7 @@
 //! interop, concurrency), GC on its own, loopback in network namespaces of the tests' own
 //! (ignored unless run as root), and a property test that no input panics host-local.
 
+mod bridge;
 mod gc;
 mod host_local;
 mod interop;

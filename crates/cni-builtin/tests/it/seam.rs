@@ -59,17 +59,17 @@ async fn find_plugin_follows_the_preference() {
     // Not built in: the inner Exec answers.
     assert_eq!(
         exec(Preference::PreferBuiltin)
-            .find_plugin("bridge", &go_dirs)
+            .find_plugin("portmap", &go_dirs)
             .await
             .unwrap(),
-        PathBuf::from(GO_DIR).join("bridge")
+        PathBuf::from(GO_DIR).join("portmap")
     );
     assert_eq!(
         Builtin::from_pseudo_path(&PathBuf::from("builtin:loopback")),
         Some(Builtin::Loopback)
     );
     assert_eq!(
-        Builtin::from_pseudo_path(&PathBuf::from("builtin:bridge")),
+        Builtin::from_pseudo_path(&PathBuf::from("builtin:portmap")),
         None
     );
 }
