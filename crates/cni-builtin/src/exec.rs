@@ -244,6 +244,14 @@ impl BuiltinExec {
             .filter(|d| !d.is_empty())
             .map(PathBuf::from)
             .collect();
+        // A built-in bridge as its own IPAM plugin would recurse until the deadline.
+        if Builtin::from_name(plugin) == Some(Builtin::Bridge)
+            && self.preference != Preference::Never
+        {
+            return Err(Failure::internal(
+                "the built-in bridge cannot be an IPAM plugin",
+            ));
+        }
         let found = self.find_plugin(plugin, &dirs).await.map_err(|_| {
             let listed: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
             Failure::internal(format!(

@@ -403,4 +403,24 @@ mod tests {
         let err = empty.print("0.2.0").unwrap_err();
         assert_eq!(err.code, 999);
     }
+
+    proptest::proptest! {
+        /// Whatever a previous plugin printed, reading and printing it again never panics.
+        #[test]
+        fn any_prev_result_is_read_without_panicking(
+            text in "[\\[\\]{}:,\"a-z0-9./ ]{0,80}",
+            version in proptest::sample::select(vec!["", "0.2.0", "0.4.0", "1.0.0", "9"]),
+        ) {
+            if let Ok(value) = serde_json::from_str::<Value>(&text)
+                && let Ok(out) = Output::parse(&value, version)
+            {
+                let _ = out.print(version);
+            }
+            let shaped = serde_json::json!({"ips": [{"address": text.clone()}], "routes": [{"dst": text.clone()}],
+                "ip4": {"ip": text.clone()}, "interfaces": [{"name": text}]});
+            if let Ok(out) = Output::parse(&shaped, version) {
+                let _ = out.print(version);
+            }
+        }
+    }
 }

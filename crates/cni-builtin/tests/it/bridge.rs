@@ -300,4 +300,13 @@ async fn layer2_only_and_refusals() {
     let no_ipam = json!({"cniVersion": "1.0.0", "name": "brnet7", "type": "bridge", "bridge": "cbr7",
         "ipam": {"type": "no-such-ipam"}});
     differential("IPAM missing", &no_ipam).await;
+    // Not differential: the Go plugin would run itself as its IPAM plugin, again and again.
+    let own = json!({"cniVersion": "1.0.0", "name": "brnet8", "type": "bridge", "bridge": "cbr8",
+        "ipam": {"type": "bridge"}});
+    let side = Side::new("s");
+    let refused = builtin_run(&side, "ADD", &own);
+    assert_eq!(
+        refused.json()["msg"],
+        "the built-in bridge cannot be an IPAM plugin"
+    );
 }
