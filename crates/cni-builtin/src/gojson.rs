@@ -3,12 +3,16 @@
 //!
 //! Reading: Go matches object keys to struct fields ignoring case, and when several keys match
 //! one field the last one wins; `null` leaves a field as it was. Writing: `json.MarshalIndent`
-//! with four spaces, and Go's escaping (`<`, `>`, `&`, U+2028 and U+2029 as `\u` escapes, control
+//! with four spaces, and Go 1.19's escaping (cni-types' `go_json`: `<`, `>`, `&`, U+2028, U+2029 and control
 //! characters other than `\n`, `\r` and `\t` as `\u00xx`).
 
 use std::fmt::Write as _;
 
+use cni_types::go_json::{self, Escaping};
 use serde_json::{Map, Value};
+
+/// Debian 12's plugins are built with Go 1.19.
+const ESCAPING: Escaping = Escaping::BeforeGo122;
 
 /// The value Go would decode into the field named `key` of a struct: the last key of `object`
 /// equal to `key` ignoring ASCII case whose value is not `null`.
@@ -49,8 +53,8 @@ fn write_value(out: &mut String, value: &Value, depth: usize) {
     match value {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => out.push_str(&n.to_string()),
-        Value::String(s) => write_string(out, s),
+        Value::Number(n) => go_json::write_number(out, n),
+        Value::String(s) => go_json::write_string(out, s, ESCAPING),
         Value::Array(items) if items.is_empty() => out.push_str("[]"),
         Value::Array(items) => {
             out.push('[');
@@ -72,7 +76,7 @@ fn write_value(out: &mut String, value: &Value, depth: usize) {
                     out.push(',');
                 }
                 newline(out, depth + 1);
-                write_string(out, key);
+                go_json::write_string(out, key, ESCAPING);
                 out.push_str(": ");
                 write_value(out, item, depth + 1);
             }
@@ -80,30 +84,6 @@ fn write_value(out: &mut String, value: &Value, depth: usize) {
             out.push('}');
         }
     }
-}
-
-fn write_string(out: &mut String, s: &str) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{2028}' => out.push_str("\\u2028"),
-            '\u{2029}' => out.push_str("\\u2029"),
-            c if (c as u32) < 0x20 || c == '<' || c == '>' || c == '&' => {
-                let b = c as u32 as usize;
-                out.push_str("\\u00");
-                out.push(char::from(HEX[b >> 4]));
-                out.push(char::from(HEX[b & 0xf]));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 /// Go's `%q` of a string (`strconv.Quote`) for the characters that occur in practice: quotes,

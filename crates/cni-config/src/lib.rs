@@ -66,7 +66,6 @@
 
 mod dir;
 mod error;
-mod go_json;
 mod parse;
 mod read;
 mod validate;

@@ -7,7 +7,6 @@ use cni_types::{NetworkConfigList, PluginConfig, Version};
 use serde_json::{Map, Value};
 
 use crate::error::{Error, Result};
-use crate::go_json;
 use crate::validate::{effective_version, validate_network_name, validate_plugin_type};
 
 /// Which of the two file formats a network came from.
@@ -98,11 +97,14 @@ pub fn parse_conf(bytes: &[u8]) -> Result<NetworkList> {
         .clone()
         .ok_or_else(|| Error::invalid("name", "missing"))?;
     validate_network_name(&name)?;
-    let cache = go_json::marshal(&serde_json::json!({
-        "cniVersion": plugin.cni_version.clone().unwrap_or_default(),
-        "name": name,
-        "plugins": [raw],
-    }));
+    let cache = cni_types::go_json::marshal(
+        &serde_json::json!({
+            "cniVersion": plugin.cni_version.clone().unwrap_or_default(),
+            "name": name,
+            "plugins": [raw],
+        }),
+        cni_types::go_json::Escaping::Go122,
+    );
     let mut list = NetworkConfigList::new(name);
     list.cni_version.clone_from(&plugin.cni_version);
     list.plugins.push(plugin);

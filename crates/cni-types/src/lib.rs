@@ -63,6 +63,7 @@ pub mod capabilities;
 pub mod cni_error;
 pub mod config;
 pub mod error;
+pub mod go_json;
 pub mod result;
 pub mod version;
 
