@@ -44,7 +44,9 @@ installed with apt-get.
 
 options:
   --timeout SECS  give up (and fail) after this long, boot included (default 1800)
-  --memory MIB    the VM's memory (default 3072)";
+  --memory MIB    the VM's memory (default 3072)
+  --only CRATES   vm test: run only the binaries of these crates (comma-separated), so that
+                  `--workspace --tests` reuses what cargo xtask test built";
 
 /// Host packages the VM needs.
 const HOST_PACKAGES: &[(&str, &str)] = &[
@@ -159,7 +161,8 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             let (options, rest) = Options::parse(rest)?;
             let split = rest.iter().position(|a| a == "--").unwrap_or(rest.len());
             let (cargo_args, test_args) = (&rest[..split], rest.get(split + 1..).unwrap_or(&[]));
-            let script = test_script(cargo_args, test_args, &[])?;
+            let only: Vec<&str> = options.only.iter().map(String::as_str).collect();
+            let script = test_script(cargo_args, test_args, &only)?;
             exit_with(run_job(&script, &options)?)
         }
         "-h" | "--help" | "help" => {
@@ -247,6 +250,8 @@ fn exit_with(code: i32) -> Result<()> {
 pub(crate) struct Options {
     pub(crate) timeout: Duration,
     pub(crate) memory_mib: u32,
+    /// `vm test`: run only these crates' binaries.
+    pub(crate) only: Vec<String>,
 }
 
 impl Default for Options {
@@ -254,6 +259,7 @@ impl Default for Options {
         Options {
             timeout: Duration::from_secs(1800),
             memory_mib: 3072,
+            only: Vec::new(),
         }
     }
 }
@@ -275,6 +281,10 @@ impl Options {
                 }
                 "--memory" => {
                     options.memory_mib = value(i)?.parse().context("--memory")?;
+                    i += 2;
+                }
+                "--only" => {
+                    options.only = value(i)?.split(',').map(str::to_owned).collect();
                     i += 2;
                 }
                 "--" => return Ok((options, &args[i + 1..])),
