@@ -449,44 +449,7 @@ pub(crate) fn run_job(script: &str, options: &Options) -> Result<i32> {
     std::fs::write(job.path().join("cwd"), cwd.as_os_str().as_encoded_bytes())?;
     let console = job.path().join("console.log");
     let started = Instant::now();
-    let mut qemu = Command::new("qemu-system-x86_64");
-    qemu.args([
-        "-machine",
-        "q35",
-        "-accel",
-        "tcg,thread=multi",
-        "-cpu",
-        "max",
-    ])
-    .args(["-smp", "2", "-m", &options.memory_mib.to_string()])
-    .args(["-nographic", "-no-reboot", "-nic", "none", "-snapshot"])
-    .arg("-kernel")
-    .arg(&image.kernel)
-    .arg("-initrd")
-    .arg(&image.initrd)
-    .args([
-        "-append",
-        "root=/dev/vda rw console=ttyS0 quiet systemd.unified_cgroup_hierarchy=1 \
-             systemd.show_status=false panic=-1",
-    ])
-    .arg("-drive")
-    .arg(format!(
-        "file={},format=raw,if=virtio,cache=unsafe",
-        image.rootfs.display()
-    ))
-    .arg("-virtfs")
-    .arg(format!(
-        "local,path={},mount_tag=job,security_model=none,id=job",
-        job.path().display()
-    ))
-    .arg("-virtfs")
-    .arg(format!(
-        "local,path={},mount_tag=src,security_model=none,id=src",
-        source.display()
-    ))
-    .stdin(Stdio::null())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
+    let mut qemu = qemu_command(&image, job.path(), &source, options);
     println!("xtask vm: booting (software emulation: a minute or two before the job starts)");
     let mut child = qemu.spawn().context("cannot start qemu-system-x86_64")?;
     // The console goes to a file and, once the job runs, to our output.
@@ -541,6 +504,49 @@ pub(crate) fn run_job(script: &str, options: &Options) -> Result<i32> {
     rc.trim()
         .parse()
         .with_context(|| format!("the job's exit code {rc:?}"))
+}
+
+/// QEMU under TCG booting `image`, with the job directory and the checkout over virtio-9p.
+fn qemu_command(image: &Image, job: &Path, source: &Path, options: &Options) -> Command {
+    let mut qemu = Command::new("qemu-system-x86_64");
+    qemu.args([
+        "-machine",
+        "q35",
+        "-accel",
+        "tcg,thread=multi",
+        "-cpu",
+        "max",
+    ])
+    .args(["-smp", "2", "-m", &options.memory_mib.to_string()])
+    .args(["-nographic", "-no-reboot", "-nic", "none", "-snapshot"])
+    .arg("-kernel")
+    .arg(&image.kernel)
+    .arg("-initrd")
+    .arg(&image.initrd)
+    .args([
+        "-append",
+        "root=/dev/vda rw console=ttyS0 quiet systemd.unified_cgroup_hierarchy=1 \
+             systemd.show_status=false panic=-1",
+    ])
+    .arg("-drive")
+    .arg(format!(
+        "file={},format=raw,if=virtio,cache=unsafe",
+        image.rootfs.display()
+    ))
+    .arg("-virtfs")
+    .arg(format!(
+        "local,path={},mount_tag=job,security_model=none,id=job",
+        job.display()
+    ))
+    .arg("-virtfs")
+    .arg(format!(
+        "local,path={},mount_tag=src,security_model=none,id=src",
+        source.display()
+    ))
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    qemu
 }
 
 fn print_tail(console: &Path) {
