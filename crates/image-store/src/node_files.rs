@@ -62,7 +62,12 @@ impl NodeFiles {
     ///
     /// [`Error::NoPolicy`] naming the file to create: the configured one, else the first default.
     pub fn existing_policy(&self) -> Result<PathBuf> {
-        match self.policy_path() {
+        self.existing(self.policy_path())
+    }
+
+    /// `policy` (the policy in force, looked up once) when it exists.
+    fn existing(&self, policy: Option<PathBuf>) -> Result<PathBuf> {
+        match policy {
             Some(path) if path.exists() => Ok(path),
             missing => Err(Error::NoPolicy {
                 path: missing
@@ -126,7 +131,8 @@ impl NodeFiles {
         {
             return Ok(options.clone());
         }
-        let path = self.existing_policy()?;
+        // The file fingerprinted above, not a default that appeared since.
+        let path = self.existing(policy)?;
         let mut options = PullOptions::new().with_policy(Policy::from_file(&path)?);
         tracing::info!(policy = %path.display(), "signature policy read");
         if let Some(path) = self.registries.as_ref().filter(|p| p.exists()) {
