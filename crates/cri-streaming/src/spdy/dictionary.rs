@@ -98,8 +98,9 @@ const fn dictionary_len() -> usize {
 /// The dictionary's length in bytes.
 pub(crate) const LEN: usize = dictionary_len();
 
-/// The SPDY/3 header compression dictionary.
-pub(crate) static DICTIONARY: [u8; LEN] = build();
+/// The SPDY/3 header compression dictionary (1423 bytes, Adler-32 `0xe3c6a7c2`): every header
+/// block stream starts from it, in both directions.
+pub static DICTIONARY: [u8; LEN] = build();
 
 /// The Adler-32 of [`DICTIONARY`]: the DICTID in the zlib header of every header block stream.
 pub(crate) const ADLER32: u32 = 0xe3c6_a7c2;

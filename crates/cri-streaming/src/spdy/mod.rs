@@ -17,6 +17,7 @@ mod header_block;
 use std::fmt;
 
 pub use codec::{FrameDecoder, FrameEncoder};
+pub use dictionary::DICTIONARY;
 
 /// The SPDY version this crate speaks.
 pub const VERSION: u16 = 3;
