@@ -93,6 +93,28 @@ pub enum Error {
         /// Why not.
         what: String,
     },
+    /// The SPDY session is over (the client left, broke the protocol, went idle, or the session
+    /// was closed): nothing more can be written.
+    #[error("the spdy session is closed")]
+    SessionClosed,
+    /// The stream was reset (by the client, or by this side).
+    #[error("spdy stream {stream_id} was reset")]
+    StreamReset {
+        /// The stream.
+        stream_id: u32,
+    },
+    /// The client sent nothing for the idle timeout.
+    #[error("the spdy client sent nothing for {0:?}")]
+    IdleTimeout(std::time::Duration),
+    /// Reading from or writing to the connection failed or timed out.
+    #[error("spdy connection: {what}: {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
     /// The token cache holds its maximum of requests; kubelet answers ResourceExhausted.
     #[error("too many streaming requests in flight: all {limit} slots are taken")]
     TooManyInFlight {

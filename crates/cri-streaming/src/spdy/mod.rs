@@ -13,11 +13,13 @@
 mod codec;
 mod dictionary;
 mod header_block;
+mod session;
 
 use std::fmt;
 
 pub use codec::{FrameDecoder, FrameEncoder};
 pub use dictionary::DICTIONARY;
+pub use session::{Session, SessionConfig, Stream, StreamWriter};
 
 /// The SPDY version this crate speaks.
 pub const VERSION: u16 = 3;

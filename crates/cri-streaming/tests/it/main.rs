@@ -6,5 +6,6 @@ mod resize;
 mod spdy_frames;
 mod spdy_go;
 mod spdy_limits;
+mod spdy_session;
 mod status;
 mod tokens;
