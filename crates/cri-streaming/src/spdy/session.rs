@@ -220,7 +220,19 @@ impl Session {
     pub async fn finished(self) -> Result<()> {
         let read = self.reader.await.unwrap_or(Err(Error::SessionClosed));
         let write = self.writer.await.unwrap_or(Err(Error::SessionClosed));
-        read.and(write)
+        match (read, write) {
+            (Err(e), _) => Err(e),
+            // The client left: GOAWAY or late data finding the socket shut is no failure.
+            (Ok(()), Err(Error::Io { source, .. }))
+                if matches!(
+                    source.kind(),
+                    std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+                ) =>
+            {
+                Ok(())
+            }
+            (Ok(()), write) => write,
+        }
     }
 }
 

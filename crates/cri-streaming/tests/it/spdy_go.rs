@@ -7,6 +7,7 @@
 use std::io::Write as _;
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use cri_streaming::spdy::{
     FLAG_FIN, Frame, FrameDecoder, FrameEncoder, Headers, Limits, Setting, SynStream, goaway, rst,
@@ -347,4 +348,85 @@ fn frames_written_here_decode_in_spdystream() {
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
         assert_eq!(g, w, "frame {i}");
     }
+}
+
+/// kubectl exec's SPDY side, as client-go runs it on spdystream, against [`Session`]: error,
+/// stdin and stdout streams, a ping, 300 KB on stdin (past any 64 KiB window spdystream would
+/// never open) echoed on stdout, then the v4 status on the error stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exec_session_with_spdystreams_client() {
+    use cri_streaming::spdy::{Session, SessionConfig};
+    use cri_streaming::status::ExitStatus;
+
+    const BYTES: usize = 300_000;
+    let socket = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("spdy-exec-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&socket);
+    let listener = tokio::net::UnixListener::bind(&socket).expect("bind the test socket");
+    let program = peer();
+    let path = socket.clone();
+    let client = tokio::task::spawn_blocking(move || {
+        Command::new(program)
+            .arg("client")
+            .arg(&path)
+            .arg(BYTES.to_string())
+            .output()
+            .expect("run spdystream-peer client")
+    });
+
+    let served = async {
+        let (conn, _) = listener.accept().await.expect("the client connects");
+        let mut session = Session::spawn(conn, SessionConfig::default());
+        let mut streams = std::collections::HashMap::new();
+        for _ in 0..3 {
+            let stream = session.accept().await.expect("three streams");
+            let kind = stream.headers().get("streamtype").unwrap_or("").to_owned();
+            streams.insert(kind, stream);
+        }
+        let mut stdin = streams.remove("stdin").expect("a stdin stream");
+        let stdout = streams.remove("stdout").expect("a stdout stream").writer();
+        let error = streams.remove("error").expect("an error stream").writer();
+        let mut echoed = 0;
+        while let Some(chunk) = stdin.read().await {
+            echoed += chunk.len();
+            stdout.write(&chunk).await.unwrap();
+        }
+        stdout.close().await.unwrap();
+        error
+            .write(ExitStatus::Success.v4_json().as_bytes())
+            .await
+            .unwrap();
+        error.close().await.unwrap();
+        (echoed, session)
+    };
+    let (echoed, session) = tokio::time::timeout(Duration::from_secs(30), served)
+        .await
+        .expect("the exec session ends in time");
+    assert_eq!(echoed, BYTES);
+
+    let out = tokio::time::timeout(Duration::from_secs(30), client)
+        .await
+        .expect("the client ends in time")
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sum: usize = (0..BYTES).map(|i| i % 251).sum();
+    assert_eq!(
+        got,
+        json!({
+            "stdout_len": BYTES,
+            "stdout_sum": sum,
+            "error": r#"{"metadata":{},"status":"Success"}"#,
+        })
+    );
+    // The client said GOAWAY and left.
+    tokio::time::timeout(Duration::from_secs(10), session.finished())
+        .await
+        .expect("the session ends once the client is gone")
+        .unwrap();
+    let _ = std::fs::remove_file(&socket);
 }

@@ -315,6 +315,6 @@ async fn a_client_that_leaves_ends_the_session() {
     drop(client);
     assert_eq!(stream.read().await, None);
     assert!(session.accept().await.is_none());
-    // The write side finds the pipe gone; either way the session is over.
-    let _ = session.finished().await;
+    // Leaving is no failure, even when the GOAWAY finds the pipe gone.
+    session.finished().await.unwrap();
 }

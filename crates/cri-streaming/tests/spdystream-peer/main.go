@@ -3,6 +3,11 @@
 //
 //	spdystream-peer decode   reads frames from stdin until EOF, prints one JSON line per frame
 //	spdystream-peer encode   writes a fixed sequence of frames to stdout (see frames below)
+//	spdystream-peer client SOCKET BYTES
+//	                         a spdystream client connection on a unix socket, as client-go's
+//	                         SPDY executor runs kubectl exec: error, stdin and stdout streams,
+//	                         BYTES bytes on stdin then FIN, stdout and error read to EOF, a ping;
+//	                         prints {"stdout_len","stdout_sum","error"} as JSON
 //
 // Built offline in GOPATH mode against Debian's golang-github-docker-spdystream-dev.
 package main
@@ -12,10 +17,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
+	"github.com/moby/spdystream"
 	"github.com/moby/spdystream/spdy"
 )
 
@@ -88,9 +97,81 @@ func frames() []spdy.Frame {
 	return fs
 }
 
+func fail(what string, err error) {
+	fmt.Fprintf(os.Stderr, "%s: %v\n", what, err)
+	os.Exit(1)
+}
+
+// client plays kubectl exec's SPDY side against the server on socket.
+func client(socket string, n int) {
+	conn, err := net.DialTimeout("unix", socket, 5*time.Second)
+	if err != nil {
+		fail("dial", err)
+	}
+	spdyConn, err := spdystream.NewConnection(conn, false)
+	if err != nil {
+		fail("spdy connection", err)
+	}
+	go spdyConn.Serve(spdystream.NoOpStreamHandler)
+	open := func(t string) *spdystream.Stream {
+		s, err := spdyConn.CreateStream(http.Header{"Streamtype": {t}}, nil, false)
+		if err != nil {
+			fail("create "+t, err)
+		}
+		if err := s.WaitTimeout(5 * time.Second); err != nil {
+			fail("reply to "+t, err)
+		}
+		return s
+	}
+	errStream := open("error")
+	stdin := open("stdin")
+	stdout := open("stdout")
+	if _, err := spdyConn.Ping(); err != nil {
+		fail("ping", err)
+	}
+	// As client-go: the error stream is write-closed at once, stdin after its last byte.
+	errStream.Close()
+	go func() {
+		payload := make([]byte, n)
+		for i := range payload {
+			payload[i] = byte(i % 251)
+		}
+		if _, err := stdin.Write(payload); err != nil {
+			fail("write stdin", err)
+		}
+		stdin.Close()
+	}()
+	out, err := io.ReadAll(stdout)
+	if err != nil {
+		fail("read stdout", err)
+	}
+	status, err := io.ReadAll(errStream)
+	if err != nil {
+		fail("read error stream", err)
+	}
+	sum := 0
+	for _, b := range out {
+		sum += int(b)
+	}
+	json.NewEncoder(os.Stdout).Encode(map[string]interface{}{
+		"stdout_len": len(out),
+		"stdout_sum": sum,
+		"error":      string(status),
+	})
+	spdyConn.Close()
+}
+
 func main() {
+	if len(os.Args) == 4 && os.Args[1] == "client" {
+		n, err := strconv.Atoi(os.Args[3])
+		if err != nil {
+			fail("bytes", err)
+		}
+		client(os.Args[2], n)
+		return
+	}
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: spdystream-peer decode|encode")
+		fmt.Fprintln(os.Stderr, "usage: spdystream-peer decode|encode|client SOCKET BYTES")
 		os.Exit(2)
 	}
 	out := bufio.NewWriter(os.Stdout)
