@@ -5,7 +5,9 @@
 //! Built so far, each without I/O and bounded on every length a client controls:
 //!
 //! - [`spdy`]: SPDY/3.1 frames and their codec, with the shared zlib header compression
-//!   contexts and limits on frame length, inflated header blocks and header counts;
+//!   contexts and limits on frame length, inflated header blocks and header counts; and the
+//!   server side of a session over tokio ([`spdy::Session`]): streams accepted and replied to,
+//!   bounded buffers with backpressure, PING answers, GOAWAY, idle and write timeouts;
 //! - [`token`]: the cache of pending streaming requests behind single-use, 128-bit random URL
 //!   tokens, with a time to live and a cap on entries;
 //! - [`channel`]: the Kubernetes channel protocols: subprotocol names and negotiation, the
@@ -15,8 +17,8 @@
 //!   the plain text of v1 to v3);
 //! - [`resize`]: terminal size messages, read from the resize stream with a cap.
 //!
-//! Not yet: the SPDY session (streams, flow control) and the HTTP server that upgrades
-//! connections and hands streams to the runtime. This crate knows nothing of crio-lite; the
+//! Not yet: the HTTP server that hands out URLs, upgrades connections (SPDY and WebSocket) and
+//! hands streams to the runtime, and the WebSocket transport. This crate knows nothing of crio-lite; the
 //! runtime will plug exec, attach and port forward in through a trait.
 //!
 //! # Example
