@@ -31,14 +31,15 @@ impl Inflater {
         let bad = |what: String| Error::Inflate { frame, what };
         // Grown as output arrives, never past limit + 1: the byte past the limit is what tells
         // "too large" from "exactly the limit".
-        let mut out = Vec::with_capacity(input.len().saturating_mul(4).clamp(64, limit + 1));
+        let cap = limit.saturating_add(1);
+        let mut out = Vec::with_capacity(input.len().saturating_mul(4).max(64).min(cap));
         let mut used = 0;
         loop {
             if out.len() == out.capacity() {
                 if out.len() > limit {
                     return Err(Error::HeaderBlockTooLarge { frame, limit });
                 }
-                let more = out.capacity().min(limit + 1 - out.len());
+                let more = out.capacity().max(64).min(cap - out.len());
                 out.reserve_exact(more);
             }
             let (in_before, out_before) = (self.z.total_in(), out.len());

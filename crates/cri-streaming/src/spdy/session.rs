@@ -23,8 +23,8 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    DEFAULT_INITIAL_WINDOW, Frame, FrameDecoder, FrameEncoder, Headers, Limits,
-    SynStream, goaway, rst,
+    DEFAULT_INITIAL_WINDOW, Frame, FrameDecoder, FrameEncoder, Headers, Limits, SynStream, goaway,
+    rst,
 };
 use crate::{Error, Result};
 

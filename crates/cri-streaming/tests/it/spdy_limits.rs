@@ -272,3 +272,33 @@ fn malformed_frames_name_the_frame_and_the_fault() {
         assert_eq!(err.to_string(), want);
     }
 }
+
+#[test]
+fn tiny_and_huge_block_limits_hold() {
+    let mut wire = Vec::new();
+    FrameEncoder::new()
+        .encode(&syn(Headers::new().with("port", "80")), &mut wire)
+        .unwrap();
+    // The block: count, "port", "80" with their lengths: 18 bytes.
+    for limit in [0, 1, 17] {
+        let limits = Limits {
+            max_header_block: limit,
+            ..Limits::default()
+        };
+        let err = FrameDecoder::new(limits).decode(&wire).unwrap_err();
+        assert!(
+            matches!(err, Error::HeaderBlockTooLarge { .. }),
+            "{limit}: {err}"
+        );
+    }
+    for limit in [18, usize::MAX] {
+        let limits = Limits {
+            max_header_block: limit,
+            ..Limits::default()
+        };
+        assert!(
+            FrameDecoder::new(limits).decode(&wire).unwrap().is_some(),
+            "{limit}"
+        );
+    }
+}
