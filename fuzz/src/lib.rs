@@ -16,6 +16,7 @@
 //! | `unpack_layer` | a layer blob (tar, gzip or zstd)       | nothing outside the layer directory, files within the byte cap, no link climbing out, bounded memory and errors |
 //! | `registry`    | a registry's manifest or index, config  | refused or planned, never a panic; bounded  |
 //! | `h2_front`    | a client's bytes on a served connection | split-independent; h2 reads valid HPACK, a valid `:authority`, other frames as sent; the decoder agrees with loona-hpack |
+//! | `spdy_frames` | a client's bytes on a SPDY/3.1 stream   | bounded, split-independent; every frame decoded re-encodes and comes back equal |
 
 pub mod cache_entry;
 pub mod cni_args;
@@ -24,6 +25,7 @@ pub mod cri_request;
 pub mod h2_front;
 pub mod registry;
 pub mod result;
+pub mod spdy_frames;
 pub mod sysctl;
 pub mod unpack_layer;
 
@@ -41,6 +43,7 @@ pub const TARGETS: &[(&str, Check)] = &[
     ("unpack_layer", unpack_layer::check),
     ("registry", registry::check),
     ("h2_front", h2_front::check),
+    ("spdy_frames", spdy_frames::check),
 ];
 
 /// Seeds read in place beside `fuzz/seeds/<target>/`, relative to the workspace root: fixtures

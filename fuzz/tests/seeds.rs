@@ -79,7 +79,8 @@ seeds!(
     sysctl,
     unpack_layer,
     registry,
-    h2_front
+    h2_front,
+    spdy_frames
 );
 
 /// Inputs that found a bug not fixed yet, in `fuzz/regressions/<target>/`: kept out of the seeds
@@ -120,6 +121,7 @@ fn every_target_is_replayed() {
         "unpack_layer",
         "registry",
         "h2_front",
+        "spdy_frames",
     ];
     for (name, _) in TARGETS {
         assert!(replayed.contains(name), "{name} has no seed test");
@@ -300,6 +302,263 @@ fn write_h2_front_seeds() {
         let mut seed = vec![mode, i.wrapping_mul(37), i.wrapping_mul(101) ^ 0x5a];
         seed.extend(bytes);
         std::fs::write(dir.join(name), seed).unwrap();
+    }
+}
+
+/// The `spdy_frames` seeds still reach what they are named after: a mutation-free seed that
+/// stopped hitting its limit would leave the limit unfuzzed.
+#[test]
+fn spdy_frames_seeds_reach_their_cases() {
+    use cri_streaming::spdy::FrameDecoder;
+    use ocicni_fuzz::spdy_frames::{LIMITS, WRAP_BLOCKS, wrap_blocks};
+
+    let outcome = |name: &str| {
+        let seed = std::fs::read(fuzz_dir().join("seeds/spdy_frames").join(name)).expect(name);
+        let (control, rest) = seed.split_first().expect("a control byte");
+        let wire = if control & WRAP_BLOCKS == 0 {
+            rest.to_vec()
+        } else {
+            wrap_blocks(rest)
+        };
+        let mut decoder = FrameDecoder::new(LIMITS);
+        let (mut frames, mut at) = (0, 0);
+        while at < wire.len() {
+            match decoder.decode(&wire[at..]) {
+                Ok(Some((_, used))) => (frames, at) = (frames + 1, at + used),
+                Ok(None) => return format!("{frames} frames, then a partial one"),
+                Err(e) => return format!("{frames} frames, then: {e}"),
+            }
+        }
+        format!("{frames} frames")
+    };
+    for (seed, want) in [
+        ("kubectl-exec-tty", "12 frames"),
+        ("kubectl-port-forward", "5 frames"),
+        ("spdystream-encode", "108 frames"),
+        ("raw-blocks", "4 frames"),
+        (
+            "zlib-bomb-header-block",
+            "0 frames, then: spdy SYN_STREAM header block inflates past the limit of 65536 bytes",
+        ),
+        (
+            "raw-block-count-bomb",
+            "0 frames, then: spdy SYN_STREAM header block has 4294967295 headers, over the limit of 64",
+        ),
+        (
+            "frame-too-large",
+            "0 frames, then: spdy SYN_STREAM frame of 16777215 bytes is over the limit of 262144 bytes",
+        ),
+        (
+            "unknown-then-version-2",
+            "2 frames, then: spdy PING frame of version 2: only version 3 is spoken",
+        ),
+    ] {
+        assert_eq!(outcome(seed), want, "{seed}");
+    }
+}
+
+/// The `spdy_frames` seeds: sessions as kubectl's exec and port-forward open them, hostile
+/// frames, and raw header blocks to wrap. Run it after changing them:
+/// `cargo test -p ocicni-fuzz --test seeds -- --ignored write_spdy_frames_seeds`.
+/// (`spdystream-encode` is not written here: it is what cri-streaming's Go peer,
+/// `tests/spdystream-peer encode`, writes with moby/spdystream's framer, behind a 0 byte.)
+#[test]
+#[ignore = "writes fuzz/seeds/spdy_frames"]
+fn write_spdy_frames_seeds() {
+    let dir = fuzz_dir().join("seeds/spdy_frames");
+    std::fs::create_dir_all(&dir).expect("create the seed directory");
+    let write = |name: &str, control: u8, body: &[u8]| {
+        let mut seed = vec![control];
+        seed.extend_from_slice(body);
+        std::fs::write(dir.join(name), seed).expect("write a seed");
+    };
+    spdy_seeds::sessions(&write);
+    spdy_seeds::bomb(&write);
+    spdy_seeds::raw_blocks(&write);
+    write(
+        "frame-too-large",
+        0,
+        &[0x80, 3, 0, 1, 0, 0xff, 0xff, 0xff, 0, 0, 0, 1],
+    );
+    write(
+        "unknown-then-version-2",
+        0,
+        &[
+            0x80, 3, 0, 10, 0, 0, 0, 3, 1, 2, 3, 0x80, 3, 0, 6, 0, 0, 0, 4, 0, 0, 0, 1, 0x80, 2, 0,
+            6, 0, 0, 0, 4, 0, 0, 0, 3,
+        ],
+    );
+}
+
+/// Helpers of `write_spdy_frames_seeds`: each writes seeds through `write(name, control, body)`.
+mod spdy_seeds {
+    use cri_streaming::spdy::{
+        DICTIONARY, Frame, FrameEncoder, Headers, Setting, SynStream, goaway, rst,
+    };
+    use flate2::{Compress, Compression};
+    use ocicni_fuzz::spdy_frames::{WRAP_BLOCKS, deflate};
+
+    fn syn(stream_id: u32, headers: Headers) -> Frame {
+        Frame::SynStream(SynStream {
+            stream_id,
+            associated_to: 0,
+            priority: 0,
+            slot: 0,
+            fin: false,
+            unidirectional: false,
+            headers,
+        })
+    }
+
+    fn data(stream_id: u32, fin: bool, bytes: &[u8]) -> Frame {
+        Frame::Data {
+            stream_id,
+            fin,
+            data: bytes.to_vec(),
+        }
+    }
+
+    fn session(frames: &[Frame]) -> Vec<u8> {
+        let mut encoder = FrameEncoder::new();
+        let mut wire = Vec::new();
+        for f in frames {
+            encoder.encode(f, &mut wire).expect("a seed frame encodes");
+        }
+        wire
+    }
+
+    fn stream(t: &str) -> Headers {
+        Headers::new().with("streamtype", t)
+    }
+
+    /// Sessions as kubectl exec (with a tty) and port-forward open them.
+    pub(super) fn sessions(write: &dyn Fn(&str, u8, &[u8])) {
+        write(
+            "kubectl-exec-tty",
+            0,
+            &session(&[
+                Frame::Settings {
+                    clear: false,
+                    entries: vec![Setting {
+                        flags: 0,
+                        id: 7,
+                        value: 65536,
+                    }],
+                },
+                syn(1, stream("error")),
+                syn(3, stream("stdin")),
+                syn(5, stream("stdout")),
+                syn(7, stream("resize")),
+                data(7, false, br#"{"Width":80,"Height":24}"#),
+                data(3, false, b"ls /\n"),
+                Frame::WindowUpdate {
+                    stream_id: 5,
+                    delta: 4096,
+                },
+                Frame::Ping { id: 1 },
+                data(3, true, b""),
+                Frame::RstStream {
+                    stream_id: 7,
+                    status: rst::CANCEL,
+                },
+                Frame::GoAway {
+                    last_good_stream_id: 0,
+                    status: goaway::OK,
+                },
+            ]),
+        );
+        let pf = |t: &str, id: &str| stream(t).with("port", "8080").with("requestid", id);
+        write(
+            "kubectl-port-forward",
+            0,
+            &session(&[
+                syn(1, pf("error", "0")),
+                syn(3, pf("data", "0")),
+                data(3, false, b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n"),
+                data(3, true, b""),
+                syn(5, pf("error", "1")),
+            ]),
+        );
+    }
+
+    /// One header value of 16 MiB behind 16 KiB of zlib: must cost the decoder its limit only.
+    pub(super) fn bomb(write: &dyn Fn(&str, u8, &[u8])) {
+        let mut z = Compress::new(Compression::best(), true);
+        z.set_dictionary(&DICTIONARY).expect("a dictionary");
+        let mut block = Vec::new();
+        block.extend_from_slice(&1u32.to_be_bytes());
+        block.extend_from_slice(&1u32.to_be_bytes());
+        block.push(b'a');
+        block.extend_from_slice(&(16u32 << 20).to_be_bytes());
+        block.resize(block.len() + (16 << 20), b'x');
+        let compressed = deflate(&mut z, &block);
+        let len = u32::try_from(10 + compressed.len()).expect("small");
+        let mut bomb = vec![0x80, 3, 0, 1, 0];
+        bomb.extend_from_slice(&len.to_be_bytes()[1..]);
+        bomb.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 0, 0, 0]);
+        bomb.extend_from_slice(&compressed);
+        write("zlib-bomb-header-block", 0, &bomb);
+    }
+
+    fn raw(pairs: &[(&[u8], &[u8])], count: u32) -> Vec<u8> {
+        let mut b = count.to_be_bytes().to_vec();
+        for (n, v) in pairs {
+            b.extend_from_slice(&u32::try_from(n.len()).expect("small").to_be_bytes());
+            b.extend_from_slice(n);
+            b.extend_from_slice(&u32::try_from(v.len()).expect("small").to_be_bytes());
+            b.extend_from_slice(v);
+        }
+        b
+    }
+
+    fn blocks(list: &[Vec<u8>]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for b in list {
+            out.extend_from_slice(&u16::try_from(b.len()).expect("small").to_le_bytes());
+            out.extend_from_slice(b);
+        }
+        out
+    }
+
+    /// Raw header blocks for the target to compress: valid ones and each way of breaking one.
+    pub(super) fn raw_blocks(write: &dyn Fn(&str, u8, &[u8])) {
+        write(
+            "raw-blocks",
+            WRAP_BLOCKS,
+            &blocks(&[
+                raw(&[(b"streamtype", b"error")], 1),
+                raw(
+                    &[
+                        (b"port", b"80"),
+                        (b"requestid", b"0"),
+                        (b"streamtype", b"data"),
+                    ],
+                    3,
+                ),
+                raw(&[(b"x-multi", b"a\0b\0")], 1),
+                raw(&[], 0),
+            ]),
+        );
+        write(
+            "raw-block-count-bomb",
+            WRAP_BLOCKS,
+            &blocks(&[vec![0xff; 4]]),
+        );
+        write(
+            "raw-block-upper-case",
+            WRAP_BLOCKS,
+            &blocks(&[raw(&[(b"StreamType", b"error")], 1)]),
+        );
+        write(
+            "raw-block-duplicate",
+            WRAP_BLOCKS,
+            &blocks(&[raw(&[(b"port", b"1"), (b"port", b"2")], 2)]),
+        );
+        write(
+            "raw-block-truncated",
+            WRAP_BLOCKS,
+            &blocks(&[raw(&[(b"port", b"1")], 2)]),
+        );
     }
 }
 

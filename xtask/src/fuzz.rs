@@ -30,6 +30,7 @@ while the bug is open, in fuzz/seeds/<target>/ once fixed. Installs cargo-fuzz, 
 toolchain and a C++ compiler when missing.
 
 targets: conf result cache_entry cni_args cri_request sysctl unpack_layer registry h2_front
+         spdy_frames
 
 options:
   --secs N        seconds per target (default 60)
@@ -48,6 +49,7 @@ const TARGETS: &[&str] = &[
     "unpack_layer",
     "registry",
     "h2_front",
+    "spdy_frames",
 ];
 
 /// Seeds read in place beside `fuzz/seeds/<target>/`, relative to the workspace root; missing

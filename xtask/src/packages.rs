@@ -75,6 +75,10 @@ pub(crate) const GO_PEER_PACKAGES: &[(&str, &str)] = &[
         "golang-github-appc-cni-dev",
         "libcni's sources, for the tests that share a cache with Go libcni",
     ),
+    (
+        "golang-github-docker-spdystream-dev",
+        "moby/spdystream, the SPDY/3.1 peer of cri-streaming's interop tests",
+    ),
 ];
 
 /// Packages the peer benchmark (containerd's go-cni, built from Debian's sources) needs.
