@@ -15,11 +15,13 @@
 //!   headers SPDY clients send, port forward's port prefix;
 //! - [`status`]: what the error stream carries at the end of an exec (v4's `metav1.Status` JSON,
 //!   the plain text of v1 to v3);
-//! - [`resize`]: terminal size messages, read from the resize stream with a cap.
+//! - [`resize`]: terminal size messages, read from the resize stream with a cap;
+//! - [`runtime`]: the seam a container runtime plugs exec, attach and port forward into
+//!   ([`runtime::StreamRuntime`]), and the streams it is handed.
 //!
 //! Not yet: the HTTP server that hands out URLs, upgrades connections (SPDY and WebSocket) and
 //! hands streams to the runtime, and the WebSocket transport. This crate knows nothing of crio-lite; the
-//! runtime will plug exec, attach and port forward in through a trait.
+//! runtime plugs exec, attach and port forward in through [`runtime::StreamRuntime`].
 //!
 //! # Example
 //!
@@ -49,6 +51,7 @@
 pub mod channel;
 mod error;
 pub mod resize;
+pub mod runtime;
 pub mod spdy;
 pub mod status;
 pub mod token;
