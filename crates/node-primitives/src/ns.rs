@@ -168,9 +168,13 @@ impl Pins {
         match mount_change(dir, shared) {
             Ok(()) => Ok(()),
             // EINVAL: not a mount point yet. Bind the directory onto itself (recursively, so
-            // pins made before are carried over) and try again.
+            // pins made before are carried over) and try again. On a node whose `/` is shared
+            // (systemd makes it so) the new mount would join the peer group of the mount it
+            // was bound from, and every pin would be mounted twice: once here and once,
+            // hidden, below the self-bind. Made private first, it gets a peer group of its own.
             Err(Errno::INVAL) => {
                 mount_bind_recursive(dir, dir).map_err(|e| err(e.into()))?;
+                mount_change(dir, MountPropagationFlags::PRIVATE).map_err(|e| err(e.into()))?;
                 mount_change(dir, shared).map_err(|e| err(e.into()))
             }
             Err(e) => Err(err(e.into())),

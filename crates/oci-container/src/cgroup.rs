@@ -20,7 +20,9 @@ use crate::record::ProcessIdentity;
 use crate::runtime::{Runtime, Status};
 
 mod leaf;
-pub(crate) use leaf::{cgroupfs_dirs, make_dir, remove_dir};
+pub mod systemd;
+pub(crate) use leaf::{make_recorded, remove_recorded};
+pub(crate) mod place;
 
 /// The most read of one cgroup or `/proc` file (`memory.stat` is a few KiB, a mount table of a
 /// busy host some hundreds).

@@ -219,6 +219,23 @@ impl Drop for ExecFiles {
     }
 }
 
+/// The `linux.cgroupsPath` of the bundle's `config.json`, if it sets one.
+pub(crate) fn cgroups_path(id: &str, bundle: &Path) -> Result<Option<String>> {
+    let config = bundle.join("config.json");
+    let bytes = safe_file::read_regular(&config, MAX_CONFIG, Symlinks::Refuse)
+        .map_err(|e| Error::file(id, e))?;
+    let spec: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+        container: id.to_owned(),
+        path: config,
+        reason: e.to_string(),
+    })?;
+    Ok(spec
+        .pointer("/linux/cgroupsPath")
+        .and_then(serde_json::Value::as_str)
+        .filter(|path| !path.is_empty())
+        .map(str::to_owned))
+}
+
 /// Writes the spec's process with `command` as its arguments and no terminal, as CRI-O does, so
 /// every runtime runs it as the container's own (env, user, cwd, capabilities).
 fn write_process(id: &str, bundle: &Path, command: &[String], to: &Path) -> Result<()> {

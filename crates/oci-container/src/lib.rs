@@ -117,7 +117,10 @@ pub mod user;
 
 pub use bundle::make_bundle;
 pub use cgroup::ContainerStats;
-pub use cgroup_manager::{CgroupManager, MAX_CGROUP_PARENT};
+pub use cgroup::systemd;
+pub use cgroup_manager::{
+    CgroupManager, CgroupVersion, ConmonCgroup, MAX_CGROUP_PARENT, slice_path, systemd_is_init,
+};
 pub use config::{
     BindMount, CapabilityChanges, ContainerConfig, DeviceMapping, NamespacePaths, Propagation,
     Resources,

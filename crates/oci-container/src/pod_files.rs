@@ -97,8 +97,9 @@ pub struct Pod {
 pub struct PodInit {
     /// The program that becomes the init.
     pub program: PodInitProgram,
-    /// The cgroup (cgroupfs, absolute) the pod's containers are placed under.
-    pub cgroup_parent: PathBuf,
+    /// The cgroup (cgroupfs, absolute) the pod's containers are placed under; `None` when the
+    /// caller places the init (systemd: [`Runtime::place_pod_init`](crate::Runtime::place_pod_init)).
+    pub cgroup_parent: Option<PathBuf>,
     /// The init's own cgroup below it.
     pub cgroup_name: String,
 }

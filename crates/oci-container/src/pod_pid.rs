@@ -92,8 +92,10 @@ pub struct PodInitConfinement {
     pub ipc: PathBuf,
     /// The pod's UTS namespace, as [`pin_pod`](crate::pin_pod) pinned it.
     pub uts: PathBuf,
-    /// The cgroup (a cgroupfs path, absolute) the pod's containers are placed under.
-    pub cgroup_parent: PathBuf,
+    /// The cgroup (a cgroupfs path, absolute) the pod's containers are placed under; `None`
+    /// when the caller places the init itself (with systemd, in a scope it starts around the
+    /// init's pid through [`Runtime::place_pod_init`](crate::Runtime::place_pod_init)).
+    pub cgroup_parent: Option<PathBuf>,
     /// The init's cgroup below it (CRI-O names its infra container's `crio-<pod>`).
     pub cgroup_name: String,
 }
@@ -222,69 +224,29 @@ fn create_pin(pod: &str, path: &Path) -> Result<()> {
         .map_err(|e| Error::io(pod, "create pin", path, e))
 }
 
-/// The init's cgroup leaf: its directories resolved from the mount table, recorded in
-/// `<dir>/pid.cgroup` (so an unpin after a crash finds them), then made.
+/// The init's cgroup leaf, recorded in `<dir>/pid.cgroup` (so an unpin after a crash finds
+/// it), then made.
 fn make_cgroup(pod: &str, dir: &Path, confinement: &PodInitConfinement) -> Result<Vec<PathBuf>> {
-    let (parent, name) = (&confinement.cgroup_parent, &confinement.cgroup_name);
-    let table = node_primitives::mounts::read_own().map_err(|e| {
-        let mountinfo = Path::new(node_primitives::mounts::OWN_MOUNTINFO);
-        Error::io(pod, "read the mount table", mountinfo, e.into_io())
-    })?;
-    let dirs = crate::cgroup::cgroupfs_dirs(&table, parent, name).ok_or_else(|| {
-        Error::config(
-            pod,
-            format!(
-                "the pod init's cgroup {}/{name} is not a plain absolute cgroup path",
-                parent.display()
-            ),
-        )
-    })?;
-    if dirs.is_empty() {
-        return Err(Error::config(
-            pod,
-            format!(
-                "no cgroup file system is mounted for the pod init's cgroup {}/{name}",
-                parent.display()
-            ),
-        ));
-    }
-    let record = cgroup_file(dir);
-    let bytes = serde_json::to_vec(&dirs).map_err(|e| Error::Corrupt {
-        container: pod.to_owned(),
-        path: record.clone(),
-        reason: e.to_string(),
-    })?;
-    safe_file::write_atomic(&record, &bytes, 0o600, safe_file::Durability::Unsynced)
-        .map_err(|e| Error::file(pod, e))?;
-    for leaf in &dirs {
-        crate::cgroup::make_dir(leaf).map_err(|e| Error::io(pod, "make the cgroup", leaf, e))?;
-    }
-    Ok(dirs)
+    let Some(parent) = &confinement.cgroup_parent else {
+        return Ok(Vec::new());
+    };
+    crate::cgroup::make_recorded(
+        pod,
+        "the pod init's cgroup",
+        parent,
+        &confinement.cgroup_name,
+        &cgroup_file(dir),
+    )
 }
 
 /// Removes the cgroup leaf `<dir>/pid.cgroup` names (its init is gone), then the record.
 fn remove_cgroup(pod: &str, dir: &Path) -> Result<()> {
-    let record = cgroup_file(dir);
-    let dirs: Vec<PathBuf> = match safe_file::read_regular(&record, MAX_RECORD, Symlinks::Refuse) {
-        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
-            container: pod.to_owned(),
-            path: record.clone(),
-            reason: e.to_string(),
-        })?,
-        Err(e) if e.is_not_found() => return Ok(()),
-        Err(e) => return Err(Error::file(pod, e)),
-    };
-    let deadline = Instant::now() + START_TIMEOUT;
-    for leaf in &dirs {
-        crate::cgroup::remove_dir(leaf, deadline)
-            .map_err(|e| Error::io(pod, "remove the pod init's cgroup", leaf, e))?;
-    }
-    match std::fs::remove_file(&record) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            Err(Error::io(pod, "remove", &record, e))
-        }
-        _ => Ok(()),
-    }
+    crate::cgroup::remove_recorded(
+        pod,
+        "remove the pod init's cgroup",
+        &cgroup_file(dir),
+        Instant::now() + START_TIMEOUT,
+    )
 }
 
 /// The program bind-mounted read-only at `<dir>/pid.exe`: what the init runs from, so

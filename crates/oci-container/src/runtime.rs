@@ -12,12 +12,15 @@
 use std::ffi::OsStr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use nix::sys::signal::Signal;
 use serde::Deserialize;
 use tokio::io::AsyncReadExt;
 
+use crate::cgroup::place::Cgroups;
+use crate::cgroup_manager::{CgroupManager, ConmonCgroup};
 use crate::command::{self, message, run_ok};
 use crate::error::{Error, Result, validate_id};
 use crate::record::{self, ContainerRecord, ProcessIdentity};
@@ -56,6 +59,9 @@ pub struct Runtime {
     state_dir: PathBuf,
     timeout: Duration,
     create_timeout: Duration,
+    /// The node's cgroup manager and conmon's place, shared by clones (and so is the bus
+    /// connection made on first use).
+    cgroups: Arc<Cgroups>,
 }
 
 /// A container's status, as the runtime reports it.
@@ -155,7 +161,69 @@ impl Runtime {
             state_dir: state_dir.into(),
             timeout: DEFAULT_TIMEOUT,
             create_timeout: DEFAULT_CREATE_TIMEOUT,
+            cgroups: Arc::default(),
         }
+    }
+
+    /// Sets the cgroup manager the containers' `linux.cgroupsPath` is written for (the runtime
+    /// and conmon are told `--systemd-cgroup` with systemd) and where conmon runs. The default
+    /// is cgroupfs with conmon in its pod's cgroup.
+    pub fn with_cgroups(mut self, manager: CgroupManager, conmon: ConmonCgroup) -> Runtime {
+        self.cgroups = Arc::new(Cgroups::new(manager, conmon));
+        self
+    }
+
+    /// With the systemd manager, moves the running init `pid` of pod `pod` into the scope
+    /// `crio-<pod>.scope` in the pod's slice `parent` (CRI-O's name for its infra container's
+    /// scope); systemd removes the scope when the init is gone. Nothing to do with cgroupfs,
+    /// where the init made its own leaf.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] with systemd's reason.
+    pub async fn place_pod_init(&self, pod: &str, pid: i32, parent: &str) -> Result<()> {
+        if self.cgroups.manager != CgroupManager::Systemd {
+            return Ok(());
+        }
+        let pid = u32::try_from(pid)
+            .map_err(|_| Error::config(pod, format!("the pod init's pid {pid} is not a pid")))?;
+        self.cgroups
+            .systemd(pod)
+            .await?
+            .start_scope(
+                &format!("crio-{pod}.scope"),
+                parent,
+                pid,
+                &crate::cgroup::place::description(
+                    &self.state_dir.display().to_string(),
+                    "init of pod",
+                    pod,
+                ),
+            )
+            .await
+            .map_err(|e| Error::config(pod, e.to_string()))
+    }
+
+    /// The cgroup manager containers are created for.
+    pub fn cgroup_manager(&self) -> CgroupManager {
+        self.cgroups.manager
+    }
+
+    /// With the systemd manager, stops the conmon and pod init scopes this runtime started
+    /// (their description names its state directory) whose id `known` does not hold, and the
+    /// container scope beside each such conmon: what lost records leave running. Others'
+    /// scopes are left alone. Returns the units stopped; none with cgroupfs.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidConfig`] with systemd's reason when it cannot be asked.
+    pub async fn stop_stray_scopes(
+        &self,
+        known: &(dyn Fn(&str) -> bool + Sync),
+    ) -> Result<Vec<String>> {
+        self.cgroups
+            .stop_strays(&self.state_dir.display().to_string(), known)
+            .await
     }
 
     /// Sets the runtime's state directory (`--root`).
@@ -295,6 +363,7 @@ impl Runtime {
             .arg(dir)
             .arg("--socket-dir-path")
             .arg(self.state_dir.join("attach"))
+            .args(self.cgroups.manager.runtime_flag())
             .current_dir(bundle)
             .env_clear()
             .env(
@@ -352,6 +421,12 @@ impl Runtime {
         if let Some(pid) = record::read_number(id, &conmon_pidfile)? {
             rec.conmon = ProcessIdentity::of(pid);
             record::write(dir, rec)?;
+            if let Some(path) = crate::exec::cgroups_path(id, bundle)? {
+                let owner = self.state_dir.display().to_string();
+                self.cgroups
+                    .place_conmon(id, pid, &path, dir, &owner)
+                    .await?;
+            }
         }
         let report = tokio::time::timeout_at(deadline.into(), read_sync(sync_read))
             .await
@@ -573,10 +648,10 @@ impl Runtime {
             Ok(rec) => rec.conmon,
             Err(_) => None,
         };
-        let Some(conmon) = conmon else { return };
-        if !conmon
-            .wait_exit(self.timeout.min(Duration::from_secs(5)))
-            .await
+        if let Some(conmon) = conmon
+            && !conmon
+                .wait_exit(self.timeout.min(Duration::from_secs(5)))
+                .await
         {
             tracing::warn!(
                 container = id,
@@ -584,6 +659,9 @@ impl Runtime {
                 "conmon still runs, killing it"
             );
             kill_identity(conmon, Signal::SIGKILL);
+        }
+        if let Err(e) = self.cgroups.release_conmon(id, &dir).await {
+            tracing::warn!(container = id, error = %e, "conmon's cgroup stays");
         }
     }
 

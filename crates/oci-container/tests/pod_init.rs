@@ -189,7 +189,7 @@ fn confinement(pod_dir: &Path, pod: &str, netns: Option<&NetNs>) -> PodInitConfi
         network: netns.map(NetNs::path),
         ipc: pins.ipc,
         uts: pins.uts,
-        cgroup_parent: cgroup_parent(),
+        cgroup_parent: Some(cgroup_parent()),
         cgroup_name: format!("crio-{pod}"),
     }
 }
@@ -261,7 +261,7 @@ fn assert_confined(init: i32, confinement: &PodInitConfinement) -> Vec<PathBuf> 
             "the init is in the pod's {kind} namespace"
         );
     }
-    let leaf = confinement.cgroup_parent.join(&confinement.cgroup_name);
+    let leaf = cgroup_parent().join(&confinement.cgroup_name);
     let cgroups = std::fs::read_to_string(proc.join("cgroup")).expect("cgroup");
     for line in cgroups.lines() {
         assert!(
@@ -345,7 +345,7 @@ fn a_failing_program_is_named_and_leaves_nothing(pods: &Path) {
         network: None,
         ipc: pods.join("p3/ipc"),
         uts: pods.join("p3/uts"),
-        cgroup_parent: cgroup_parent(),
+        cgroup_parent: Some(cgroup_parent()),
         cgroup_name: "crio-p3".to_owned(),
     };
     let err =

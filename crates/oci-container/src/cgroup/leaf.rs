@@ -4,10 +4,14 @@
 //! it replaces.
 
 use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use safe_file::{Durability, Symlinks};
 
 use node_primitives::MountEntry;
 
 use super::{parse_mounts, under};
+use crate::error::{Error, Result};
 
 /// The directories of the cgroup `<parent>/<name>` in every cgroup hierarchy mounted here (each
 /// v1 hierarchy and the unified one on a hybrid host, one directory on a pure v2 host), as the
@@ -67,10 +71,81 @@ pub(crate) fn make_dir(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The most read of a leaf record.
+const MAX_RECORD: u64 = 64 * 1024;
+
+/// Makes the cgroupfs cgroup `<parent>/<name>` of `owner` (a container or pod), called `what` in
+/// errors, in every hierarchy mounted here: its directories resolved from the mount table,
+/// recorded in `record` first (so a removal after a crash finds them), then made.
+pub(crate) fn make_recorded(
+    owner: &str,
+    what: &str,
+    parent: &Path,
+    name: &str,
+    record: &Path,
+) -> Result<Vec<PathBuf>> {
+    let table = node_primitives::mounts::read_own().map_err(|e| {
+        let mountinfo = Path::new(node_primitives::mounts::OWN_MOUNTINFO);
+        Error::io(owner, "read the mount table", mountinfo, e.into_io())
+    })?;
+    let shown = || format!("{what} {}/{name}", parent.display());
+    let dirs = cgroupfs_dirs(&table, parent, name).ok_or_else(|| {
+        Error::config(
+            owner,
+            format!("{} is not a plain absolute cgroup path", shown()),
+        )
+    })?;
+    if dirs.is_empty() {
+        return Err(Error::config(
+            owner,
+            format!("no cgroup file system is mounted for {}", shown()),
+        ));
+    }
+    let bytes = serde_json::to_vec(&dirs).map_err(|e| Error::Corrupt {
+        container: owner.to_owned(),
+        path: record.to_owned(),
+        reason: e.to_string(),
+    })?;
+    safe_file::write_atomic(record, &bytes, 0o600, Durability::Unsynced)
+        .map_err(|e| Error::file(owner, e))?;
+    for leaf in &dirs {
+        make_dir(leaf).map_err(|e| Error::io(owner, "make the cgroup", leaf, e))?;
+    }
+    Ok(dirs)
+}
+
+/// Removes the cgroup directories `record` names (their processes are gone; a busy one is
+/// retried until `deadline`), then the record. No record is fine. `what` says what failed.
+pub(crate) fn remove_recorded(
+    owner: &str,
+    what: &'static str,
+    record: &Path,
+    deadline: Instant,
+) -> Result<()> {
+    let dirs: Vec<PathBuf> = match safe_file::read_regular(record, MAX_RECORD, Symlinks::Refuse) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+            container: owner.to_owned(),
+            path: record.to_owned(),
+            reason: e.to_string(),
+        })?,
+        Err(e) if e.is_not_found() => return Ok(()),
+        Err(e) => return Err(Error::file(owner, e)),
+    };
+    for leaf in &dirs {
+        remove_dir(leaf, deadline).map_err(|e| Error::io(owner, what, leaf, e))?;
+    }
+    match std::fs::remove_file(record) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(Error::io(owner, "remove", record, e))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Removes `dir` (the cgroup must hold no process); one that is not there is fine. A cgroup whose
 /// last process has just been reaped may still count as busy for a moment: retried until
 /// `deadline`.
-pub(crate) fn remove_dir(dir: &Path, deadline: std::time::Instant) -> std::io::Result<()> {
+pub(crate) fn remove_dir(dir: &Path, deadline: Instant) -> std::io::Result<()> {
     loop {
         match std::fs::remove_dir(dir) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
