@@ -59,9 +59,14 @@ pub struct Info {
     pub storage_driver: Option<String>,
     /// The signature policy pulls follow; `None` when every image is accepted.
     pub signature_policy: Option<PathBuf>,
-    /// How containers' cgroups are managed: `cgroupfs` (CRI-O's `cgroup_driver`).
+    /// How containers' cgroups are managed: `systemd` or `cgroupfs` (CRI-O's
+    /// `cgroup_driver`).
     #[serde(default)]
     pub cgroup_driver: String,
+    /// The node's cgroup hierarchy: `v1`, `hybrid` (v1 with the unified one beside) or `v2`;
+    /// empty when none is mounted.
+    #[serde(default)]
+    pub cgroup_version: String,
     /// The runtime handler of sandboxes that name none.
     #[serde(default)]
     pub default_runtime: String,
@@ -226,7 +231,10 @@ async fn info(State(state): State<ApiState>) -> Json<Info> {
         storage_root: state.images.root().to_owned(),
         storage_driver: state.images.storage_driver().map(str::to_owned),
         signature_policy: state.images.signature_policy(),
-        cgroup_driver: "cgroupfs".to_owned(),
+        cgroup_driver: config.cgroups().0.name().to_owned(),
+        cgroup_version: oci_container::CgroupVersion::of_node()
+            .map_or("", oci_container::CgroupVersion::name)
+            .to_owned(),
         default_runtime: config.crio.runtime.default_runtime.clone(),
     })
 }

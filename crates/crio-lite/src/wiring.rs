@@ -105,6 +105,8 @@ pub(crate) fn container_settings(config: &Config) -> ContainerSettings {
         pids_limit: Some(runtime.pids_limit).filter(|&n| n > 0),
         run_dir: config.crio.runroot.clone(),
         pod_init: pod_init_program(),
+        cgroup_manager: config.cgroups().0,
+        conmon_cgroup: config.cgroups().1,
     }
 }
 
@@ -199,6 +201,9 @@ pub fn main(cli: Cli) -> anyhow::Result<()> {
             for file in &loaded.files {
                 tracing::info!(file = %file.display(), "configuration read");
             }
+            for warning in loaded.config.node_warnings() {
+                tracing::warn!("{warning}");
+            }
             let runtime = runtime()?;
             timeline.mark("configuration");
             runtime.block_on(run_daemon_reloading(
@@ -226,6 +231,9 @@ fn check_config(loader: &Loader) -> anyhow::Result<()> {
                 crate::domain::signature_policy_file(&loaded.config.crio.image.signature_policy)
             {
                 eprintln!("warning: {e}");
+            }
+            for warning in loaded.config.node_warnings() {
+                eprintln!("warning: {warning}");
             }
             if files.is_empty() {
                 println!("configuration ok (no file read: defaults, environment and flags)");

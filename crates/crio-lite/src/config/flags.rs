@@ -23,6 +23,36 @@ pub struct Overrides {
     /// The CRI socket [crio.api.listen; env CONTAINER_LISTEN].
     #[arg(long, value_name = "PATH", value_hint = clap::ValueHint::FilePath)]
     pub listen: Option<PathBuf>,
+    /// The streaming server's address [crio.api.stream_address; env CONTAINER_STREAM_ADDRESS].
+    #[arg(long, value_name = "IP")]
+    pub stream_address: Option<String>,
+    /// The streaming server's port; 0 for a free one [crio.api.stream_port; env
+    /// CONTAINER_STREAM_PORT].
+    #[arg(long, value_name = "PORT")]
+    pub stream_port: Option<String>,
+    /// Serve streams over HTTPS [crio.api.stream_enable_tls; env CONTAINER_STREAM_ENABLE_TLS].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
+          default_missing_value = "true", value_parser = parse_bool)]
+    pub stream_enable_tls: Option<bool>,
+    /// The streaming server's certificate chain [crio.api.stream_tls_cert; env
+    /// CONTAINER_STREAM_TLS_CERT].
+    #[arg(long, value_name = "PATH", value_parser = path_or_empty(),
+          value_hint = clap::ValueHint::FilePath)]
+    pub stream_tls_cert: Option<PathBuf>,
+    /// The streaming server's private key [crio.api.stream_tls_key; env
+    /// CONTAINER_STREAM_TLS_KEY].
+    #[arg(long, value_name = "PATH", value_parser = path_or_empty(),
+          value_hint = clap::ValueHint::FilePath)]
+    pub stream_tls_key: Option<PathBuf>,
+    /// CA certificates clients must present a certificate of [crio.api.stream_tls_ca; env
+    /// CONTAINER_STREAM_TLS_CA].
+    #[arg(long, value_name = "PATH", value_parser = path_or_empty(),
+          value_hint = clap::ValueHint::FilePath)]
+    pub stream_tls_ca: Option<PathBuf>,
+    /// Close a stream with no traffic for this long, such as 4h [crio.api.stream_idle_timeout;
+    /// env CONTAINER_STREAM_IDLE_TIMEOUT].
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub stream_idle_timeout: Option<Duration>,
     /// The log filter; RUST_LOG wins over it [crio.runtime.log_level; env CONTAINER_LOG_LEVEL].
     #[arg(long, short = 'l', value_name = "FILTER")]
     pub log_level: Option<String>,
@@ -57,6 +87,14 @@ pub struct Overrides {
     /// CONTAINER_PIDS_LIMIT].
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub pids_limit: Option<i64>,
+    /// Who makes the containers' cgroups: systemd or cgroupfs [crio.runtime.cgroup_manager; env
+    /// CONTAINER_CGROUP_MANAGER].
+    #[arg(long, value_name = "MANAGER")]
+    pub cgroup_manager: Option<String>,
+    /// Where each container's conmon runs: pod, or with systemd a slice
+    /// [crio.runtime.conmon_cgroup; env CONTAINER_CONMON_CGROUP].
+    #[arg(long, value_name = "CGROUP")]
+    pub conmon_cgroup: Option<String>,
     /// Credentials for pulls that bring none, in containers-auth.json format
     /// [crio.image.global_auth_file; env CONTAINER_GLOBAL_AUTH_FILE].
     #[arg(long, value_name = "PATH", value_parser = path_or_empty(),
@@ -166,6 +204,42 @@ impl Overrides {
             &mut crio.api.listen,
             self.listen.as_ref(),
         );
+        let api = &mut crio.api;
+        set.one(
+            "crio.api.stream_address",
+            &mut api.stream_address,
+            self.stream_address.as_ref(),
+        );
+        set.one(
+            "crio.api.stream_port",
+            &mut api.stream_port,
+            self.stream_port.as_ref(),
+        );
+        set.one(
+            "crio.api.stream_enable_tls",
+            &mut api.stream_enable_tls,
+            self.stream_enable_tls.as_ref(),
+        );
+        set.one(
+            "crio.api.stream_tls_cert",
+            &mut api.stream_tls_cert,
+            self.stream_tls_cert.as_ref(),
+        );
+        set.one(
+            "crio.api.stream_tls_key",
+            &mut api.stream_tls_key,
+            self.stream_tls_key.as_ref(),
+        );
+        set.one(
+            "crio.api.stream_tls_ca",
+            &mut api.stream_tls_ca,
+            self.stream_tls_ca.as_ref(),
+        );
+        set.one(
+            "crio.api.stream_idle_timeout",
+            &mut api.stream_idle_timeout,
+            self.stream_idle_timeout.as_ref(),
+        );
         self.apply_runtime(&mut crio.runtime, &mut set);
         let image = &mut crio.image;
         set.one(
@@ -269,6 +343,16 @@ impl Overrides {
             "crio.runtime.pids_limit",
             &mut runtime.pids_limit,
             self.pids_limit.as_ref(),
+        );
+        set.one(
+            "crio.runtime.cgroup_manager",
+            &mut runtime.cgroup_manager,
+            self.cgroup_manager.as_ref(),
+        );
+        set.one(
+            "crio.runtime.conmon_cgroup",
+            &mut runtime.conmon_cgroup,
+            self.conmon_cgroup.as_ref(),
         );
     }
 

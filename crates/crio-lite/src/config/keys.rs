@@ -62,6 +62,57 @@ pub const KEYS: &[Key] = &[
         doc: "The unix socket serving CRI (gRPC) and the HTTP status API (mode 0660).",
     },
     Key {
+        path: "crio.api.stream_address",
+        flag: "--stream-address",
+        env: "CONTAINER_STREAM_ADDRESS",
+        crio: true,
+        doc: "The address of the streaming server that Exec, Attach and PortForward hand out URLs on\n\
+              (SPDY/3.1 and WebSocket, as kubectl and crictl speak them).",
+    },
+    Key {
+        path: "crio.api.stream_port",
+        flag: "--stream-port",
+        env: "CONTAINER_STREAM_PORT",
+        crio: true,
+        doc: "Its port; \"0\" for a free one.",
+    },
+    Key {
+        path: "crio.api.stream_enable_tls",
+        flag: "--stream-enable-tls",
+        env: "CONTAINER_STREAM_ENABLE_TLS",
+        crio: true,
+        doc: "Serve streams over HTTPS with stream_tls_cert and stream_tls_key.",
+    },
+    Key {
+        path: "crio.api.stream_tls_cert",
+        flag: "--stream-tls-cert",
+        env: "CONTAINER_STREAM_TLS_CERT",
+        crio: true,
+        doc: "The streaming server's certificate chain (PEM).",
+    },
+    Key {
+        path: "crio.api.stream_tls_key",
+        flag: "--stream-tls-key",
+        env: "CONTAINER_STREAM_TLS_KEY",
+        crio: true,
+        doc: "The streaming server's private key (PEM).",
+    },
+    Key {
+        path: "crio.api.stream_tls_ca",
+        flag: "--stream-tls-ca",
+        env: "CONTAINER_STREAM_TLS_CA",
+        crio: true,
+        doc: "CA certificates (PEM) a client's certificate must be signed by; \"\" for no client\n\
+              certificates.",
+    },
+    Key {
+        path: "crio.api.stream_idle_timeout",
+        flag: "--stream-idle-timeout",
+        env: "CONTAINER_STREAM_IDLE_TIMEOUT",
+        crio: true,
+        doc: "A stream with no traffic this long is closed (4h, kubelet's default).",
+    },
+    Key {
         path: "crio.runtime.log_level",
         flag: "--log-level",
         env: "CONTAINER_LOG_LEVEL",
@@ -125,6 +176,24 @@ pub const KEYS: &[Key] = &[
         crio: true,
         doc: "The most processes a container may have (pids.max), so a fork bomb stays in its\n\
               cgroup; 0 or -1 for none. CRI-O's default before 1.25.",
+    },
+    Key {
+        path: "crio.runtime.cgroup_manager",
+        flag: "--cgroup-manager",
+        env: "CONTAINER_CGROUP_MANAGER",
+        crio: true,
+        doc: "Who makes the containers' cgroups: \"systemd\" (scopes through systemd's D-Bus API,\n\
+              pods under slices such as kubepods-burstable.slice; the default where systemd is\n\
+              init) or \"cgroupfs\" (cgroup paths such as /kubepods/burstable; the default\n\
+              elsewhere). It must match kubelet's cgroupDriver.",
+    },
+    Key {
+        path: "crio.runtime.conmon_cgroup",
+        flag: "--conmon-cgroup",
+        env: "CONTAINER_CONMON_CGROUP",
+        crio: true,
+        doc: "Where each container's conmon runs: \"pod\" (beside the pod's containers, charged\n\
+              to the pod) or, with the systemd manager, a slice such as system.slice.",
     },
     Key {
         path: "crio.image.global_auth_file",

@@ -91,18 +91,43 @@ impl Default for CrioTable {
     }
 }
 
-/// `[crio.api]`: the CRI socket.
+/// `[crio.api]`: the CRI socket and the streaming server (Exec, Attach, PortForward).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApiTable {
     /// `listen`: the unix socket serving CRI (gRPC) and the HTTP status API.
     pub listen: PathBuf,
+    /// `stream_address`: the address the streaming server binds.
+    pub stream_address: String,
+    /// `stream_port`: its port, a string as in CRI-O; `"0"` for a free one.
+    pub stream_port: String,
+    /// `stream_enable_tls`: serve streams over HTTPS with `stream_tls_cert` and `stream_tls_key`.
+    pub stream_enable_tls: bool,
+    /// `stream_tls_cert`: the certificate chain (PEM).
+    pub stream_tls_cert: PathBuf,
+    /// `stream_tls_key`: its private key (PEM).
+    pub stream_tls_key: PathBuf,
+    /// `stream_tls_ca`: CA certificates clients must present a certificate of; empty for none.
+    pub stream_tls_ca: PathBuf,
+    /// `stream_idle_timeout`: a stream with no traffic this long is closed.
+    #[serde(
+        serialize_with = "serialize_duration",
+        deserialize_with = "deserialize_duration"
+    )]
+    pub stream_idle_timeout: Duration,
 }
 
 impl Default for ApiTable {
     fn default() -> Self {
         ApiTable {
             listen: PathBuf::from("/var/run/crio-lite/crio-lite.sock"),
+            stream_address: "127.0.0.1".to_owned(),
+            stream_port: "0".to_owned(),
+            stream_enable_tls: false,
+            stream_tls_cert: PathBuf::new(),
+            stream_tls_key: PathBuf::new(),
+            stream_tls_ca: PathBuf::new(),
+            stream_idle_timeout: DEFAULT_STREAM_IDLE_TIMEOUT,
         }
     }
 }
@@ -134,6 +159,11 @@ pub struct RuntimeTable {
     /// `pids_limit`: the most processes a container may have (its cgroup's `pids.max`); 0 or
     /// -1 for no limit.
     pub pids_limit: i64,
+    /// `cgroup_manager`: `systemd` or `cgroupfs`; the default is systemd where systemd is
+    /// init, as CRI-O's.
+    pub cgroup_manager: String,
+    /// `conmon_cgroup`: `pod`, or with systemd a slice.
+    pub conmon_cgroup: String,
     /// `[crio.runtime.runtimes.NAME]`: runtime handlers beside the built-in `crun` and `runc`
     /// (a table named like a built-in one replaces it).
     pub runtimes: BTreeMap<String, RuntimeHandler>,
@@ -150,9 +180,75 @@ impl Default for RuntimeTable {
             seccomp_profile: PathBuf::new(),
             seccomp_use_default_when_empty: oci_container::seccomp::USE_DEFAULT_WHEN_EMPTY,
             pids_limit: 1024,
+            cgroup_manager: oci_container::CgroupManager::for_node().name().to_owned(),
+            conmon_cgroup: "pod".to_owned(),
             runtimes: BTreeMap::new(),
         }
     }
+}
+
+/// What is wrong with the streaming server's keys.
+fn stream_problems(api: &ApiTable) -> Vec<(&'static str, String)> {
+    let mut problems = Vec::new();
+    if api.stream_address.parse::<std::net::IpAddr>().is_err() {
+        problems.push((
+            "crio.api.stream_address",
+            format!("{:?} is not an IP address", api.stream_address),
+        ));
+    }
+    if api.stream_port.parse::<u16>().is_err() {
+        problems.push((
+            "crio.api.stream_port",
+            format!(
+                "{:?} is not a port (0 to 65535; \"0\" for a free one)",
+                api.stream_port
+            ),
+        ));
+    }
+    if api.stream_idle_timeout.is_zero() {
+        problems.push((
+            "crio.api.stream_idle_timeout",
+            "must be more than 0s".to_owned(),
+        ));
+    }
+    if api.stream_enable_tls {
+        for (key, path) in [
+            ("crio.api.stream_tls_cert", &api.stream_tls_cert),
+            ("crio.api.stream_tls_key", &api.stream_tls_key),
+        ] {
+            if path.as_os_str().is_empty() {
+                problems.push((key, "must be set when stream_enable_tls is true".to_owned()));
+            }
+        }
+    }
+    problems
+}
+
+/// The streaming server's bind address, from checked keys.
+impl ApiTable {
+    /// `stream_address:stream_port`; `None` when validation would refuse either.
+    pub fn stream_socket_addr(&self) -> Option<std::net::SocketAddr> {
+        Some(std::net::SocketAddr::new(
+            self.stream_address.parse().ok()?,
+            self.stream_port.parse().ok()?,
+        ))
+    }
+}
+
+/// What is wrong with `cgroup_manager` and `conmon_cgroup`.
+fn cgroup_problems(runtime: &RuntimeTable) -> Option<(&'static str, String)> {
+    let Some(manager) = oci_container::CgroupManager::parse(&runtime.cgroup_manager) else {
+        return Some((
+            "crio.runtime.cgroup_manager",
+            format!(
+                "{:?} is neither \"systemd\" nor \"cgroupfs\"",
+                runtime.cgroup_manager
+            ),
+        ));
+    };
+    oci_container::ConmonCgroup::parse(&runtime.conmon_cgroup, manager)
+        .err()
+        .map(|why| ("crio.runtime.conmon_cgroup", why))
 }
 
 /// `[crio.runtime.runtimes.NAME]`: an OCI runtime that sandboxes pick by name (the CRI's
@@ -220,6 +316,10 @@ pub struct ImageTable {
     /// `check-config`).
     pub signature_policy: PathBuf,
 }
+
+/// How long a stream may see no traffic: kubelet's streaming default (CRI-O's when its key is
+/// empty), four hours.
+pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(4 * 60 * 60);
 
 /// What a pull that waits on its registry may take to bring [`DEFAULT_PULL_MIN_RATE`] a
 /// second: five minutes, far past any registry that works.
@@ -623,6 +723,8 @@ impl Config {
                 ),
             ));
         }
+        problems.extend(cgroup_problems(&crio.runtime));
+        problems.extend(stream_problems(&crio.api));
         if crio.runtime.conmon.as_os_str().is_empty() {
             problems.push(("crio.runtime.conmon", "must not be empty".to_owned()));
         }
@@ -645,6 +747,67 @@ impl Config {
             }
         }
         problems
+    }
+
+    /// What does not fit this node, though the configuration is valid: a cgroup manager that
+    /// does not match its init, crun as the default runtime on a hybrid cgroup layout (which
+    /// crun refuses). Said by `check-config` and at start.
+    pub fn node_warnings(&self) -> Vec<String> {
+        self.node_warnings_for(
+            oci_container::systemd_is_init(),
+            oci_container::CgroupVersion::of_node(),
+        )
+    }
+
+    pub(crate) fn node_warnings_for(
+        &self,
+        systemd_init: bool,
+        version: Option<oci_container::CgroupVersion>,
+    ) -> Vec<String> {
+        let mut warnings = Vec::new();
+        let (manager, _) = self.cgroups();
+        match manager {
+            oci_container::CgroupManager::Systemd if !systemd_init => warnings.push(
+                "crio.runtime.cgroup_manager is \"systemd\" but systemd is not this node's init \
+                 (no /run/systemd/system): every container will fail; use \"cgroupfs\""
+                    .to_owned(),
+            ),
+            oci_container::CgroupManager::Cgroupfs if systemd_init => warnings.push(
+                "crio.runtime.cgroup_manager is \"cgroupfs\" on a node whose init is systemd: \
+                 two managers write one cgroup tree; \"systemd\" is the default here, as in \
+                 CRI-O (kubelet's cgroupDriver must match)"
+                    .to_owned(),
+            ),
+            _ => {}
+        }
+        if version == Some(oci_container::CgroupVersion::Hybrid) {
+            let handlers = self.runtime_handlers();
+            let default = &self.crio.runtime.default_runtime;
+            if let Some(handler) = handlers.get(default)
+                && handler
+                    .runtime_path
+                    .file_name()
+                    .is_some_and(|name| name == "crun")
+            {
+                warnings.push(format!(
+                    "crio.runtime.default_runtime is {default:?} (crun), which refuses this \
+                     node's hybrid cgroup layout (v1 with the unified hierarchy beside it): \
+                     pods that name no handler will fail; runc runs here"
+                ));
+            }
+        }
+        warnings
+    }
+
+    /// The cgroup manager and conmon's place (`cgroup_manager`, `conmon_cgroup`); a value
+    /// validation refuses falls back to the node's default.
+    pub fn cgroups(&self) -> (oci_container::CgroupManager, oci_container::ConmonCgroup) {
+        let runtime = &self.crio.runtime;
+        let manager = oci_container::CgroupManager::parse(&runtime.cgroup_manager)
+            .unwrap_or_else(oci_container::CgroupManager::for_node);
+        let conmon =
+            oci_container::ConmonCgroup::parse(&runtime.conmon_cgroup, manager).unwrap_or_default();
+        (manager, conmon)
     }
 
     /// Every runtime handler: the built-in `crun` and `runc`, then those of

@@ -505,7 +505,10 @@ fn config() -> impl Strategy<Value = Config> {
                 root,
                 runroot,
                 storage_driver: image.4,
-                api: ApiTable { listen },
+                api: ApiTable {
+                    listen,
+                    ..ApiTable::default()
+                },
                 runtime: RuntimeTable {
                     log_level,
                     namespaces_dir,
@@ -671,4 +674,71 @@ fn runtime_handler_mistakes_name_the_key() {
         let err = Config::from_toml(text, "<string>").unwrap_err().to_string();
         assert!(err.contains(wanted), "{text}: {err}");
     }
+}
+
+#[test]
+fn node_warnings_name_a_manager_that_does_not_fit_and_crun_on_hybrid() {
+    use oci_container::CgroupVersion;
+    let with = |text: &str| Config::from_toml(text, "<string>").expect("valid configuration");
+    let systemd = with("[crio.runtime]\ncgroup_manager = \"systemd\"\n");
+    let cgroupfs = with("[crio.runtime]\ncgroup_manager = \"cgroupfs\"\n");
+    let warnings = systemd.node_warnings_for(false, Some(CgroupVersion::V2));
+    assert!(
+        warnings.len() == 1 && warnings[0].contains("systemd is not this node's init"),
+        "{warnings:?}"
+    );
+    assert!(
+        systemd
+            .node_warnings_for(true, Some(CgroupVersion::V2))
+            .is_empty()
+    );
+    let warnings = cgroupfs.node_warnings_for(true, Some(CgroupVersion::V2));
+    assert!(
+        warnings.len() == 1 && warnings[0].contains("two managers"),
+        "{warnings:?}"
+    );
+    // crun is the default runtime; on a hybrid node it cannot run, runc can.
+    let warnings = cgroupfs.node_warnings_for(false, Some(CgroupVersion::Hybrid));
+    assert!(
+        warnings.len() == 1 && warnings[0].contains("runc runs here"),
+        "{warnings:?}"
+    );
+    let runc = with("[crio.runtime]\ncgroup_manager = \"cgroupfs\"\ndefault_runtime = \"runc\"\n");
+    assert!(
+        runc.node_warnings_for(false, Some(CgroupVersion::Hybrid))
+            .is_empty()
+    );
+}
+
+#[test]
+fn cgroup_keys_are_checked() {
+    for (text, expected) in [
+        (
+            "[crio.runtime]\ncgroup_manager = \"SystemD\"\n",
+            "key crio.runtime.cgroup_manager: \"SystemD\" is neither",
+        ),
+        (
+            "[crio.runtime]\ncgroup_manager = \"cgroupfs\"\nconmon_cgroup = \"system.slice\"\n",
+            "needs the systemd manager",
+        ),
+        (
+            "[crio.runtime]\ncgroup_manager = \"systemd\"\nconmon_cgroup = \"/system\"\n",
+            "not a systemd slice",
+        ),
+    ] {
+        let err = Config::from_toml(text, "<string>").unwrap_err().to_string();
+        assert!(err.contains(expected), "{text}: {err}");
+    }
+    let config = Config::from_toml(
+        "[crio.runtime]\ncgroup_manager = \"systemd\"\nconmon_cgroup = \"system.slice\"\n",
+        "<string>",
+    )
+    .expect("valid");
+    assert_eq!(
+        config.cgroups(),
+        (
+            oci_container::CgroupManager::Systemd,
+            oci_container::ConmonCgroup::Slice("system.slice".to_owned())
+        )
+    );
 }

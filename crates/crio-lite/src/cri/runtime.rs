@@ -477,8 +477,15 @@ impl RuntimeService for RuntimeApi {
         &self,
         _request: Request<cri::RuntimeConfigRequest>,
     ) -> Result<Response<cri::RuntimeConfigResponse>, Status> {
-        Err(Status::unimplemented(
-            "RuntimeConfig: crio-lite manages no cgroups and reports no cgroup driver",
-        ))
+        // kubelet (1.28+, KubeletCgroupDriverFromCRI) takes its cgroup driver from here.
+        let cgroup_driver = match self.config.cgroups().0 {
+            oci_container::CgroupManager::Systemd => cri::CgroupDriver::Systemd,
+            _ => cri::CgroupDriver::Cgroupfs,
+        };
+        Ok(Response::new(cri::RuntimeConfigResponse {
+            linux: Some(cri::LinuxRuntimeConfiguration {
+                cgroup_driver: cgroup_driver.into(),
+            }),
+        }))
     }
 }

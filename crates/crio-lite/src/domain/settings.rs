@@ -40,6 +40,10 @@ pub struct ContainerSettings {
     pub run_dir: PathBuf,
     /// The program that becomes the init of a pod that shares its PID namespace.
     pub pod_init: oci_container::PodInitProgram,
+    /// Who makes the containers' cgroups.
+    pub cgroup_manager: oci_container::CgroupManager,
+    /// Where each container's conmon runs.
+    pub conmon_cgroup: oci_container::ConmonCgroup,
 }
 
 /// What the node's images are kept and pulled with.

@@ -184,6 +184,22 @@ async fn invalid_requests_name_the_field() {
         "{}",
         err.message()
     );
+
+    // kubelet takes its cgroup driver from RuntimeConfig: the node's default manager here.
+    let config = client
+        .runtime_config(cri::RuntimeConfigRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let expected = if oci_container::systemd_is_init() {
+        cri::CgroupDriver::Systemd
+    } else {
+        cri::CgroupDriver::Cgroupfs
+    };
+    assert_eq!(
+        config.linux.map(|linux| linux.cgroup_driver),
+        Some(expected as i32)
+    );
     daemon.shutdown().await.unwrap();
 }
 

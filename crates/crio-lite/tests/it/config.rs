@@ -157,7 +157,11 @@ fn check_config_warns_when_the_policy_file_is_missing() {
     let check = || {
         crio_lite(
             &["check-config", "-c", &path_of("partial.toml")],
-            &[("CONTAINER_SIGNATURE_POLICY", &policy_text)],
+            // runc and the node's own manager: no warning but the policy's on any node.
+            &[
+                ("CONTAINER_SIGNATURE_POLICY", &policy_text),
+                ("CONTAINER_DEFAULT_RUNTIME", "runc"),
+            ],
         )
     };
     let out = check();

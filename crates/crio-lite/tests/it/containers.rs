@@ -129,8 +129,17 @@ pub(crate) fn pod(node: &Node, name: &str) -> cri::RunPodSandboxRequest {
     request
 }
 
+/// The pod's cgroup parent, the test's own: a cgroup path with cgroupfs, a slice with systemd
+/// (underscores for the dashes that would nest it in parent slices).
 pub(crate) fn cgroup_parent(node: &Node, name: &str) -> String {
-    format!("/crio-lite-e2e-{}-{name}", node.name())
+    match e2e_support::test_cgroup_manager() {
+        oci_container::CgroupManager::Systemd => format!(
+            "crio_lite_e2e_{}_{}.slice",
+            node.name().replace('-', "_"),
+            name.replace('-', "_")
+        ),
+        _ => format!("/crio-lite-e2e-{}-{name}", node.name()),
+    }
 }
 
 pub(crate) fn container_config(image: &str, name: &str, script: &str) -> cri::ContainerConfig {
@@ -279,7 +288,7 @@ pub(crate) async fn wait_log(path: &Path, text: &str) {
 /// files, mounts under the storage.
 pub(crate) fn assert_no_container_left(node: &Node) {
     let leaks = [
-        ("runc containers", node.runc_containers()),
+        ("runtime containers", node.runtime_containers()),
         ("processes in the node namespace", {
             node.ns().pids().iter().map(ToString::to_string).collect()
         }),
@@ -315,6 +324,13 @@ pub(crate) fn assert_no_container_left(node: &Node) {
 }
 
 pub(crate) fn remove_cgroups(node: &Node, names: &[&str]) {
+    if e2e_support::test_cgroup_manager() == oci_container::CgroupManager::Systemd {
+        for name in names {
+            let _ =
+                test_support::process::output("systemctl", &["stop", &cgroup_parent(node, name)]);
+        }
+        return;
+    }
     for controller in file_names(Path::new("/sys/fs/cgroup")) {
         for name in names {
             let dir = PathBuf::from("/sys/fs/cgroup")
@@ -459,7 +475,7 @@ async fn containers_outlive_a_killed_daemon_and_report_right_after_its_restart()
         .expect("remove the orphan's state");
     std::fs::remove_dir_all(node.run_dir().join(format!("oci/runc/containers/{orphan}")))
         .expect("remove the orphan's runtime record");
-    assert!(node.runc_containers().contains(&orphan));
+    assert!(node.runtime_containers().contains(&orphan));
     // The short one exits while the daemon is down.
     tokio::time::sleep(Duration::from_secs(3)).await;
     node.start().await;
@@ -492,7 +508,7 @@ async fn containers_outlive_a_killed_daemon_and_report_right_after_its_restart()
         cri::ContainerState::ContainerCreated as i32
     );
     assert!(
-        !node.runc_containers().contains(&orphan),
+        !node.runtime_containers().contains(&orphan),
         "a runtime container in our bundle directory without a record is removed"
     );
     assert_eq!(

@@ -463,21 +463,46 @@ impl Drop for Node {
     }
 }
 
+/// The OCI runtime the tests' containers run on, name and binary: `CRIO_LITE_TEST_RUNTIME`
+/// (`crun` or `runc`), runc when unset, as crun refuses hybrid-cgroup hosts such as CI's. The
+/// VM suite (`cargo xtask vm`) runs them on both.
+pub(crate) fn test_runtime() -> (&'static str, &'static str) {
+    match std::env::var("CRIO_LITE_TEST_RUNTIME").as_deref() {
+        Ok("crun") => ("crun", "/usr/bin/crun"),
+        Ok("runc") | Err(_) => ("runc", "/usr/sbin/runc"),
+        Ok(other) => panic!("CRIO_LITE_TEST_RUNTIME={other:?}: crun or runc"),
+    }
+}
+
+/// The cgroup manager the tests' daemons use: `CRIO_LITE_TEST_CGROUP_MANAGER` (`systemd` or
+/// `cgroupfs`), the node's default (systemd where it is init) when unset.
+pub(crate) fn test_cgroup_manager() -> oci_container::CgroupManager {
+    match std::env::var("CRIO_LITE_TEST_CGROUP_MANAGER") {
+        Ok(name) => oci_container::CgroupManager::parse(&name).unwrap_or_else(|| {
+            panic!("CRIO_LITE_TEST_CGROUP_MANAGER={name:?}: systemd or cgroupfs")
+        }),
+        Err(_) => oci_container::CgroupManager::for_node(),
+    }
+}
+
 impl Node {
-    /// The runc state directory of this node's containers (see [`Node::use_containers`]).
-    pub(crate) fn runc_root(&self) -> PathBuf {
-        self.path("run/runc")
+    /// The runtime's state directory for this node's containers (see [`Node::use_containers`]).
+    pub(crate) fn runtime_root(&self) -> PathBuf {
+        self.path(&format!("run/{}", test_runtime().0))
     }
 
-    /// Configures the node for containers: runc with a state directory of its own (crun refuses
-    /// hybrid-cgroup hosts such as CI's), the registry at `registry` pulled over plain HTTP.
+    /// Configures the node for containers: the test runtime ([`test_runtime`]) with a state
+    /// directory of its own, the test cgroup manager, the registry at `registry` pulled over
+    /// plain HTTP.
     pub(crate) fn use_containers(&self, registry: &str) {
+        let (runtime, path) = test_runtime();
         let text = format!(
-            "[crio.runtime]\ndefault_runtime = \"runc\"\n\
-             [crio.runtime.runtimes.runc]\nruntime_path = \"/usr/sbin/runc\"\n\
+            "[crio.runtime]\ndefault_runtime = \"{runtime}\"\ncgroup_manager = \"{}\"\n\
+             [crio.runtime.runtimes.{runtime}]\nruntime_path = \"{path}\"\n\
              runtime_root = \"{}\"\n\
              [crio.image]\ninsecure_registries = [\"{registry}\"]\nsignature_policy = \"{}\"\n",
-            self.runc_root().display(),
+            test_cgroup_manager().name(),
+            self.runtime_root().display(),
             self.path("policy.json").display(),
         );
         std::fs::write(
@@ -489,14 +514,14 @@ impl Node {
             .expect("write the containers drop-in");
     }
 
-    /// The containers runc knows under this node's root.
-    pub(crate) fn runc_containers(&self) -> Vec<String> {
-        let root = self.runc_root();
+    /// The containers the test runtime knows under this node's root.
+    pub(crate) fn runtime_containers(&self) -> Vec<String> {
+        let root = self.runtime_root();
         if !root.exists() {
             return Vec::new();
         }
         let out = output(
-            "runc",
+            test_runtime().1,
             &["--root", &root.display().to_string(), "list", "-q"],
         );
         stdout(&out).lines().map(str::to_owned).collect()
@@ -505,9 +530,12 @@ impl Node {
     /// Force-deletes every container of the node, kills what runs in the node namespace (conmon)
     /// and unmounts the root file systems: a failed test leaves nothing running.
     fn remove_containers(&self) {
-        let root = self.runc_root().display().to_string();
-        for id in self.runc_containers() {
-            let _ = output("runc", &["--root", &root, "delete", "--force", &id]);
+        let root = self.runtime_root().display().to_string();
+        for id in self.runtime_containers() {
+            let _ = output(
+                test_runtime().1,
+                &["--root", &root, "delete", "--force", &id],
+            );
         }
         for pid in self.ns.pids() {
             let _ = output("kill", &["-9", &pid.to_string()]);

@@ -93,7 +93,17 @@ async fn a_container_reaches_nothing_of_the_node_through_the_pods_init() {
     // The init is in a cgroup of its own beside the pod's containers, named as CRI-O names the
     // infra container's, and that cgroup goes with the pod.
     let init = pod_init(&setup.node, &sandbox);
-    let leaf = format!("{}/crio-{sandbox}", cgroup_parent(&setup.node, "escape"));
+    // With systemd: the scope crio-<pod>.scope in the pod's slice.
+    let parent = cgroup_parent(&setup.node, "escape");
+    let leaf = match e2e_support::test_cgroup_manager() {
+        oci_container::CgroupManager::Systemd => format!(
+            "/{}/crio-{sandbox}.scope",
+            oci_container::slice_path(&parent)
+                .expect("a slice")
+                .display()
+        ),
+        _ => format!("{parent}/crio-{sandbox}"),
+    };
     let cgroups = std::fs::read_to_string(format!("/proc/{}/cgroup", init.pid)).expect("cgroup");
     assert!(
         cgroups.lines().all(|l| l.ends_with(&format!(":{leaf}"))),
@@ -101,13 +111,24 @@ async fn a_container_reaches_nothing_of_the_node_through_the_pods_init() {
     );
     e2e_support::stop(&mut setup.client, &sandbox).await;
     assert!(!init.is_alive(), "the init goes with the pod");
-    let left: Vec<String> = test_support::fs::mounts()
-        .into_iter()
-        .filter(|m| m.fs_type.starts_with("cgroup"))
-        .map(|m| format!("{}{leaf}", m.point))
-        .filter(|dir| std::path::Path::new(dir).exists())
-        .collect();
-    assert!(left.is_empty(), "the init's cgroup is removed: {left:?}");
+    let left = || -> Vec<String> {
+        test_support::fs::mounts()
+            .into_iter()
+            .filter(|m| m.fs_type.starts_with("cgroup"))
+            .map(|m| format!("{}{leaf}", m.point))
+            .filter(|dir| std::path::Path::new(dir).exists())
+            .collect()
+    };
+    // systemd collects an emptied scope on its own time: moments, not seconds.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !left().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        left().is_empty(),
+        "the init's cgroup is removed: {:?}",
+        left()
+    );
     setup.finish().await;
 }
 

@@ -178,9 +178,10 @@ const ALLOWING_HANDLER: &str = "runc-oci";
 async fn a_container_gets_no_privilege_annotation_or_group_the_node_does_not_give() {
     let mut setup = containers::setup_with("reqchk", "checks", Vec::new(), |node| {
         let text = format!(
-            "[crio.runtime.runtimes.{ALLOWING_HANDLER}]\nruntime_path = \"/usr/sbin/runc\"\n\
+            "[crio.runtime.runtimes.{ALLOWING_HANDLER}]\nruntime_path = \"{}\"\n\
              runtime_root = \"{}\"\nallowed_annotations = [\"run.oci.\"]\n",
-            node.runc_root().display()
+            crate::e2e_support::test_runtime().1,
+            node.runtime_root().display()
         );
         std::fs::write(node.path("crio-lite.conf.d/20-allowing.conf"), text)
             .expect("write the handler drop-in");

@@ -8,9 +8,6 @@ use super::super::error::{DomainError, DomainResult};
 use super::super::sandbox::Sandbox;
 use super::request::{ContainerRequest, PidMode};
 
-/// The cgroup parent of pods whose request names none.
-const DEFAULT_CGROUP_PARENT: &str = "/crio-lite";
-
 /// A container may ask POD for pid only in a pod that shares one.
 pub(super) fn check_pid_mode(sandbox: &Sandbox, pid: PidMode) -> DomainResult<()> {
     if pid == PidMode::Pod && !sandbox.shares_pid() {
@@ -58,7 +55,7 @@ pub(super) fn cgroup_parent(
         .check_parent(&sandbox.cgroup_parent)
         .map_err(|why| DomainError::invalid("sandbox cgroup_parent", why))?;
     Ok(if sandbox.cgroup_parent.is_empty() {
-        DEFAULT_CGROUP_PARENT.to_owned()
+        cgroups.default_parent().to_owned()
     } else {
         sandbox.cgroup_parent.clone()
     })

@@ -173,7 +173,7 @@ impl Containers {
                 .map_err(|e| DomainError::image(&request.image, e))?
         };
         let pod = pod_of(sandbox);
-        let pod_files = self.pod_files(sandbox, &pod).await?;
+        let pod_files = self.pod_files(sandbox, &pod, runtime).await?;
         let config =
             self.oci_config(container, sandbox, request, image_config, &pod, &pod_files)?;
         let spec = {
@@ -219,20 +219,36 @@ impl Containers {
         &self,
         sandbox: &Sandbox,
         pod: &oci_container::Pod,
+        runtime: &Runtime,
     ) -> DomainResult<oci_container::PodFiles> {
         let dir = self.pod_dir(&sandbox.id);
         let cgroup_parent = cgroup_parent(self.cgroups, sandbox)?;
+        let systemd = self.cgroups == oci_container::CgroupManager::Systemd;
         // The init's cgroup is named as CRI-O names the infra container's, beside the pod's
-        // containers.
+        // containers: made by the init itself with cgroupfs, a scope started around it with
+        // systemd.
         let init = sandbox.shares_pid().then(|| oci_container::PodInit {
             program: self.pod_init.clone(),
-            cgroup_parent: cgroup_parent.into(),
+            cgroup_parent: (!systemd).then(|| cgroup_parent.clone().into()),
             cgroup_name: format!("crio-{}", sandbox.id),
         });
-        let pod = pod.clone();
-        blocking(move || oci_container::PodFiles::make(&dir, &pod, init.as_ref()))
-            .await?
-            .map_err(DomainError::runtime)
+        let files = {
+            let (dir, pod) = (dir.clone(), pod.clone());
+            blocking(move || oci_container::PodFiles::make(&dir, &pod, init.as_ref()))
+                .await?
+                .map_err(DomainError::runtime)?
+        };
+        if systemd
+            && files.pid.is_some()
+            && let Some(pid) =
+                oci_container::pod_init_pid(&sandbox.id, &dir).map_err(DomainError::runtime)?
+        {
+            runtime
+                .place_pod_init(&sandbox.id, pid, &cgroup_parent)
+                .await
+                .map_err(DomainError::runtime)?;
+        }
+        Ok(files)
     }
 
     /// The container's configuration as oci-container takes it: the request's, in the pod.
@@ -280,9 +296,13 @@ impl Containers {
                 ..request.limits.resources()
             },
             devices: request.devices.clone(),
+            // With systemd the scope is `crio-<id>.scope`, as CRI-O names it.
             cgroups_path: Some(self.cgroups.cgroups_path(
                 &cgroup_parent,
-                "crio-lite",
+                match self.cgroups {
+                    oci_container::CgroupManager::Systemd => "crio",
+                    _ => "crio-lite",
+                },
                 &container.id,
             )),
             annotations,

@@ -103,8 +103,9 @@ impl Containers {
             .into_iter()
             .map(|(name, h)| {
                 let state = run_dir.join("oci").join(&name);
-                let runtime =
-                    Runtime::new(h.runtime_path, h.monitor_path, state).with_root(h.runtime_root);
+                let runtime = Runtime::new(h.runtime_path, h.monitor_path, state)
+                    .with_root(h.runtime_root)
+                    .with_cgroups(settings.cgroup_manager, settings.conmon_cgroup.clone());
                 let handler = Handler {
                     runtime,
                     allowed_annotations: h.allowed_annotations,
@@ -125,7 +126,7 @@ impl Containers {
             store,
             run_dir,
             pod_init: settings.pod_init,
-            cgroups: oci_container::CgroupManager::default(),
+            cgroups: settings.cgroup_manager,
             index: Mutex::default(),
         }
     }

@@ -174,6 +174,17 @@ impl Containers {
                 }
             }
         }
+        // With systemd: scopes of ours (conmon's, a pod init's) that outlived their records.
+        let known_or_pod = |id: &str| known.contains(id) || sandboxes.contains(id);
+        for handler in self.handlers.values() {
+            match handler.runtime.stop_stray_scopes(&known_or_pod).await {
+                Ok(stopped) if !stopped.is_empty() => {
+                    tracing::info!(units = ?stopped, "stopped scopes no container or pod records");
+                }
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "cannot look for stray scopes"),
+            }
+        }
         if let Ok(owners) = self.images.rootfs_owners() {
             for id in owners.into_iter().filter(|id| !known.contains(id)) {
                 tracing::info!(container = %id, "root file system without a container: removing it");
