@@ -46,7 +46,8 @@ options:
   --timeout SECS  give up (and fail) after this long, boot included (default 1800)
   --memory MIB    the VM's memory (default 3072)
   --only CRATES   vm test: run only the binaries of these crates (comma-separated), so that
-                  `--workspace --tests` reuses what cargo xtask test built";
+                  `--workspace --tests` reuses what cargo xtask test built
+  --env NAME=VAL  vm test: set for the test binaries (repeatable)";
 
 /// Host packages the VM needs.
 const HOST_PACKAGES: &[(&str, &str)] = &[
@@ -163,8 +164,13 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             let (options, rest) = Options::parse(rest)?;
             let split = rest.iter().position(|a| a == "--").unwrap_or(rest.len());
             let (cargo_args, test_args) = (&rest[..split], rest.get(split + 1..).unwrap_or(&[]));
-            let only: Vec<&str> = options.only.iter().map(String::as_str).collect();
-            let script = test_script(cargo_args, test_args, &only)?;
+            let pass = Pass {
+                label: "tests".to_owned(),
+                only: options.only.clone(),
+                env: options.env.clone(),
+                test_args: test_args.to_vec(),
+            };
+            let script = test_script(cargo_args, &[pass])?;
             exit_with(run_job(&script, &options)?)
         }
         "-h" | "--help" | "help" => {
@@ -175,14 +181,24 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     }
 }
 
-/// Builds the test binaries `cargo test --no-run` makes with `cargo_args` and returns a script
-/// that runs each (of the crates named in `only`, when not empty) with `test_args` from its
-/// crate's directory (as `cargo test` does), failing when any fails.
-pub(crate) fn test_script(
-    cargo_args: &[String],
-    test_args: &[String],
-    only: &[&str],
-) -> Result<String> {
+/// One run of test binaries in the VM: which crates' binaries (all when empty), with which
+/// environment and test arguments.
+#[derive(Debug, Clone)]
+pub(crate) struct Pass {
+    /// What the output calls it.
+    pub(crate) label: String,
+    /// The crates whose binaries run; all when empty.
+    pub(crate) only: Vec<String>,
+    /// `NAME=VALUE` pairs set for the binaries.
+    pub(crate) env: Vec<(String, String)>,
+    /// The test harness's arguments.
+    pub(crate) test_args: Vec<String>,
+}
+
+/// Builds the test binaries `cargo test --no-run` makes with `cargo_args` once and returns a
+/// script that runs, pass after pass, each binary of the pass's crates with its environment and
+/// test arguments from its crate's directory (as `cargo test` does), failing when any fails.
+pub(crate) fn test_script(cargo_args: &[String], passes: &[Pass]) -> Result<String> {
     println!("xtask vm: building the test binaries on the host");
     let out = crate::cmd::cargo()
         .args([
@@ -197,8 +213,7 @@ pub(crate) fn test_script(
     if !out.status.success() {
         bail!("cargo test --no-run failed");
     }
-    let mut script = String::from("failed=0\n");
-    let mut count = 0;
+    let mut binaries = Vec::new();
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let Ok(msg) = serde_json::from_str::<serde_json::Value>(line) else {
             continue;
@@ -212,29 +227,35 @@ pub(crate) fn test_script(
             continue;
         }
         let dir = Path::new(manifest).parent().unwrap_or(Path::new("/"));
-        if !only.is_empty()
-            && !dir
-                .file_name()
-                .is_some_and(|n| only.iter().any(|o| n == std::ffi::OsStr::new(o)))
-        {
-            continue;
-        }
-        let mut run = format!(
-            "cd {} && {}",
-            shell_quote(&dir.to_string_lossy()),
-            shell_quote(exe)
-        );
-        for arg in test_args {
-            let _ = write!(run, " {}", shell_quote(arg));
-        }
-        let _ = writeln!(script, "echo \"xtask-vm: {exe}\"\n{run} || failed=1");
-        count += 1;
+        binaries.push((dir.to_path_buf(), exe.to_owned()));
     }
-    if count == 0 {
-        bail!(
-            "cargo test --no-run {} built no test binary",
-            cargo_args.join(" ")
-        );
+    let mut script = String::from("failed=0\n");
+    for pass in passes {
+        let mut count = 0;
+        let _ = writeln!(script, "echo \"xtask-vm: pass {}\"", shell_quote(&pass.label));
+        for (dir, exe) in &binaries {
+            let crate_name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if !pass.only.is_empty() && !pass.only.iter().any(|o| o == crate_name) {
+                continue;
+            }
+            let mut run = format!("cd {} && env", shell_quote(&dir.to_string_lossy()));
+            for (name, value) in &pass.env {
+                let _ = write!(run, " {}", shell_quote(&format!("{name}={value}")));
+            }
+            let _ = write!(run, " {}", shell_quote(exe));
+            for arg in &pass.test_args {
+                let _ = write!(run, " {}", shell_quote(arg));
+            }
+            let _ = writeln!(script, "echo \"xtask-vm: {exe}\"\n{run} || failed=1");
+            count += 1;
+        }
+        if count == 0 {
+            bail!(
+                "cargo test --no-run {} built no test binary for pass {}",
+                cargo_args.join(" "),
+                pass.label
+            );
+        }
     }
     script.push_str("exit $failed\n");
     Ok(script)
@@ -254,6 +275,8 @@ pub(crate) struct Options {
     pub(crate) memory_mib: u32,
     /// `vm test`: run only these crates' binaries.
     pub(crate) only: Vec<String>,
+    /// `vm test`: set for the test binaries.
+    pub(crate) env: Vec<(String, String)>,
 }
 
 impl Default for Options {
@@ -262,6 +285,7 @@ impl Default for Options {
             timeout: Duration::from_secs(1800),
             memory_mib: 3072,
             only: Vec::new(),
+            env: Vec::new(),
         }
     }
 }
@@ -287,6 +311,14 @@ impl Options {
                 }
                 "--only" => {
                     options.only = value(i)?.split(',').map(str::to_owned).collect();
+                    i += 2;
+                }
+                "--env" => {
+                    let pair = value(i)?;
+                    let (name, val) = pair
+                        .split_once('=')
+                        .with_context(|| format!("--env {pair:?}: NAME=VALUE"))?;
+                    options.env.push((name.to_owned(), val.to_owned()));
                     i += 2;
                 }
                 "--" => return Ok((options, &args[i + 1..])),

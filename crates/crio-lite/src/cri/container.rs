@@ -559,6 +559,61 @@ pub(crate) fn stats(
     }
 }
 
+/// A pod's stats from its containers' (`each`: a container, its cgroup's figures while it
+/// runs, its writable layer): the pod's CPU, memory and process figures are the sums over the
+/// containers that report them, `None` when none does.
+pub(crate) fn pod_stats(
+    sandbox: &crate::domain::Sandbox,
+    each: &[(
+        Container,
+        Option<oci_container::ContainerStats>,
+        image_store::Usage,
+    )],
+    storage_root: &str,
+) -> cri::PodSandboxStats {
+    let now = super::now_nanos();
+    let sum = |figure: fn(&oci_container::ContainerStats) -> Option<u64>| {
+        each.iter()
+            .filter_map(|(_, cgroup, _)| cgroup.as_ref().and_then(figure))
+            .reduce(u64::saturating_add)
+            .map(|value| cri::UInt64Value { value })
+    };
+    cri::PodSandboxStats {
+        attributes: Some(cri::PodSandboxAttributes {
+            id: sandbox.id.clone(),
+            metadata: Some(super::convert::metadata(sandbox)),
+            labels: to_hash_map(&sandbox.labels),
+            annotations: to_hash_map(&sandbox.annotations),
+        }),
+        linux: Some(cri::LinuxPodSandboxStats {
+            cpu: Some(cri::CpuUsage {
+                timestamp: now,
+                usage_core_nano_seconds: sum(|s| s.cpu_usage_ns),
+                usage_nano_cores: None,
+            }),
+            memory: Some(cri::MemoryUsage {
+                timestamp: now,
+                working_set_bytes: sum(|s| s.memory_working_set_bytes),
+                available_bytes: None,
+                usage_bytes: sum(|s| s.memory_usage_bytes),
+                rss_bytes: sum(|s| s.memory_rss_bytes),
+                page_faults: sum(|s| s.page_faults),
+                major_page_faults: sum(|s| s.major_page_faults),
+            }),
+            network: None,
+            process: Some(cri::ProcessUsage {
+                timestamp: now,
+                process_count: sum(|s| s.pids),
+            }),
+            containers: each
+                .iter()
+                .map(|(c, cgroup, usage)| stats(c, cgroup.as_ref(), *usage, storage_root))
+                .collect(),
+        }),
+        windows: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

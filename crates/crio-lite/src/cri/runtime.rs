@@ -29,6 +29,23 @@ pub(crate) struct RuntimeApi {
 }
 
 impl RuntimeApi {
+    /// A pod's stats: each container's, and the pod's CPU, memory and processes as the sums of
+    /// its running containers' cgroups.
+    async fn pod_stats(&self, sandbox: &crate::domain::Sandbox) -> Result<cri::PodSandboxStats, Status> {
+        let containers = self.manager.containers().await?;
+        let mut each = Vec::new();
+        for c in containers.list() {
+            if c.sandbox_id != sandbox.id {
+                continue;
+            }
+            // A container removed meanwhile is left out.
+            if let Ok(found) = containers.stats(&c.id).await {
+                each.push(found);
+            }
+        }
+        Ok(container::pod_stats(sandbox, &each, &self.storage_root()))
+    }
+
     pub(crate) fn new(manager: Arc<Manager>, config: Arc<Config>, tasks: TaskTracker) -> Self {
         RuntimeApi {
             manager,
@@ -427,20 +444,32 @@ impl RuntimeService for RuntimeApi {
 
     async fn pod_sandbox_stats(
         &self,
-        _request: Request<cri::PodSandboxStatsRequest>,
+        request: Request<cri::PodSandboxStatsRequest>,
     ) -> Result<Response<cri::PodSandboxStatsResponse>, Status> {
-        Err(later("PodSandboxStats"))
+        let id = request.into_inner().pod_sandbox_id;
+        let sandbox = self.manager.get(&id)?;
+        Ok(Response::new(cri::PodSandboxStatsResponse {
+            stats: Some(self.pod_stats(&sandbox).await?),
+        }))
     }
 
     async fn list_pod_sandbox_stats(
         &self,
-        _request: Request<cri::ListPodSandboxStatsRequest>,
+        request: Request<cri::ListPodSandboxStatsRequest>,
     ) -> Result<Response<cri::ListPodSandboxStatsResponse>, Status> {
-        // Polled by kubelet and `crictl ps`/`stats`/`statsp`: no containers means an empty
-        // list, as CRI-O answers with none, not an error on every poll.
-        Ok(Response::new(cri::ListPodSandboxStatsResponse {
-            stats: Vec::new(),
-        }))
+        let filter = request.into_inner().filter.unwrap_or_default();
+        let mut stats = Vec::new();
+        for sandbox in self.manager.list() {
+            let wanted = (filter.id.is_empty() || sandbox.id.starts_with(&filter.id))
+                && filter
+                    .label_selector
+                    .iter()
+                    .all(|(k, v)| sandbox.labels.get(k) == Some(v));
+            if wanted {
+                stats.push(self.pod_stats(&sandbox).await?);
+            }
+        }
+        Ok(Response::new(cri::ListPodSandboxStatsResponse { stats }))
     }
 
     async fn checkpoint_container(

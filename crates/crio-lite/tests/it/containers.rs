@@ -749,6 +749,41 @@ async fn check_stats(client: &mut Client, server: &str) {
         .into_inner()
         .stats;
     assert_eq!(all_stats.len(), 2);
+    // crictl statsp: the pod's figures are its running containers' sums.
+    let pods = client
+        .list_pod_sandbox_stats(cri::ListPodSandboxStatsRequest { filter: None })
+        .await
+        .expect("ListPodSandboxStats")
+        .into_inner()
+        .stats;
+    assert_eq!(pods.len(), 1, "one pod");
+    let linux = pods[0].linux.clone().expect("linux stats");
+    assert_eq!(linux.containers.len(), 2, "both containers in the pod's stats");
+    let pod_memory = linux.memory.and_then(|m| m.working_set_bytes).map(|v| v.value);
+    assert!(
+        pod_memory.is_some_and(|m| m >= memory.unwrap_or_default()),
+        "the pod's memory {pod_memory:?} holds its container's {memory:?}"
+    );
+    let processes = linux.process.and_then(|p| p.process_count).map(|v| v.value);
+    assert!(processes.is_some_and(|n| n >= 2), "{processes:?}");
+    let id = pods[0].attributes.as_ref().expect("attributes").id.clone();
+    let one = client
+        .pod_sandbox_stats(cri::PodSandboxStatsRequest {
+            pod_sandbox_id: id.clone(),
+        })
+        .await
+        .expect("PodSandboxStats")
+        .into_inner()
+        .stats
+        .expect("stats");
+    assert_eq!(one.attributes.map(|a| a.id), Some(id));
+    let unknown = client
+        .pod_sandbox_stats(cri::PodSandboxStatsRequest {
+            pod_sandbox_id: "0".repeat(64),
+        })
+        .await
+        .expect_err("no such pod");
+    assert_eq!(unknown.code(), tonic::Code::NotFound, "{unknown}");
 }
 
 /// A container that ignores SIGTERM is killed after the timeout; one that exits at once is
