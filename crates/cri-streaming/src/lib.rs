@@ -52,6 +52,7 @@ pub mod channel;
 mod error;
 pub mod resize;
 pub mod runtime;
+pub mod server;
 pub mod spdy;
 pub mod status;
 pub mod token;
