@@ -25,6 +25,9 @@ use crate::spdy::{Session, SessionConfig, Stream, StreamWriter, rst};
 
 /// Port forward requests whose two streams have not both come, at most, per connection.
 const MAX_PENDING_PAIRS: usize = 64;
+/// Forwarded connections (and stream resets or error writes) under way at once, at most, per
+/// connection; streams past it are reset.
+const MAX_RUNNING: usize = 256;
 
 /// Serves one upgraded connection to its end.
 pub(super) async fn serve<IO>(shared: Arc<Shared>, io: IO, protocol: &'static str, pending: Pending)
@@ -239,6 +242,11 @@ async fn port_forward(shared: &Shared, session: &mut Session, req: PortForwardRe
         tokio::select! {
             stream = session.accept() => {
                 let Some(stream) = stream else { break };
+                if running.len() >= MAX_RUNNING {
+                    tracing::debug!(stream = stream.id(), "port forward stream refused: {MAX_RUNNING} connections under way");
+                    drop(stream);
+                    continue;
+                }
                 let (kind, port) = match check_stream(&stream) {
                     Ok(found) => found,
                     Err(why) => {

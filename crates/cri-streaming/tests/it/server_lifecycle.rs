@@ -169,6 +169,24 @@ async fn oversize_request_headers_are_refused() {
 }
 
 #[tokio::test]
+async fn a_client_slow_to_send_its_request_is_cut_off() {
+    let mut cfg = config();
+    cfg.header_read_timeout = Duration::from_millis(300);
+    let server = start(cfg).await;
+    let mut conn = tokio::net::TcpStream::connect(server.handle.local_addr())
+        .await
+        .unwrap();
+    conn.write_all(b"GET /exec/").await.unwrap();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(
+        crate::server_support::WAIT,
+        tokio::io::AsyncReadExt::read_to_end(&mut conn, &mut buf),
+    )
+    .await;
+    assert!(read.is_ok(), "the connection is closed");
+}
+
+#[tokio::test]
 async fn requests_are_checked_and_bounded_when_urls_are_handed_out() {
     let mut cfg = Config::default();
     cfg.max_in_flight = 2;

@@ -284,3 +284,31 @@ async fn shutdown_ends_websocket_streams() {
     .await;
     assert!(end.is_ok(), "the client sees the end");
 }
+
+#[tokio::test]
+async fn a_websocket_client_that_never_reads_holds_the_runtime_back() {
+    use std::sync::atomic::Ordering;
+
+    let server = start(config()).await;
+    let url = server.exec(&["flood"], [false, true, false], false);
+    let ws = connect(&url, Some("v4.channel.k8s.io")).await;
+    // The client reads nothing from here on.
+    let started = async {
+        while server.counts.started() == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, started).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let first = server.counts.flooded.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let second = server.counts.flooded.load(Ordering::SeqCst);
+    assert_eq!(first, second, "the runtime's writes wait on the client");
+    assert!(
+        second < 32 * 1024 * 1024,
+        "{second} bytes accepted from the runtime"
+    );
+    drop(ws);
+    server.counts.all_dropped(1).await;
+    server.none_open().await;
+}
