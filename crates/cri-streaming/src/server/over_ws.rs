@@ -160,12 +160,15 @@ async fn read_loop<IO>(
         };
         match protocol.decode(bytes) {
             Ok(Inbound::Data { channel, data }) => {
-                if let Some(slot) = inbound.get_mut(usize::from(channel)) {
-                    let failed = match slot {
-                        Some(tx) => tx.send(data.into_owned()).await.is_err(),
-                        None => false,
+                if let Some(slot @ Some(_)) = inbound.get_mut(usize::from(channel)) {
+                    let Some(tx) = slot.as_ref() else { continue };
+                    // A queue nobody empties holds the socket unread: as idle as silence.
+                    let Ok(sent) = tokio::time::timeout(idle, tx.send(data.into_owned())).await
+                    else {
+                        tracing::debug!("websocket channel {channel} not read for {idle:?}");
+                        return;
                     };
-                    if failed {
+                    if sent.is_err() {
                         *slot = None;
                     }
                 }

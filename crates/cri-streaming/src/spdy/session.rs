@@ -472,9 +472,14 @@ impl Reader {
             while let Some((frame, used)) = self.decoder.decode(&buf)? {
                 buf.drain(..used);
                 let (close, shutdown) = (self.close.clone(), self.shutdown.clone());
-                // Handling may wait on a full stream or queue: the session's end cuts it short.
+                // Handling may wait on a full stream or queue: the session's end cuts it short,
+                // and so does the idle timeout (nothing is read from the client meanwhile, so a
+                // client whose bytes nobody takes is as idle as a silent one).
+                let idle = self.config.idle_timeout;
                 tokio::select! {
-                    handled = self.handle(frame) => handled?,
+                    handled = tokio::time::timeout(idle, self.handle(frame)) => {
+                        handled.map_err(|_| Error::IdleTimeout(idle))??;
+                    }
                     () = Reader::stopped(&close, &shutdown) => return Ok(()),
                 }
             }

@@ -61,6 +61,23 @@ async fn an_idle_client_is_cut_off() {
 }
 
 #[tokio::test]
+async fn a_client_whose_stdin_nobody_reads_idles_out_too() {
+    let mut cfg = config();
+    cfg.stream_idle_timeout = Duration::from_millis(300);
+    let server = start(cfg).await;
+    // `sleep` never reads stdin: after the stream's queue fills, the session's reader waits.
+    let mut client = exec_sleep(&server).await;
+    until("exec started", || server.counts.started() == 1).await;
+    for _ in 0..64 {
+        client.data(3, false, &[b'x'; 1024]).await;
+    }
+    let got = client.collect().await;
+    assert_eq!(got.goaway, Some(goaway::OK));
+    server.counts.all_dropped(1).await;
+    server.none_open().await;
+}
+
+#[tokio::test]
 async fn a_client_that_does_not_create_its_streams_in_time_is_dropped() {
     let mut cfg = config();
     cfg.stream_creation_timeout = Duration::from_millis(200);
@@ -176,7 +193,10 @@ async fn a_client_slow_to_send_its_request_is_cut_off() {
     let mut conn = tokio::net::TcpStream::connect(server.handle.local_addr())
         .await
         .unwrap();
-    conn.write_all(b"GET /exec/").await.unwrap();
+    // A whole request, answered, then silence on the kept-alive connection.
+    conn.write_all(b"GET /nothing/here HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
     let mut buf = Vec::new();
     let read = tokio::time::timeout(
         crate::server_support::WAIT,
@@ -184,6 +204,23 @@ async fn a_client_slow_to_send_its_request_is_cut_off() {
     )
     .await;
     assert!(read.is_ok(), "the connection is closed");
+    assert!(
+        buf.starts_with(b"HTTP/1.1 404"),
+        "{}",
+        String::from_utf8_lossy(&buf)
+    );
+
+    let mut conn = tokio::net::TcpStream::connect(server.handle.local_addr())
+        .await
+        .unwrap();
+    conn.write_all(b"GET /exec/").await.unwrap();
+    let mut buf = Vec::new();
+    let read = tokio::time::timeout(
+        crate::server_support::WAIT,
+        tokio::io::AsyncReadExt::read_to_end(&mut conn, &mut buf),
+    )
+    .await;
+    assert!(read.is_ok(), "a half-sent head is cut off");
 }
 
 #[tokio::test]

@@ -312,3 +312,21 @@ async fn a_websocket_client_that_never_reads_holds_the_runtime_back() {
     server.counts.all_dropped(1).await;
     server.none_open().await;
 }
+
+#[tokio::test]
+async fn a_websocket_client_whose_stdin_nobody_reads_idles_out() {
+    let mut cfg = config();
+    cfg.stream_idle_timeout = Duration::from_millis(300);
+    let server = start(cfg).await;
+    let url = server.exec(&["sleep"], [true, true, false], false);
+    let mut ws = connect(&url, Some("v4.channel.k8s.io")).await;
+    for _ in 0..64 {
+        let mut msg = vec![b'x'; 1024];
+        msg[0] = 0;
+        ws.send(Message::binary(msg)).await.unwrap();
+    }
+    let got = drain(&mut ws, false).await;
+    assert_eq!(got, vec![(1, Vec::new())]);
+    server.counts.all_dropped(1).await;
+    server.none_open().await;
+}
