@@ -305,7 +305,8 @@ impl ServerHandle {
 
     /// Stops listening and ends every connection and stream: each task's future, the
     /// runtime's futures with them, is dropped. Waits (at most `write_timeout`) for the tasks
-    /// to be gone; SPDY sessions send their GOAWAY on the way out.
+    /// to be gone. SPDY sessions still send their GOAWAY on the way out, from tasks of their
+    /// own that end within `write_timeout`; tokens handed out and not used are not served.
     pub async fn shutdown(&self) {
         self.shared.shutdown.cancel();
         self.shared.tracker.close();

@@ -116,7 +116,13 @@ async fn shutdown_ends_every_stream_and_stops_listening() {
             .is_err(),
         "no longer listening"
     );
-    drop((a, b));
+    for mut client in [a, b] {
+        assert_eq!(
+            client.collect().await.goaway,
+            Some(goaway::OK),
+            "told goodbye"
+        );
+    }
 }
 
 #[tokio::test]

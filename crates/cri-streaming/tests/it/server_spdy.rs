@@ -353,3 +353,40 @@ async fn port_forward_refuses_ports_the_request_did_not_name() {
     }
     assert_eq!(server.counts.started(), 0);
 }
+
+#[tokio::test]
+async fn port_forward_pairs_old_clients_streams_by_id_and_times_out_lone_ones() {
+    let mut cfg = config();
+    cfg.stream_creation_timeout = Duration::from_millis(200);
+    let server = start(cfg).await;
+    let open = echo_server().await;
+    let url = server.port_forward(&[open]);
+    let mut client = spdy_upgrade(&url, "portforward.k8s.io").await;
+    let headers = |kind: &str| {
+        Headers::new()
+            .with("streamtype", kind)
+            .with("port", &open.to_string())
+    };
+    // No requestid: kubelet pairs error stream n with data stream n + 2.
+    client.open(1, headers("error")).await;
+    client.open(3, headers("data")).await;
+    client.data(3, true, b"old client").await;
+    // A lone error stream of another request: told it timed out.
+    client
+        .open(5, headers("error").with("requestid", "lonely"))
+        .await;
+    let mut echoed = Vec::new();
+    let mut timed_out = String::new();
+    while echoed != b"old client" || timed_out.is_empty() {
+        match client.recv().await.expect("the connection stays") {
+            cri_streaming::spdy::Frame::Data {
+                stream_id: 3, data, ..
+            } => echoed.extend(data),
+            cri_streaming::spdy::Frame::Data {
+                stream_id: 5, data, ..
+            } => timed_out.push_str(&String::from_utf8_lossy(&data)),
+            _ => {}
+        }
+    }
+    assert_eq!(timed_out, "request lonely: timed out waiting for streams");
+}
