@@ -89,8 +89,8 @@ impl RemoteCommand {
 }
 
 /// Reads resize messages from `source` and hands the sizes to the runtime through `sizes`
-/// (a channel of [`RESIZE_QUEUE`]). While the runtime does not take them, only the latest size
-/// waits: a client that sends thousands costs nothing more. Returns when the source ends or
+/// (a channel of [`RESIZE_QUEUE`]), in order while it has room. When it is full, only the
+/// latest size waits: a client that sends thousands costs nothing more. Returns when the source ends or
 /// sends something that is not a terminal size (kubelet's decoder loop ends there too); the
 /// last size is delivered first, and dropping `sizes` then tells the runtime no more come.
 pub(super) async fn feed_resizes(mut source: StreamReader, sizes: mpsc::Sender<TerminalSize>) {
@@ -102,8 +102,18 @@ pub(super) async fn feed_resizes(mut source: StreamReader, sizes: mpsc::Sender<T
                 let Some(chunk) = chunk else { break };
                 match decoder.push(&chunk) {
                     Ok(got) => {
-                        if let Some(last) = got.last() {
-                            latest = Some(*last);
+                        for size in got {
+                            // Queued in order while there is room; past it (or behind a size
+                            // already waiting) only the latest waits.
+                            if latest.is_some() {
+                                latest = Some(size);
+                                continue;
+                            }
+                            match sizes.try_send(size) {
+                                Ok(()) => {}
+                                Err(mpsc::error::TrySendError::Full(size)) => latest = Some(size),
+                                Err(mpsc::error::TrySendError::Closed(_)) => return,
+                            }
                         }
                     }
                     Err(e) => {

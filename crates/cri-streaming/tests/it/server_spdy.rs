@@ -251,6 +251,12 @@ async fn terminal_sizes_reach_the_runtime_and_a_storm_is_coalesced() {
     let sizes = server.counts.resizes.lock().unwrap().clone();
     let last = sizes.last().copied().expect("sizes");
     assert_eq!((last.width, last.height), (132, 43), "the latest size wins");
+    let first: Vec<u16> = sizes.iter().take(4).map(|s| s.width).collect();
+    assert_eq!(
+        first,
+        [0, 1, 2, 3],
+        "sizes go in order while the queue has room"
+    );
     assert!(
         sizes.len() < 100,
         "{} of 20001 sizes queued: they must be coalesced",
