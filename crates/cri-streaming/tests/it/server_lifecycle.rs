@@ -424,3 +424,26 @@ async fn tls_configuration_errors_name_the_part() {
     .unwrap_err();
     assert!(err.to_string().contains("/nonexistent/cert.pem"), "{err}");
 }
+
+#[tokio::test]
+async fn dropping_the_handle_ends_the_server_too() {
+    fn shareable<T: Send + Sync + 'static>(_: &T) {}
+
+    let server = start(config()).await;
+    shareable(&server.handle);
+    let client = exec_sleep(&server).await;
+    until("exec started", || server.counts.started() == 1).await;
+    let crate::server_support::Running { handle, counts } = server;
+    let addr = handle.local_addr();
+    drop(handle);
+    counts.all_dropped(1).await;
+    let refused = async {
+        while tokio::net::TcpStream::connect(addr).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    tokio::time::timeout(crate::server_support::WAIT, refused)
+        .await
+        .expect("no longer listening");
+    drop(client);
+}
