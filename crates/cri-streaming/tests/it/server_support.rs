@@ -42,6 +42,31 @@ impl Counts {
         self.dropped.load(Ordering::SeqCst)
     }
 
+    /// Waits until `flood` stops getting its writes through (the same count 300 ms apart) while
+    /// it is still running, and returns how many bytes it got rid of.
+    pub(crate) async fn flood_stalls(&self) -> usize {
+        let stalled = async {
+            let mut last = usize::MAX;
+            loop {
+                let now = self.flooded.load(Ordering::SeqCst);
+                if now == last && self.started() == 1 {
+                    return now;
+                }
+                last = now;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+        };
+        let bytes = tokio::time::timeout(WAIT, stalled)
+            .await
+            .expect("the runtime's writes wait on a client that does not read");
+        assert_eq!(
+            self.dropped(),
+            0,
+            "stalled by backpressure, not by the stream's end"
+        );
+        bytes
+    }
+
     /// Waits until every future begun is dropped (and at least `begun` began).
     pub(crate) async fn all_dropped(&self, begun: usize) {
         let done = async {

@@ -287,8 +287,6 @@ async fn shutdown_ends_websocket_streams() {
 
 #[tokio::test]
 async fn a_websocket_client_that_never_reads_holds_the_runtime_back() {
-    use std::sync::atomic::Ordering;
-
     let server = start(config()).await;
     let url = server.exec(&["flood"], [false, true, false], false);
     let ws = connect(&url, Some("v4.channel.k8s.io")).await;
@@ -299,11 +297,7 @@ async fn a_websocket_client_that_never_reads_holds_the_runtime_back() {
         }
     };
     tokio::time::timeout(WAIT, started).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let first = server.counts.flooded.load(Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let second = server.counts.flooded.load(Ordering::SeqCst);
-    assert_eq!(first, second, "the runtime's writes wait on the client");
+    let second = server.counts.flood_stalls().await;
     assert!(
         second < 32 * 1024 * 1024,
         "{second} bytes accepted from the runtime"
@@ -329,4 +323,36 @@ async fn a_websocket_client_whose_stdin_nobody_reads_idles_out() {
     assert_eq!(got, vec![(1, Vec::new())]);
     server.counts.all_dropped(1).await;
     server.none_open().await;
+}
+
+#[tokio::test]
+async fn port_forward_over_base64_websocket_uses_the_cri_requests_ports() {
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+
+    let server = start(config()).await;
+    let open = echo_server().await;
+    // No `port` query: the ports the CRI request named, as newer kubelets take them.
+    let url = server.port_forward(&[open]);
+    let mut ws = connect(&url, Some("v4.base64.channel.k8s.io")).await;
+    ws.send(Message::text(format!("0{}", b64.encode(b"base64 ping"))))
+        .await
+        .unwrap();
+    let mut got: Vec<(u8, Vec<u8>)> = Vec::new();
+    while channel(&got, 0).len() < 2 + 11 {
+        let msg = tokio::time::timeout(WAIT, ws.next())
+            .await
+            .expect("in time")
+            .expect("open")
+            .unwrap();
+        let Message::Text(text) = msg else {
+            panic!("base64 protocols send text: {msg:?}")
+        };
+        let (first, rest) = text.as_bytes().split_first().unwrap();
+        got.push((first - b'0', b64.decode(rest).unwrap()));
+    }
+    let mut want = open.to_le_bytes().to_vec();
+    want.extend_from_slice(b"base64 ping");
+    assert_eq!(channel(&got, 0), want);
+    assert_eq!(channel(&got, 1), open.to_le_bytes());
 }
