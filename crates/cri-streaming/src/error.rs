@@ -135,6 +135,24 @@ pub enum Error {
     /// A resize message that is not a terminal size, or is longer than its cap.
     #[error("resize message: {0}")]
     InvalidResize(String),
+    /// An exec, attach or port forward request the server refuses to hand a URL out for, as
+    /// kubelet refuses it (CRI's InvalidArgument): `missing required container_id`,
+    /// `tty and stderr cannot both be true`, `one of stdin, stdout, or stderr must be set`,
+    /// `missing required pod_sandbox_id`.
+    #[error("invalid streaming request: {0}")]
+    InvalidRequest(&'static str),
+    /// The server could not listen on its address.
+    #[error("cannot listen for streaming on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: std::net::SocketAddr,
+        /// The failure.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The TLS configuration is unusable: names what (file, certificate, key) and why.
+    #[error("streaming tls: {0}")]
+    Tls(String),
 }
 
 /// This crate's results.

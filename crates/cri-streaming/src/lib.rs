@@ -1,8 +1,17 @@
-//! The wire protocols of CRI streaming: what a container runtime speaks to serve `kubectl exec`,
-//! `attach` and `port-forward` the way kubelet's `k8s.io/kubelet/pkg/cri/streaming` server does
-//! for CRI-O and containerd.
+//! The wire protocols of CRI streaming, and the server that speaks them: what a container
+//! runtime serves `kubectl exec`, `attach` and `port-forward` with, the way kubelet's
+//! `k8s.io/kubelet/pkg/cri/streaming` server does for CRI-O and containerd.
 //!
-//! Built so far, each without I/O and bounded on every length a client controls:
+//! - [`server`]: the HTTP/1.1 streaming server ([`server::Server::start`]): single-use URLs for
+//!   exec, attach and port forward, the SPDY/3.1 and WebSocket upgrades with kubelet's
+//!   negotiation and refusals, optional TLS with a client CA, the runtime's operations driven
+//!   over the client's streams, counts of open streams, and a shutdown that ends them all;
+//! - [`runtime`]: the seam a container runtime plugs exec, attach and port forward into
+//!   ([`runtime::StreamRuntime`]), and the streams it is handed. Dropping an operation's future
+//!   ends it: the server drops it when the client leaves, idles out or breaks a limit, and at
+//!   shutdown;
+//!
+//! and the pieces below it, each without I/O and bounded on every length a client controls:
 //!
 //! - [`spdy`]: SPDY/3.1 frames and their codec, with the shared zlib header compression
 //!   contexts and limits on frame length, inflated header blocks and header counts; and the
@@ -15,13 +24,32 @@
 //!   headers SPDY clients send, port forward's port prefix;
 //! - [`status`]: what the error stream carries at the end of an exec (v4's `metav1.Status` JSON,
 //!   the plain text of v1 to v3);
-//! - [`resize`]: terminal size messages, read from the resize stream with a cap;
-//! - [`runtime`]: the seam a container runtime plugs exec, attach and port forward into
-//!   ([`runtime::StreamRuntime`]), and the streams it is handed.
+//! - [`resize`]: terminal size messages, read from the resize stream with a cap.
 //!
-//! Not yet: the HTTP server that hands out URLs, upgrades connections (SPDY and WebSocket) and
-//! hands streams to the runtime, and the WebSocket transport. This crate knows nothing of crio-lite; the
-//! runtime plugs exec, attach and port forward in through [`runtime::StreamRuntime`].
+//! This crate knows nothing of crio-lite or CRI's gRPC types: the daemon maps CRI's
+//! `ExecRequest` and friends to [`runtime::ExecRequest`] and back to the URL, and
+//! [`Error::InvalidRequest`] and [`Error::TooManyInFlight`] to InvalidArgument and
+//! ResourceExhausted.
+//!
+//! # Serving
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use cri_streaming::runtime::{PortForwardRequest, StreamRuntime};
+//! use cri_streaming::server::{Config, Server};
+//!
+//! # async fn serve(runtime: Arc<dyn StreamRuntime>) -> cri_streaming::Result<()> {
+//! let server = Server::start(Config::default(), runtime).await?;
+//! let url = server.get_port_forward(PortForwardRequest {
+//!     pod_sandbox_id: "p1".into(),
+//!     ports: vec![8080],
+//! })?;
+//! assert!(url.starts_with(&format!("{}/portforward/", server.base_url())));
+//! println!("{:?}", server.open_streams());
+//! server.shutdown().await;
+//! # Ok(())
+//! # }
+//! ```
 //!
 //! # Example
 //!
@@ -52,6 +80,7 @@ pub mod channel;
 mod error;
 pub mod resize;
 pub mod runtime;
+pub mod server;
 pub mod spdy;
 pub mod status;
 pub mod token;

@@ -25,6 +25,11 @@ pub enum ExitStatus {
         /// What went wrong (kubelet prefixes "error executing command in container: ").
         error: String,
     },
+    /// An attach failed.
+    AttachFailed {
+        /// What went wrong (kubelet prefixes "error attaching to container: ").
+        error: String,
+    },
 }
 
 impl ExitStatus {
@@ -47,8 +52,8 @@ impl ExitStatus {
                 r#"{{"metadata":{{}},"status":"Failure","message":{},"reason":"NonZeroExitCode","details":{{"causes":[{{"reason":"ExitCode","message":"{code}"}}]}}}}"#,
                 go_json_string(&self.message()),
             ),
-            ExitStatus::Internal { error } => {
-                let cause = format!("error executing command in container: {error}");
+            ExitStatus::Internal { .. } | ExitStatus::AttachFailed { .. } => {
+                let cause = self.internal_cause();
                 format!(
                     r#"{{"metadata":{{}},"status":"Failure","message":{},"reason":"InternalError","details":{{"causes":[{{"message":{}}}]}},"code":500}}"#,
                     go_json_string(&self.message()),
@@ -73,9 +78,20 @@ impl ExitStatus {
             ExitStatus::NonZeroExit { detail, .. } => {
                 format!("command terminated with non-zero exit code: {detail}")
             }
-            ExitStatus::Internal { error } => {
-                format!("Internal error occurred: error executing command in container: {error}")
+            ExitStatus::Internal { .. } | ExitStatus::AttachFailed { .. } => {
+                format!("Internal error occurred: {}", self.internal_cause())
             }
+        }
+    }
+
+    /// The cause kubelet wraps in an internal error.
+    fn internal_cause(&self) -> String {
+        match self {
+            ExitStatus::AttachFailed { error } => format!("error attaching to container: {error}"),
+            ExitStatus::Internal { error } => {
+                format!("error executing command in container: {error}")
+            }
+            ExitStatus::Success | ExitStatus::NonZeroExit { .. } => String::new(),
         }
     }
 }

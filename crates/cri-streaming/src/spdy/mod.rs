@@ -19,7 +19,7 @@ use std::fmt;
 
 pub use codec::{FrameDecoder, FrameEncoder};
 pub use dictionary::DICTIONARY;
-pub use session::{Session, SessionConfig, Stream, StreamWriter};
+pub use session::{Session, SessionConfig, Stream, StreamReader, StreamSink, StreamWriter};
 
 /// The SPDY version this crate speaks.
 pub const VERSION: u16 = 3;

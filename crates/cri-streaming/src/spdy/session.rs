@@ -15,12 +15,17 @@
 //! count windows keeps sending. Bounded buffering, not the window, is what limits memory.
 
 use std::collections::HashMap;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, PollSender};
 
 use super::{
     DEFAULT_INITIAL_WINDOW, Frame, FrameDecoder, FrameEncoder, Headers, Limits, SynStream, goaway,
@@ -89,6 +94,72 @@ impl Stream {
     pub fn writer(&self) -> StreamWriter {
         self.writer.clone()
     }
+
+    /// Splits the stream into its headers, a byte reader of what the client sends, and its
+    /// writer.
+    pub fn into_parts(self) -> (Headers, StreamReader, StreamWriter) {
+        (
+            self.headers,
+            StreamReader::from_channel(self.inbound),
+            self.writer,
+        )
+    }
+}
+
+/// The client's data on one stream as an [`AsyncRead`]; EOF once the client sent FIN, reset
+/// the stream, or the session ended. Holds at most one data frame beyond the stream's channel.
+#[derive(Debug)]
+pub struct StreamReader {
+    inbound: mpsc::Receiver<Vec<u8>>,
+    chunk: Vec<u8>,
+    at: usize,
+}
+
+impl StreamReader {
+    /// A reader of the chunks `inbound` delivers (the WebSocket transport feeds its channels
+    /// through one too).
+    pub(crate) fn from_channel(inbound: mpsc::Receiver<Vec<u8>>) -> StreamReader {
+        StreamReader {
+            inbound,
+            chunk: Vec::new(),
+            at: 0,
+        }
+    }
+
+    /// The next chunk as it came, after whatever part of the last one `read` left; `None` at
+    /// EOF.
+    pub async fn next_chunk(&mut self) -> Option<Vec<u8>> {
+        if self.at < self.chunk.len() {
+            let rest = self.chunk.split_off(self.at);
+            self.chunk.clear();
+            self.at = 0;
+            return Some(rest);
+        }
+        self.inbound.recv().await
+    }
+}
+
+impl AsyncRead for StreamReader {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        while this.at >= this.chunk.len() {
+            match ready!(this.inbound.poll_recv(cx)) {
+                Some(chunk) => {
+                    this.chunk = chunk;
+                    this.at = 0;
+                }
+                None => return Poll::Ready(Ok(())),
+            }
+        }
+        let n = buf.remaining().min(this.chunk.len() - this.at);
+        buf.put_slice(&this.chunk[this.at..this.at + n]);
+        this.at += n;
+        Poll::Ready(Ok(()))
+    }
 }
 
 /// Writes to one stream. Clones write to the same stream, in the order their writes complete.
@@ -97,6 +168,8 @@ pub struct StreamWriter {
     id: u32,
     out: mpsc::Sender<Frame>,
     max_frame: usize,
+    /// Whether FIN went out, shared by clones and sinks so it goes out once.
+    fin: Arc<AtomicBool>,
 }
 
 impl StreamWriter {
@@ -118,12 +191,16 @@ impl StreamWriter {
         Ok(())
     }
 
-    /// Ends this side of the stream (an empty data frame with FIN).
+    /// Ends this side of the stream (an empty data frame with FIN); once, whichever clone or
+    /// sink does it first.
     ///
     /// # Errors
     ///
     /// [`Error::SessionClosed`] when the session is over.
     pub async fn close(&self) -> Result<()> {
+        if self.fin.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
         self.send(Frame::Data {
             stream_id: self.id,
             fin: true,
@@ -145,8 +222,89 @@ impl StreamWriter {
         .await
     }
 
+    /// The stream as an [`AsyncWrite`]: each write queues one data frame (at most
+    /// `max_write_frame` bytes of it) and waits while the connection's write queue is full;
+    /// shutdown sends FIN.
+    pub fn into_sink(self) -> StreamSink {
+        StreamSink {
+            id: self.id,
+            out: PollSender::new(self.out),
+            max_frame: self.max_frame.max(1),
+            fin: self.fin,
+        }
+    }
+
     async fn send(&self, frame: Frame) -> Result<()> {
         self.out.send(frame).await.map_err(|_| Error::SessionClosed)
+    }
+}
+
+/// Writes to one stream as an [`AsyncWrite`] (see [`StreamWriter::into_sink`]).
+#[derive(Debug)]
+pub struct StreamSink {
+    id: u32,
+    out: PollSender<Frame>,
+    max_frame: usize,
+    fin: Arc<AtomicBool>,
+}
+
+impl StreamSink {
+    fn poll_send(&mut self, cx: &mut Context<'_>, frame: Frame) -> Poll<io::Result<()>> {
+        let closed = || io::Error::new(io::ErrorKind::BrokenPipe, Error::SessionClosed);
+        ready!(self.out.poll_reserve(cx)).map_err(|_| closed())?;
+        self.out.send_item(frame).map_err(|_| closed())?;
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for StreamSink {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if buf.is_empty() {
+            return Poll::Ready(Ok(0));
+        }
+        if self.fin.load(Ordering::Acquire) {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                format!("spdy stream {} is closed for writing", self.id),
+            )));
+        }
+        let n = buf.len().min(self.max_frame);
+        let frame = Frame::Data {
+            stream_id: self.id,
+            fin: false,
+            data: buf[..n].to_vec(),
+        };
+        ready!(self.poll_send(cx, frame))?;
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Queued frames go out in order; the session's writer flushes each batch.
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.fin.load(Ordering::Acquire) {
+            return Poll::Ready(Ok(()));
+        }
+        let closed = || io::Error::new(io::ErrorKind::BrokenPipe, Error::SessionClosed);
+        ready!(self.out.poll_reserve(cx)).map_err(|_| closed())?;
+        if self.fin.swap(true, Ordering::AcqRel) {
+            // Another clone sent it meanwhile: give the slot back.
+            self.out.abort_send();
+            return Poll::Ready(Ok(()));
+        }
+        let fin = Frame::Data {
+            stream_id: self.id,
+            fin: true,
+            data: Vec::new(),
+        };
+        self.out.send_item(fin).map_err(|_| closed())?;
+        Poll::Ready(Ok(()))
     }
 }
 
@@ -157,6 +315,8 @@ pub struct Session {
     incoming: mpsc::Receiver<Stream>,
     /// Asks the reader to end the session.
     close: CancellationToken,
+    /// Cancelled once the session is ending (the reader stopped or writing failed).
+    ending: CancellationToken,
     reader: JoinHandle<Result<()>>,
     writer: JoinHandle<Result<()>>,
 }
@@ -174,6 +334,7 @@ impl Session {
         let close = CancellationToken::new();
         // Cancelled by the reader once GOAWAY is queued, or by the writer when writing fails.
         let shutdown = CancellationToken::new();
+        let ending = shutdown.clone();
         let writer = tokio::spawn(write_loop(
             write,
             out_rx,
@@ -195,6 +356,7 @@ impl Session {
         Session {
             incoming,
             close,
+            ending,
             reader,
             writer,
         }
@@ -209,6 +371,12 @@ impl Session {
     /// end and their writes fail.
     pub fn close(&self) {
         self.close.cancel();
+    }
+
+    /// Resolves once the session is ending: the client left or went idle, broke the protocol,
+    /// writing to it failed, or [`Session::close`] was called. Streams' reads end then.
+    pub fn closed(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.ending.clone().cancelled_owned()
     }
 
     /// Waits until the connection is over; why it ended.
@@ -304,9 +472,14 @@ impl Reader {
             while let Some((frame, used)) = self.decoder.decode(&buf)? {
                 buf.drain(..used);
                 let (close, shutdown) = (self.close.clone(), self.shutdown.clone());
-                // Handling may wait on a full stream or queue: the session's end cuts it short.
+                // Handling may wait on a full stream or queue: the session's end cuts it short,
+                // and so does the idle timeout (nothing is read from the client meanwhile, so a
+                // client whose bytes nobody takes is as idle as a silent one).
+                let idle = self.config.idle_timeout;
                 tokio::select! {
-                    handled = self.handle(frame) => handled?,
+                    handled = tokio::time::timeout(idle, self.handle(frame)) => {
+                        handled.map_err(|_| Error::IdleTimeout(idle))??;
+                    }
                     () = Reader::stopped(&close, &shutdown) => return Ok(()),
                 }
             }
@@ -401,6 +574,7 @@ impl Reader {
                 id,
                 out: self.out.clone(),
                 max_frame: self.config.max_write_frame,
+                fin: Arc::new(AtomicBool::new(false)),
             },
         };
         // Waits while the server has not taken earlier streams: backpressure again.

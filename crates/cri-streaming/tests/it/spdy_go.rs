@@ -430,3 +430,41 @@ async fn an_exec_session_with_spdystreams_client() {
         .unwrap();
     let _ = std::fs::remove_file(&socket);
 }
+
+/// The whole server against spdystream's client as client-go drives it: the HTTP upgrade
+/// (offering v4 then v3), the streams, 300 KB echoed by the fake runtime's `cat`, and the v4
+/// status carrying exit code 5.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_streaming_server_serves_spdystreams_client_through_an_http_upgrade() {
+    const BYTES: usize = 300_000;
+    let server = crate::server_support::start(crate::server_support::config()).await;
+    let url = server.exec(&["cat", "5"], [true, true, false], false);
+    let program = peer();
+    let client = tokio::task::spawn_blocking(move || {
+        Command::new(program)
+            .arg("upgrade")
+            .arg(&url)
+            .arg(BYTES.to_string())
+            .output()
+            .expect("run spdystream-peer upgrade")
+    });
+    let out = tokio::time::timeout(Duration::from_secs(30), client)
+        .await
+        .expect("the client ends in time")
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("protocol v4.channel.k8s.io"), "{stderr}");
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let sum: usize = (0..BYTES).map(|i| i % 251).sum();
+    assert_eq!(
+        got,
+        json!({
+            "stdout_len": BYTES,
+            "stdout_sum": sum,
+            "error": cri_streaming::status::ExitStatus::exit_code(5).v4_json(),
+        })
+    );
+    server.counts.all_dropped(1).await;
+    server.none_open().await;
+}

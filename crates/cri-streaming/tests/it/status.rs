@@ -48,6 +48,25 @@ fn an_internal_error_is_apierrors_new_internal_error() {
 }
 
 #[test]
+fn a_failed_attach_is_worded_as_kubelets_serve_attach_words_it() {
+    let status = ExitStatus::AttachFailed {
+        error: "gone".into(),
+    };
+    assert_eq!(
+        status.v4_json(),
+        concat!(
+            r#"{"metadata":{},"status":"Failure","#,
+            r#""message":"Internal error occurred: error attaching to container: gone","#,
+            r#""reason":"InternalError","details":{"causes":[{"message":"error attaching to container: gone"}]},"code":500}"#
+        )
+    );
+    assert_eq!(
+        status.v1_text().as_deref(),
+        Some("Internal error occurred: error attaching to container: gone")
+    );
+}
+
+#[test]
 fn strings_are_escaped_as_go_escapes_them() {
     assert_eq!(go_json_string("a<b>&c"), r#""a\u003cb\u003e\u0026c""#);
     assert_eq!(

@@ -8,6 +8,10 @@
 //	                         SPDY executor runs kubectl exec: error, stdin and stdout streams,
 //	                         BYTES bytes on stdin then FIN, stdout and error read to EOF, a ping;
 //	                         prints {"stdout_len","stdout_sum","error"} as JSON
+//	spdystream-peer upgrade URL BYTES
+//	                         the same exec over an HTTP/1.1 connection upgraded to SPDY/3.1 with
+//	                         X-Stream-Protocol-Version: v4.channel.k8s.io, as client-go's
+//	                         SPDY round tripper upgrades it; also prints the negotiated protocol
 //
 // Built offline in GOPATH mode against Debian's golang-github-docker-spdystream-dev.
 package main
@@ -19,6 +23,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -102,12 +107,58 @@ func fail(what string, err error) {
 	os.Exit(1)
 }
 
+// bufferedConn reads what the HTTP response reader buffered past the head first.
+type bufferedConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (c bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// upgrade plays client-go's SPDY round tripper: GET with the upgrade headers, 101 expected.
+func upgrade(rawURL string, n int) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		fail("url", err)
+	}
+	conn, err := net.DialTimeout("tcp", u.Host, 5*time.Second)
+	if err != nil {
+		fail("dial", err)
+	}
+	req, err := http.NewRequest("POST", rawURL, nil)
+	if err != nil {
+		fail("request", err)
+	}
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", "SPDY/3.1")
+	req.Header.Add("X-Stream-Protocol-Version", "v4.channel.k8s.io")
+	req.Header.Add("X-Stream-Protocol-Version", "v3.channel.k8s.io")
+	if err := req.Write(conn); err != nil {
+		fail("write request", err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, req)
+	if err != nil {
+		fail("read response", err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		body, _ := io.ReadAll(resp.Body)
+		fail("upgrade", fmt.Errorf("status %d: %s", resp.StatusCode, body))
+	}
+	fmt.Fprintf(os.Stderr, "protocol %s\n", resp.Header.Get("X-Stream-Protocol-Version"))
+	exec(bufferedConn{Conn: conn, r: br}, n)
+}
+
 // client plays kubectl exec's SPDY side against the server on socket.
 func client(socket string, n int) {
 	conn, err := net.DialTimeout("unix", socket, 5*time.Second)
 	if err != nil {
 		fail("dial", err)
 	}
+	exec(conn, n)
+}
+
+func exec(conn net.Conn, n int) {
 	spdyConn, err := spdystream.NewConnection(conn, false)
 	if err != nil {
 		fail("spdy connection", err)
@@ -162,16 +213,20 @@ func client(socket string, n int) {
 }
 
 func main() {
-	if len(os.Args) == 4 && os.Args[1] == "client" {
+	if len(os.Args) == 4 && (os.Args[1] == "client" || os.Args[1] == "upgrade") {
 		n, err := strconv.Atoi(os.Args[3])
 		if err != nil {
 			fail("bytes", err)
 		}
-		client(os.Args[2], n)
+		if os.Args[1] == "client" {
+			client(os.Args[2], n)
+		} else {
+			upgrade(os.Args[2], n)
+		}
 		return
 	}
 	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: spdystream-peer decode|encode|client SOCKET BYTES")
+		fmt.Fprintln(os.Stderr, "usage: spdystream-peer decode|encode|client SOCKET BYTES|upgrade URL BYTES")
 		os.Exit(2)
 	}
 	out := bufio.NewWriter(os.Stdout)
