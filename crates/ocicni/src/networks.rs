@@ -9,6 +9,7 @@ use cni_exec::Cni;
 use serde::Serialize;
 
 use crate::builtin::BuiltinNetwork;
+use crate::implementation::{self, PluginImplementation};
 
 /// What became of one configuration file (or of the built-in network) at the last load.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -27,6 +28,10 @@ pub struct NetworkReport {
     pub reason: Option<String>,
     /// Whether pods without a network choice get this one.
     pub default: bool,
+    /// What runs each plugin type of a usable network (its IPAM plugins too), built in or a
+    /// binary, as found at this load; empty for a network that is not usable.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub implementations: Vec<PluginImplementation>,
 }
 
 /// One load of the configuration directory, validated against the installed plugins.
@@ -119,6 +124,7 @@ pub(crate) async fn load(
             verdict: file.verdict.as_str(),
             reason: file.reason(),
             default: false,
+            implementations: Vec::new(),
         });
     }
     let loaded: Vec<(usize, Arc<NetworkList>)> = load
@@ -133,6 +139,10 @@ pub(crate) async fn load(
         match verdict {
             Ok(caps) => {
                 out.capabilities.extend(caps);
+                let found =
+                    implementation::resolve(cni.exec().as_ref(), cni.plugin_dirs(), &net).await;
+                log_builtins(net.name(), &found);
+                out.reports[index].implementations = found;
                 out.usable.push(net);
             }
             Err(err) => {
@@ -162,6 +172,22 @@ pub(crate) async fn load(
     out
 }
 
+/// Says once per load which plugins of a network run built in, as no binary does.
+fn log_builtins(network: &str, found: &[PluginImplementation]) {
+    let builtins: Vec<&str> = found
+        .iter()
+        .filter(|p| p.implementation == implementation::Implementation::Builtin)
+        .map(|p| p.plugin.as_str())
+        .collect();
+    if !builtins.is_empty() {
+        tracing::info!(
+            network,
+            builtin = builtins.join(","),
+            "network runs these plugins built in"
+        );
+    }
+}
+
 async fn install_builtin(out: &mut Networks, cni: &Cni, builtin: &BuiltinNetwork, dir: &Path) {
     let bytes = builtin.conflist();
     let mut report = NetworkReport {
@@ -171,6 +197,7 @@ async fn install_builtin(out: &mut Networks, cni: &Cni, builtin: &BuiltinNetwork
         verdict: "builtin",
         reason: None,
         default: true,
+        implementations: Vec::new(),
     };
     match cni_config::parse_conflist(&bytes) {
         Ok(net) => match cni.validate_network_list(&net).await {
@@ -180,6 +207,9 @@ async fn install_builtin(out: &mut Networks, cni: &Cni, builtin: &BuiltinNetwork
                     "no network configured in {}: using the built-in default network", dir.display()
                 );
                 out.capabilities.extend(caps);
+                report.implementations =
+                    implementation::resolve(cni.exec().as_ref(), cni.plugin_dirs(), &net).await;
+                log_builtins(&builtin.name, &report.implementations);
                 out.default = Some(Arc::new(net));
             }
             Err(err) => {
