@@ -8,7 +8,7 @@ use cni_config::{NetworkList, Verdict};
 use cni_exec::Cni;
 use serde::Serialize;
 
-use crate::builtin::BuiltinNetwork;
+use crate::builtin::{BuiltinNetwork, Features};
 use crate::implementation::{self, PluginImplementation};
 
 /// What became of one configuration file (or of the built-in network) at the last load.
@@ -23,7 +23,7 @@ pub struct NetworkReport {
     /// `loaded`, `shadowed`, `rejected`, `unusable` (valid, but a plugin is missing or too old)
     /// or `builtin`.
     pub verdict: &'static str,
-    /// Why it is not loaded.
+    /// Why it is not loaded; for the built-in network, what it runs without.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Whether pods without a network choice get this one.
@@ -188,17 +188,52 @@ fn log_builtins(network: &str, found: &[PluginImplementation]) {
     }
 }
 
+/// What the built-in network can have on this node: masquerade needs a bridge binary and host
+/// ports a portmap binary, until both are built in.
+async fn builtin_features(cni: &Cni) -> Features {
+    let exec = cni.exec();
+    let dirs = cni.plugin_dirs();
+    let bridge = exec.find_plugin("bridge", dirs).await;
+    let bridge_is_builtin = bridge
+        .as_ref()
+        .is_ok_and(|p| cni_builtin::Builtin::from_pseudo_path(p).is_some());
+    Features {
+        ip_masq: !bridge_is_builtin,
+        portmap: exec.find_plugin("portmap", dirs).await.is_ok(),
+    }
+}
+
 async fn install_builtin(out: &mut Networks, cni: &Cni, builtin: &BuiltinNetwork, dir: &Path) {
-    let bytes = builtin.conflist();
+    let features = builtin_features(cni).await;
+    let bytes = builtin.conflist_with(features);
+    let mut plugins = vec!["bridge".into(), "host-local".into()];
+    if features.portmap {
+        plugins.push("portmap".into());
+    }
+    let missing: Vec<&str> = [
+        (!features.portmap).then_some("host ports (no portmap plugin)"),
+        (!features.ip_masq).then_some("masquerade (the built-in bridge has no ipMasq yet)"),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     let mut report = NetworkReport {
         file: None,
         network: Some(builtin.name.clone()),
-        plugins: vec!["bridge".into(), "host-local".into(), "portmap".into()],
+        plugins,
         verdict: "builtin",
-        reason: None,
+        reason: (!missing.is_empty()).then(|| format!("runs without {}", missing.join(" and "))),
         default: true,
         implementations: Vec::new(),
     };
+    if !missing.is_empty() {
+        tracing::warn!(
+            network = builtin.name,
+            "the built-in default network runs without {}: install the containernetworking-plugins \
+             package (Debian, Ubuntu) for them",
+            missing.join(" and ")
+        );
+    }
     match cni_config::parse_conflist(&bytes) {
         Ok(net) => match cni.validate_network_list(&net).await {
             Ok(caps) => {

@@ -305,6 +305,17 @@ impl CniPlugin for Ocicni {
             .map(|n| n.name().to_owned())
     }
 
+    fn plugin_implementations(&self) -> Vec<crate::PluginImplementation> {
+        let mut out: Vec<crate::PluginImplementation> = Vec::new();
+        for found in self.networks().into_iter().flat_map(|r| r.implementations) {
+            if !out.iter().any(|p| p.plugin == found.plugin) {
+                out.push(found);
+            }
+        }
+        out.sort_by(|a, b| a.plugin.cmp(&b.plugin));
+        out
+    }
+
     async fn setup_pod(&self, pod: &PodNetwork) -> Result<Vec<AttachmentResult>> {
         self.setup(pod).await
     }

@@ -205,3 +205,73 @@ fn a_pod_gets_its_address_from_the_builtin_plugins_with_an_empty_plugin_dir() {
     );
     assert!(!lease.exists(), "lease left: {}", lease.display());
 }
+
+#[test]
+#[ignore = "needs root + netns: cargo xtask test"]
+fn the_builtin_default_network_needs_no_plugin_binary() {
+    let lab = Lab::new();
+    let empty = lab.root.join("no-plugins");
+    std::fs::create_dir(&empty).unwrap();
+    let pod = lab.pod(1, None);
+    let (conf, cache, run, ipam) = (
+        lab.conf_dir(),
+        lab.cache_dir(),
+        lab.run_dir(),
+        lab.ipam_dir(),
+    );
+    let (bridge, subnet) = (lab.bridge.clone(), lab.subnet);
+    let (report, address) = in_node(&lab, move || {
+        Box::pin(async move {
+            let cni = Ocicni::builder()
+                .conf_dir(conf)
+                .plugin_dirs([empty])
+                .cache_dir(cache)
+                .run_dir(run)
+                .watch(WatchPolicy::Off)
+                .builtin_default(Some(ocicni::BuiltinNetwork {
+                    name: "bdefault".into(),
+                    bridge,
+                    subnet: ipnet::IpNet::V4(subnet),
+                    ipam_data_dir: Some(ipam),
+                    ..ocicni::BuiltinNetwork::default()
+                }))
+                .build()
+                .await
+                .expect("build ocicni");
+            let report = cni.networks().pop().expect("the built-in network's report");
+            let results = cni
+                .setup_pod(&pod)
+                .await
+                .expect("set up on the built-in network");
+            let address = results[0].result.first_ipv4().map(|ip| ip.address.addr());
+            cni.teardown_pod(&pod).await.expect("tear down");
+            cni.shutdown().await;
+            (report, address)
+        })
+    });
+    assert_eq!(report.verdict, "builtin");
+    assert!(report.default);
+    assert_eq!(report.plugins, ["bridge", "host-local"]);
+    let reason = report.reason.unwrap_or_default();
+    assert!(
+        reason.contains("host ports") && reason.contains("masquerade"),
+        "{reason}"
+    );
+    assert!(
+        report
+            .implementations
+            .iter()
+            .all(|p| p.implementation == Implementation::Builtin),
+        "{:?}",
+        report.implementations
+    );
+    let Some(std::net::IpAddr::V4(address)) = address else {
+        panic!("no IPv4 address: {address:?}");
+    };
+    assert!(lab.subnet.contains(&address), "{address} in {}", lab.subnet);
+    assert!(
+        lab.node.veths().is_empty(),
+        "veth left: {:?}",
+        lab.node.veths()
+    );
+}
