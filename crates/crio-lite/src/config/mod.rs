@@ -790,6 +790,10 @@ pub fn format_duration(duration: Duration) -> String {
     ocicni::duration::format(duration)
 }
 
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's serialize_with passes the field by reference"
+)]
 fn serialize_preference<S: Serializer>(
     p: &Preference,
     s: S,
