@@ -9,8 +9,8 @@ use serde_json::json;
 /// and portmap.
 ///
 /// Used only when enabled and the configuration directory holds no usable network. On a node
-/// without plugin binaries it runs on the built-in plugins, without masquerade and host ports
-/// (not built in yet); its [`NetworkReport`](crate::NetworkReport) says so. The Go ocicni
+/// without plugin binaries it runs on the built-in plugins, without host ports (portmap is not
+/// built in yet); its [`NetworkReport`](crate::NetworkReport) says so. The Go ocicni
 /// declined to have one; runtimes that want pods to come up on a fresh node asked for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuiltinNetwork {
@@ -47,8 +47,6 @@ impl Default for BuiltinNetwork {
 /// What of the built-in network the node's plugins can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Features {
-    /// bridge `ipMasq` (the built-in bridge refuses it so far).
-    pub(crate) ip_masq: bool,
     /// The `portmap` plugin, for host ports (not built in so far).
     pub(crate) portmap: bool,
 }
@@ -56,10 +54,7 @@ pub(crate) struct Features {
 impl BuiltinNetwork {
     /// The network configuration list, as the bytes a file would hold.
     pub fn conflist(&self) -> Vec<u8> {
-        self.conflist_with(Features {
-            ip_masq: true,
-            portmap: true,
-        })
+        self.conflist_with(Features { portmap: true })
     }
 
     /// The list without what `features` leaves out.
@@ -76,7 +71,7 @@ impl BuiltinNetwork {
             "type": "bridge",
             "bridge": self.bridge,
             "isGateway": true,
-            "ipMasq": features.ip_masq,
+            "ipMasq": true,
             "hairpinMode": self.hairpin,
             "ipam": ipam,
         });
@@ -120,17 +115,14 @@ mod tests {
     }
 
     #[test]
-    fn without_portmap_and_masquerade_the_list_is_a_plain_bridge() {
+    fn without_portmap_the_list_is_a_masquerading_bridge() {
         let net = BuiltinNetwork::default();
-        let bytes = net.conflist_with(Features {
-            ip_masq: false,
-            portmap: false,
-        });
+        let bytes = net.conflist_with(Features { portmap: false });
         let list = cni_config::parse_conflist(&bytes).unwrap();
         assert_eq!(list.plugin_types(), ["bridge"]);
         assert_eq!(
             list.list.plugins[0].extra.get("ipMasq"),
-            Some(&serde_json::json!(false))
+            Some(&serde_json::json!(true))
         );
     }
 }

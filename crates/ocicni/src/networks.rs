@@ -188,18 +188,12 @@ fn log_builtins(network: &str, found: &[PluginImplementation]) {
     }
 }
 
-/// What the built-in network can have on this node: masquerade needs a bridge binary and host
-/// ports a portmap binary, until both are built in.
+/// What the built-in network can have on this node: host ports need a portmap binary until
+/// portmap is built in.
 async fn builtin_features(cni: &Cni) -> Features {
-    let exec = cni.exec();
-    let dirs = cni.plugin_dirs();
-    let bridge = exec.find_plugin("bridge", dirs).await;
-    let bridge_is_builtin = bridge
-        .as_ref()
-        .is_ok_and(|p| cni_builtin::Builtin::from_pseudo_path(p).is_some());
+    let portmap = cni.exec().find_plugin("portmap", cni.plugin_dirs()).await;
     Features {
-        ip_masq: !bridge_is_builtin,
-        portmap: exec.find_plugin("portmap", dirs).await.is_ok(),
+        portmap: portmap.is_ok(),
     }
 }
 
@@ -210,13 +204,10 @@ async fn install_builtin(out: &mut Networks, cni: &Cni, builtin: &BuiltinNetwork
     if features.portmap {
         plugins.push("portmap".into());
     }
-    let missing: Vec<&str> = [
-        (!features.portmap).then_some("host ports (no portmap plugin)"),
-        (!features.ip_masq).then_some("masquerade (the built-in bridge has no ipMasq yet)"),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
+    let missing: Vec<&str> = [(!features.portmap).then_some("host ports (no portmap plugin)")]
+        .into_iter()
+        .flatten()
+        .collect();
     let mut report = NetworkReport {
         file: None,
         network: Some(builtin.name.clone()),
