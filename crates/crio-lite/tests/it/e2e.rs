@@ -372,7 +372,7 @@ async fn status_api_and_subcommand_against_the_real_daemon() {
     assert_eq!(code, 200);
     for plugin in ["bridge", "portmap"] {
         let sample = format!(
-            "crio_lite_cni_plugin_duration_seconds_count{{network=\"{NETWORK}\",plugin=\"{plugin}\",command=\"ADD\"}} "
+            "crio_lite_cni_plugin_duration_seconds_count{{network=\"{NETWORK}\",plugin=\"{plugin}\",implementation=\"binary\",command=\"ADD\"}} "
         );
         let count: u64 = metrics
             .lines()
