@@ -151,7 +151,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
 
 /// The Debian packages of the chosen benchmarks, installed when missing.
 fn ensure_packages(wants: &dyn Fn(&str) -> bool) -> Result<()> {
-    packages::ensure(packages::NETWORK_PACKAGES)?;
+    packages::ensure(&packages::network_and_plugin_packages())?;
     if wants("peer") {
         packages::ensure(packages::PEER_PACKAGES)?;
     }

@@ -121,7 +121,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if !is_root() {
         bail!("critest creates network namespaces and runs containers: run it as root");
     }
-    let wanted = packages::node_packages();
+    let mut wanted = packages::node_packages();
+    // critest's host-port specs need portmap, which is not built in.
+    wanted.extend_from_slice(packages::PLUGIN_PACKAGES);
     step("Checking the Debian packages (installed with apt-get when missing)");
     packages::ensure(&wanted)?;
     run_step(

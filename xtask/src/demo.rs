@@ -6,6 +6,11 @@
 //! them, shows the status API and the metrics, removes everything, and checks that nothing leaked.
 //! The machine's own network namespace is never touched; a guard deletes the node namespace, the
 //! pins and the directories even when a step fails.
+//!
+//! It needs no CNI plugin binaries: where /usr/lib/cni lacks them, crio-lite runs `bridge`,
+//! `host-local` and `loopback` built in (the network then has no host ports: portmap is not
+//! built in yet). `--without-plugin-binaries` points the plugin directories at an empty
+//! directory, to see that path on a machine that has the binaries.
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -24,20 +29,31 @@ pub(crate) const REGISTRY: &str = "127.0.0.1:5000";
 /// The built-in default network's name (its leases live under `<cache>/networks/<name>`).
 const NETWORK: &str = "ocicni-default";
 
-pub(crate) const USAGE: &str = "usage: cargo xtask demo
+pub(crate) const USAGE: &str = "usage: cargo xtask demo [--without-plugin-binaries]
 
 crio-lite end to end, as root: builds the daemon and a CRI client, starts a local registry and the
 daemon in a node network namespace of its own, pulls a busybox image it built, creates three pod
 sandboxes over CRI, pings between them, runs a busybox httpd container in one pod and fetches its
 page from a container in another, shows the status API and the metrics, removes everything and
-checks that nothing leaked. Installs the Debian packages it needs (containernetworking-plugins,
-iptables, iproute2, iputils-ping, docker-registry, busybox-static, crun, runc, conmon) with
-apt-get.";
+checks that nothing leaked. Installs the Debian packages it needs (iptables, iproute2,
+iputils-ping, docker-registry, busybox-static, crun, runc, conmon) with apt-get. The CNI plugins
+are not among them: without containernetworking-plugins, crio-lite runs bridge, host-local and
+loopback built in (no host ports yet: portmap is not built in).
+
+  --without-plugin-binaries   point crio.network.plugin_dirs at an empty directory (a drop-in),
+                              as on a node without containernetworking-plugins";
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
-    if let Some(arg) = args.first() {
-        bail!("demo: unknown option {arg:?} (it takes none)");
+    let mut without_binaries = false;
+    for arg in args {
+        match arg.as_str() {
+            "--without-plugin-binaries" => without_binaries = true,
+            other => bail!("demo: unknown option {other:?}\n\n{USAGE}"),
+        }
     }
+    // The binaries decide unless told otherwise: crio-lite's prefer-binary falls back to its
+    // built-in plugins for each one missing.
+    let builtin = without_binaries || !Path::new(packages::PLUGIN_DIR).join("bridge").exists();
     if !is_root() {
         bail!("the demo creates network namespaces and bridges: run it as root");
     }
@@ -85,7 +101,13 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
 
     let started = Instant::now();
     let mut demo = Demo::new()?;
-    let outcome = demo.run(&bins);
+    demo.builtin = builtin;
+    let outcome = if without_binaries {
+        demo.without_plugin_binaries()
+    } else {
+        Ok(())
+    }
+    .and_then(|()| demo.run(&bins));
     if let Err(e) = &outcome {
         println!("\n==> FAILED: {e:#}");
         if let Ok(log) = std::fs::read_to_string(demo.path("crio-lite.log")) {
@@ -123,6 +145,8 @@ pub(crate) struct Demo {
     daemon: Option<Child>,
     /// The local registry (the demo's docker-registry, or critest's test-registry).
     pub(crate) registry: Option<Child>,
+    /// Whether crio-lite's built-in bridge is expected (no bridge binary to run).
+    builtin: bool,
 }
 
 impl Demo {
@@ -140,6 +164,7 @@ impl Demo {
             dir,
             daemon: None,
             registry: None,
+            builtin: false,
         };
         for sub in ["state", "run", "net.d", "cache", "registry"] {
             std::fs::create_dir_all(demo.path(sub))
@@ -147,6 +172,25 @@ impl Demo {
         }
         demo.write_config()?;
         Ok(demo)
+    }
+
+    /// A drop-in that points `crio.network.plugin_dirs` at an empty directory.
+    fn without_plugin_binaries(&self) -> Result<()> {
+        let empty = self.path("no-plugins");
+        std::fs::create_dir_all(&empty)?;
+        step(&format!(
+            "No CNI plugin binaries: crio.network.plugin_dirs = [{}] (empty), in a drop-in",
+            empty.display()
+        ));
+        std::fs::write(
+            self.path("crio-lite.conf.d/20-no-plugin-binaries.conf"),
+            format!(
+                "# An empty plugin directory: the built-in plugins run.\n\
+                 [crio.network]\nplugin_dirs = [\"{}\"]\n",
+                empty.display()
+            ),
+        )?;
+        Ok(())
     }
 
     pub(crate) fn path(&self, sub: &str) -> PathBuf {
@@ -466,10 +510,18 @@ impl Demo {
             capture(Command::new("ip").args(["-n", &self.node, "-br", "addr", "show", "cni0"]))?;
         println!("    the node's bridge: {}", bridge.trim());
         let rules = self.pod_rules(&pods)?;
-        println!(
-            "    {} iptables rules in the node name the pods (bridge masquerade, portmap)",
-            rules.len()
-        );
+        if self.builtin {
+            println!(
+                "    {} iptables rules in the node name the pods (built-in bridge masquerade; no \
+                 portmap yet)",
+                rules.len()
+            );
+        } else {
+            println!(
+                "    {} iptables rules in the node name the pods (bridge masquerade, portmap)",
+                rules.len()
+            );
+        }
         Ok(pods)
     }
 
@@ -521,6 +573,17 @@ impl Demo {
                 .args(["status", "info"]),
         )?;
         println!("{}", indent(&info));
+        let bridge = if self.builtin {
+            "builtin:bridge"
+        } else {
+            "/bridge"
+        };
+        if !info
+            .lines()
+            .any(|l| l.starts_with("cni_plugins.bridge") && l.trim_end().ends_with(bridge))
+        {
+            bail!("status info does not say that bridge ran as {bridge}:\n{info}");
+        }
         step(
             "Some of /metrics, scraped over TCP as Prometheus would (crio.metrics: 127.0.0.1:9090 \
              in the node namespace)",

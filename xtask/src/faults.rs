@@ -24,7 +24,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
              run it as root"
         );
     }
-    packages::ensure(packages::NETWORK_PACKAGES)?;
+    packages::ensure(&packages::network_and_plugin_packages())?;
     run_step(
         "fault-injection suite (every row)",
         cargo()

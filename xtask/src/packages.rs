@@ -6,12 +6,19 @@ use anyhow::{Result, bail};
 
 use crate::cmd::{is_root, run_step};
 
+/// The Go CNI plugins: the reference the real-plugin, differential and interop tests, critest
+/// and the benchmarks run against. The demo does not need them: crio-lite runs `bridge`,
+/// `host-local` and `loopback` built in where they are missing.
+pub(crate) const PLUGIN_PACKAGES: &[(&str, &str)] = &[(
+    "containernetworking-plugins",
+    "the real CNI plugins in /usr/lib/cni",
+)];
+
+/// Where [`PLUGIN_PACKAGES`] puts the plugins.
+pub(crate) const PLUGIN_DIR: &str = "/usr/lib/cni";
+
 /// Packages every privileged test, the demo and the benchmarks rely on, with why.
 pub(crate) const NETWORK_PACKAGES: &[(&str, &str)] = &[
-    (
-        "containernetworking-plugins",
-        "the real CNI plugins in /usr/lib/cni",
-    ),
     ("iptables", "used by the bridge and portmap plugins"),
     ("iproute2", "ip netns for the tests' node namespaces"),
     ("iputils-ping", "ping between test pods"),
@@ -48,12 +55,22 @@ pub(crate) const CONTAINER_PACKAGES: &[(&str, &str)] = &[
     ),
 ];
 
-/// What a node running crio-lite's pods and containers needs (the demo's and critest's set).
+/// What a node running crio-lite's pods and containers needs (the demo's set; critest adds
+/// [`PLUGIN_PACKAGES`]): no CNI plugin binaries, crio-lite has the ones it needs built in.
 pub(crate) fn node_packages() -> Vec<(&'static str, &'static str)> {
     NETWORK_PACKAGES
         .iter()
         .chain(IMAGE_PACKAGES)
         .chain(CONTAINER_PACKAGES)
+        .copied()
+        .collect()
+}
+
+/// [`NETWORK_PACKAGES`] and [`PLUGIN_PACKAGES`]: the tests' and benchmarks' network set.
+pub(crate) fn network_and_plugin_packages() -> Vec<(&'static str, &'static str)> {
+    NETWORK_PACKAGES
+        .iter()
+        .chain(PLUGIN_PACKAGES)
         .copied()
         .collect()
 }

@@ -37,7 +37,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         privileged = false;
     }
     if privileged {
-        let mut wanted = packages::NETWORK_PACKAGES.to_vec();
+        let mut wanted = packages::network_and_plugin_packages();
         wanted.extend_from_slice(packages::GO_PEER_PACKAGES);
         wanted.extend_from_slice(packages::IMAGE_PACKAGES);
         wanted.extend_from_slice(packages::CONTAINER_PACKAGES);

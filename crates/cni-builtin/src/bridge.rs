@@ -1,6 +1,6 @@
 //! bridge, IPv4: ADD and DEL as Debian's plugins 1.1.1 do them, for the options built in so far
 //! (`bridge`, `isGateway`, `isDefaultGateway`, `forceAddress`, `mtu`, `hairpinMode`,
-//! `promiscMode`, `enabledad`, `ipam`, `dns`). Others (`ipMasq`, `vlan`, `macspoofchk`, a
+//! `promiscMode`, `enabledad`, `ipam`, `dns`, `ipMasq`). Others (`vlan`, `macspoofchk`, a
 //! requested MAC, IPv6 addresses) are refused with an error saying so.
 //!
 //! The host side (the bridge, the host end of the veth, the gateway address, forwarding) is done
@@ -14,7 +14,7 @@ use std::io::{self, Read as _, Write as _};
 use std::net::IpAddr;
 use std::os::fd::AsFd as _;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use netlink_packet_route::link::LinkFlags;
 use serde_json::{Map, Value};
@@ -44,6 +44,7 @@ struct NetConf {
     enable_dad: bool,
     ipam_type: String,
     dns: Value,
+    ip_masq: bool,
 }
 
 fn load(config: &Map<String, Value>) -> Result<NetConf, String> {
@@ -99,9 +100,7 @@ fn load(config: &Map<String, Value>) -> Result<NetConf, String> {
     if vlan != 0 {
         return unsupported("vlan");
     }
-    if flag("ipMasq")? {
-        return unsupported("ipMasq");
-    }
+    conf.ip_masq = flag("ipMasq")?;
     if flag("macspoofchk")? {
         return unsupported("macspoofchk");
     }
@@ -124,7 +123,11 @@ fn load(config: &Map<String, Value>) -> Result<NetConf, String> {
 }
 
 /// Runs one command; what to print on success.
-pub(crate) fn run(args: &Invocation, ipam: Delegate<'_>) -> Result<Vec<u8>, Failure> {
+pub(crate) fn run(
+    args: &Invocation,
+    ipam: Delegate<'_>,
+    deadline: Instant,
+) -> Result<Vec<u8>, Failure> {
     if args
         .cni_args
         .split(';')
@@ -136,8 +139,8 @@ pub(crate) fn run(args: &Invocation, ipam: Delegate<'_>) -> Result<Vec<u8>, Fail
     }
     let conf = load(&args.config).map_err(Failure::internal)?;
     match args.command {
-        Command::Add => add(args, &conf, ipam),
-        Command::Del => del(args, &conf, ipam),
+        Command::Add => add(args, &conf, ipam, deadline),
+        Command::Del => del(args, &conf, ipam, deadline),
         Command::Check => Err(Failure::internal(
             "the built-in bridge does not support CHECK yet",
         )),
@@ -145,7 +148,23 @@ pub(crate) fn run(args: &Invocation, ipam: Delegate<'_>) -> Result<Vec<u8>, Fail
     }
 }
 
-fn del(args: &Invocation, conf: &NetConf, ipam: Delegate<'_>) -> Result<Vec<u8>, Failure> {
+/// The network's name and the container's ID: the masquerade chain's name and comment.
+fn masq_names(args: &Invocation) -> (String, String) {
+    let network = field(&args.config, "name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    (
+        crate::ipmasq::chain_name(network, &args.container_id),
+        crate::ipmasq::comment(network, &args.container_id),
+    )
+}
+
+fn del(
+    args: &Invocation,
+    conf: &NetConf,
+    ipam: Delegate<'_>,
+    deadline: Instant,
+) -> Result<Vec<u8>, Failure> {
     let ipam_del = || {
         if conf.ipam_type.is_empty() {
             Ok(Vec::new())
@@ -157,12 +176,29 @@ fn del(args: &Invocation, conf: &NetConf, ipam: Delegate<'_>) -> Result<Vec<u8>,
         return ipam_del();
     }
     let ifname = args.ifname.clone();
+    // ip.DelLinkByNameAddr: the interface's global addresses, then the interface.
     let deleted = with_netns(&args.netns, move || {
         let mut nl = Netlink::open().map_err(|e| go_reason(&e))?;
         match link::by_name(&mut nl, &ifname) {
-            Ok(None) => Ok(()),
-            Ok(Some(l)) => link::delete(&mut nl, l.header.index)
-                .map_err(|e| format!("failed to delete {}: {}", quote(&ifname), go_reason(&e))),
+            Ok(None) => Ok(Vec::new()),
+            Ok(Some(l)) => {
+                let addrs = link::addresses(&mut nl, l.header.index, false)
+                    .map_err(|e| {
+                        format!(
+                            "failed to get IP addresses for {}: {}",
+                            quote(&ifname),
+                            go_reason(&e)
+                        )
+                    })?
+                    .into_iter()
+                    .filter(|c| is_global_unicast(c.ip))
+                    .map(|c| (c.ip, c.prefix))
+                    .collect::<Vec<_>>();
+                link::delete(&mut nl, l.header.index).map_err(|e| {
+                    format!("failed to delete {}: {}", quote(&ifname), go_reason(&e))
+                })?;
+                Ok(addrs)
+            }
             Err(e) => Err(format!(
                 "failed to lookup {}: {}",
                 quote(&ifname),
@@ -170,9 +206,37 @@ fn del(args: &Invocation, conf: &NetConf, ipam: Delegate<'_>) -> Result<Vec<u8>,
             )),
         }
     });
-    match deleted {
-        Ok(()) | Err(NsError::Missing(_)) => ipam_del(),
-        Err(e) => Err(Failure::internal(e.message())),
+    let addrs = match deleted {
+        Ok(addrs) => addrs,
+        Err(NsError::Missing(_)) => return ipam_del(),
+        Err(e) => return Err(Failure::internal(e.message())),
+    };
+    ipam_del()?;
+    if !conf.ipam_type.is_empty() && conf.ip_masq {
+        let (chain, comment) = masq_names(args);
+        crate::ipmasq::teardown(&crate::ipmasq::v4_only(&addrs), &chain, &comment, deadline)
+            .map_err(Failure::internal)?;
+    }
+    Ok(Vec::new())
+}
+
+/// Go's `IP.IsGlobalUnicast`, which picks the addresses bridge's DEL unmasquerades.
+fn is_global_unicast(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            !(v4.is_unspecified()
+                || v4.is_loopback()
+                || v4.is_multicast()
+                || v4.is_link_local()
+                || v4.is_broadcast())
+        }
+        IpAddr::V6(v6) => {
+            let first = v6.segments()[0];
+            !(v6.is_unspecified()
+                || v6.is_loopback()
+                || v6.is_multicast()
+                || (first & 0xffc0) == 0xfe80)
+        }
     }
 }
 
@@ -238,7 +302,12 @@ fn enable_ip4_forward() -> Result<(), String> {
     clippy::too_many_lines,
     reason = "one pass through cmdAdd, in the Go plugin's order"
 )]
-fn add(args: &Invocation, conf: &NetConf, ipam: Delegate<'_>) -> Result<Vec<u8>, Failure> {
+fn add(
+    args: &Invocation,
+    conf: &NetConf,
+    ipam: Delegate<'_>,
+    deadline: Instant,
+) -> Result<Vec<u8>, Failure> {
     let is_gw = conf.is_gw || conf.is_default_gw;
     if conf.hairpin && conf.promisc {
         return Err(fail(
@@ -370,7 +439,19 @@ fn add(args: &Invocation, conf: &NetConf, ipam: Delegate<'_>) -> Result<Vec<u8>,
             &stdout,
             &mut result,
         );
-        if let Err(e) = configured {
+        let masqueraded = configured.and_then(|()| {
+            if !conf.ip_masq {
+                return Ok(());
+            }
+            let addrs: Vec<_> = result
+                .ips
+                .iter()
+                .filter_map(|ip| crate::ipmasq::parse_v4(&ip.address))
+                .collect();
+            let (chain, comment) = masq_names(args);
+            crate::ipmasq::setup(&addrs, &chain, &comment, deadline).map_err(fail)
+        });
+        if let Err(e) = masqueraded {
             let _ = ipam(&conf.ipam_type, "DEL");
             return Err(e);
         }

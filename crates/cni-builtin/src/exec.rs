@@ -300,7 +300,7 @@ fn run(
     let stdout = match builtin {
         Builtin::HostLocal => crate::host_local::run(&args, deadline)?,
         Builtin::Loopback => crate::loopback::run(&args)?,
-        Builtin::Bridge => crate::bridge::run(&args, delegate)?,
+        Builtin::Bridge => crate::bridge::run(&args, delegate, deadline)?,
     };
     Ok(Outcome {
         stdout,

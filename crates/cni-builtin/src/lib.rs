@@ -34,12 +34,15 @@
 //!   `hairpinMode`), the IPAM plugin run through the same `Exec` (the built-in host-local, or
 //!   a binary, as the preference says), addresses and routes in the pod, the gateway on the
 //!   bridge and forwarding on (`isGateway`, `isDefaultGateway`, `forceAddress`). The host side
-//!   happens in the namespace of the thread that calls `exec_plugin`. `ipMasq`, `vlan`,
-//!   `macspoofchk`, a requested MAC, IPv6 addresses and CHECK are refused with an error saying
-//!   they are not built in yet.
+//!   happens in the namespace of the thread that calls `exec_plugin`. `ipMasq`: the
+//!   `CNI-<hash>` chain of the nat table, commented `name: "<net>" id: "<cid>"`, as Go makes
+//!   it, written with one `iptables-restore --noflush` per ADD or DEL after one
+//!   `iptables-save -t nat`. `vlan`, `macspoofchk`, a requested MAC, IPv6 addresses and CHECK
+//!   are refused with an error saying they are not built in yet.
 //!
 //! All speak every version the Go plugins speak (0.1.0 to 1.0.0) and 1.1.0 besides; VERSION
-//! says so. Not built in yet: `portmap`. Nothing here starts a process (a bridge's binary IPAM
+//! says so. Not built in yet: `portmap`. The only processes started here are `iptables-save`
+//! and `iptables-restore` for `ipMasq`, killed at the run's deadline (a bridge's binary IPAM
 //! plugin is started by the inner `Exec`).
 //!
 //! # Example
@@ -86,6 +89,7 @@ mod error;
 mod exec;
 mod gojson;
 mod host_local;
+mod ipmasq;
 mod link;
 mod loopback;
 mod netlink;

@@ -1,20 +1,23 @@
-//! Feeds the plugin-latency histogram from every plugin run ocicni makes.
+//! Feeds the plugin-latency histogram from every plugin run ocicni makes, built in or binary.
 
 use std::sync::Arc;
 
-use ocicni::cni_exec::{Exec, ObservedExec, PluginRun};
+use ocicni::cni_exec::PluginRun;
+use ocicni::{PluginImplementation, PluginObserver};
 
 use crate::metrics::Metrics;
 
-/// Wraps the executor ocicni runs plugins with, so that each run is observed in
-/// `crio_lite_cni_plugin_duration_seconds` by network, plugin and command.
-pub(crate) fn metered(inner: Arc<dyn Exec>, metrics: Metrics) -> Arc<dyn Exec> {
-    Arc::new(ObservedExec::new(inner, move |run: &PluginRun<'_>| {
+/// The observer ocicni tells of each plugin run, so that it is counted in
+/// `crio_lite_cni_plugin_duration_seconds` by network, plugin type, implementation and command.
+pub(crate) fn metered(metrics: Metrics) -> PluginObserver {
+    Arc::new(move |run: &PluginRun<'_>| {
+        let which = PluginImplementation::from_path(run.plugin);
         metrics.observe_cni_plugin(
             &run.network(),
-            &run.plugin_name(),
+            &which.plugin,
+            which.implementation,
             run.command(),
             run.elapsed,
         );
-    }))
+    })
 }

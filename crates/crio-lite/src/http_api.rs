@@ -70,6 +70,14 @@ pub struct Info {
     /// The runtime handler of sandboxes that name none.
     #[serde(default)]
     pub default_runtime: String,
+    /// When CNI plugins run built in (`crio_lite.network.builtin_plugins`): `prefer-binary`,
+    /// `prefer-builtin` or `never`.
+    #[serde(default)]
+    pub builtin_plugins: String,
+    /// What runs each plugin type of the usable networks: `builtin:<type>` for a built-in,
+    /// else the binary's path.
+    #[serde(default)]
+    pub cni_plugins: BTreeMap<String, PathBuf>,
 }
 
 /// One network attachment in [`ContainerInfo`].
@@ -236,6 +244,12 @@ async fn info(State(state): State<ApiState>) -> Json<Info> {
             .map_or("", oci_container::CgroupVersion::name)
             .to_owned(),
         default_runtime: config.crio.runtime.default_runtime.clone(),
+        builtin_plugins: config.crio_lite.network.builtin_plugins.to_string(),
+        cni_plugins: cni
+            .plugin_implementations()
+            .into_iter()
+            .map(|p| (p.plugin, p.path))
+            .collect(),
     })
 }
 

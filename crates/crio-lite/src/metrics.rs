@@ -10,7 +10,7 @@
 //! | `crio_operations_latency_seconds` | histogram | `operation_type` |
 //! | `crio_lite_sandbox_operations_total` | counter | `operation` (run, stop, remove), `outcome` (success, error) |
 //! | `crio_lite_sandboxes_ready` | gauge | |
-//! | `crio_lite_cni_plugin_duration_seconds` | histogram | `network`, `plugin`, `command` (ADD, DEL, CHECK, GC, STATUS) |
+//! | `crio_lite_cni_plugin_duration_seconds` | histogram | `network`, `plugin` (its type), `implementation` (`builtin` or `binary`), `command` (ADD, DEL, CHECK, GC, STATUS) |
 //! | `crio_image_pulls_bytes_total` | counter | |
 //! | `crio_image_pulls_success_total` | counter | |
 //! | `crio_image_pulls_failure_total` | counter | |
@@ -41,11 +41,13 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-/// The labels of one plugin execution: the network, the plugin's type (binary name), the command.
+/// The labels of one plugin execution: the network, the plugin's type, whether it ran built in
+/// or as a binary, the command.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PluginLabels {
     network: String,
     plugin: String,
+    implementation: String,
     command: String,
 }
 
@@ -180,7 +182,7 @@ impl Metrics {
         let plugin_latency: CniPluginLatency = Family::new_with_constructor(plugin_histogram);
         registry.register(
             "crio_lite_cni_plugin_duration_seconds",
-            "CNI plugin execution latency by network, plugin and command",
+            "CNI plugin execution latency by network, plugin, implementation and command",
             plugin_latency.clone(),
         );
         let sandboxes_ready = Gauge::default();
@@ -236,11 +238,20 @@ impl Metrics {
         }
     }
 
-    /// Records one plugin execution.
-    pub fn observe_cni_plugin(&self, network: &str, plugin: &str, command: &str, took: Duration) {
+    /// Records one plugin execution: `plugin` is its type, `implementation` says whether it ran
+    /// built in or as a binary.
+    pub fn observe_cni_plugin(
+        &self,
+        network: &str,
+        plugin: &str,
+        implementation: ocicni::Implementation,
+        command: &str,
+        took: Duration,
+    ) {
         let labels = PluginLabels {
             network: network.to_owned(),
             plugin: plugin.to_owned(),
+            implementation: implementation.as_str().to_owned(),
             command: command.to_owned(),
         };
         self.inner
@@ -353,7 +364,13 @@ mod tests {
         metrics.sandbox_operation("run", true);
         metrics.sandbox_operation("run", false);
         metrics.set_sandboxes_ready(3);
-        metrics.observe_cni_plugin("podnet", "bridge", "ADD", Duration::from_millis(12));
+        metrics.observe_cni_plugin(
+            "podnet",
+            "bridge",
+            ocicni::Implementation::Builtin,
+            "ADD",
+            Duration::from_millis(12),
+        );
         let text = metrics.encode();
         assert!(
             text.contains(
@@ -368,7 +385,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("crio_lite_sandboxes_ready 3"), "{text}");
-        assert!(text.contains(r#"crio_lite_cni_plugin_duration_seconds_count{network="podnet",plugin="bridge",command="ADD"} 1"#), "{text}");
+        assert!(text.contains(r#"crio_lite_cni_plugin_duration_seconds_count{network="podnet",plugin="bridge",implementation="builtin",command="ADD"} 1"#), "{text}");
     }
 
     #[test]

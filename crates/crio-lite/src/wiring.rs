@@ -21,7 +21,7 @@ use crate::server::Daemon;
 use crate::startup::Timeline;
 
 /// Builds the CNI side the daemon runs with, from `[crio.network]` and `[crio_lite.network]`: an
-/// [`Ocicni`] whose plugin runs are timed into `metrics`.
+/// [`Ocicni`] whose plugin runs, built-in or binary, are timed into `metrics`.
 ///
 /// The built-in default network (when enabled) keeps its host-local leases under
 /// `<cache dir>/networks`, which is host-local's own default for the default cache dir.
@@ -33,7 +33,6 @@ pub async fn build_cni(config: &Config, metrics: &Metrics) -> anyhow::Result<Arc
     let net = &config.crio.network;
     let lite = &config.crio_lite.network;
     let exec = ProcessExec::new().with_timeout(lite.plugin_timeout);
-    let exec = metered(Arc::new(exec), metrics.clone());
     let mut builder = Ocicni::builder()
         .conf_dir(&net.network_dir)
         .plugin_dirs(net.plugin_dirs.clone())
@@ -42,7 +41,9 @@ pub async fn build_cni(config: &Config, metrics: &Metrics) -> anyhow::Result<Arc
         .plugin_timeout(lite.plugin_timeout)
         .cni_args(lite.cni_args_policy)
         .loopback(true)
-        .exec(exec);
+        .exec(Arc::new(exec))
+        .builtin_plugins(lite.builtin_plugins)
+        .observer(metered(metrics.clone()));
     if let Some(name) = config.default_network() {
         builder = builder.default_network(name);
     }
@@ -59,9 +60,16 @@ pub async fn build_cni(config: &Config, metrics: &Metrics) -> anyhow::Result<Arc
         )
     })?;
     if let Some(name) = cni.default_network_name() {
+        let plugins: Vec<String> = cni
+            .plugin_implementations()
+            .iter()
+            .map(|p| format!("{}={}", p.plugin, p.implementation))
+            .collect();
         tracing::info!(
             network_dir = %net.network_dir.display(),
             default_network = name,
+            builtin_plugins = %lite.builtin_plugins,
+            plugins = plugins.join(","),
             "CNI configuration loaded"
         );
     } else {

@@ -5,9 +5,12 @@ use std::path::PathBuf;
 use ipnet::IpNet;
 use serde_json::json;
 
-/// Settings of the built-in default network: a bridge with host-local addresses and portmap.
+/// Settings of the built-in default network: a bridge with host-local addresses, masquerade
+/// and portmap.
 ///
-/// Used only when enabled and the configuration directory holds no usable network. The Go ocicni
+/// Used only when enabled and the configuration directory holds no usable network. On a node
+/// without plugin binaries it runs on the built-in plugins, without host ports (portmap is not
+/// built in yet); its [`NetworkReport`](crate::NetworkReport) says so. The Go ocicni
 /// declined to have one; runtimes that want pods to come up on a fresh node asked for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuiltinNetwork {
@@ -41,9 +44,21 @@ impl Default for BuiltinNetwork {
     }
 }
 
+/// What of the built-in network the node's plugins can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Features {
+    /// The `portmap` plugin, for host ports (not built in so far).
+    pub(crate) portmap: bool,
+}
+
 impl BuiltinNetwork {
     /// The network configuration list, as the bytes a file would hold.
     pub fn conflist(&self) -> Vec<u8> {
+        self.conflist_with(Features { portmap: true })
+    }
+
+    /// The list without what `features` leaves out.
+    pub(crate) fn conflist_with(&self, features: Features) -> Vec<u8> {
         let mut ipam = json!({
             "type": "host-local",
             "routes": [{"dst": if self.subnet.addr().is_ipv4() { "0.0.0.0/0" } else { "::/0" }}],
@@ -63,13 +78,14 @@ impl BuiltinNetwork {
         if let (Some(mtu), Some(obj)) = (self.mtu, bridge.as_object_mut()) {
             obj.insert("mtu".to_owned(), json!(mtu));
         }
+        let mut plugins = vec![bridge];
+        if features.portmap {
+            plugins.push(json!({"type": "portmap", "capabilities": {"portMappings": true}}));
+        }
         let list = json!({
             "cniVersion": "1.0.0",
             "name": self.name,
-            "plugins": [
-                bridge,
-                {"type": "portmap", "capabilities": {"portMappings": true}},
-            ],
+            "plugins": plugins,
         });
         serde_json::to_vec_pretty(&list).unwrap_or_default()
     }
@@ -96,5 +112,17 @@ mod tests {
         let text = String::from_utf8(net.conflist()).unwrap();
         assert!(text.contains("\"subnet\": \"10.85.0.0/16\""), "{text}");
         assert!(text.contains("/tmp/leases"), "{text}");
+    }
+
+    #[test]
+    fn without_portmap_the_list_is_a_masquerading_bridge() {
+        let net = BuiltinNetwork::default();
+        let bytes = net.conflist_with(Features { portmap: false });
+        let list = cni_config::parse_conflist(&bytes).unwrap();
+        assert_eq!(list.plugin_types(), ["bridge"]);
+        assert_eq!(
+            list.list.plugins[0].extra.get("ipMasq"),
+            Some(&serde_json::json!(true))
+        );
     }
 }

@@ -7,7 +7,9 @@
 //! can test their own logic with a fake.
 //!
 //! It composes the crates below it, re-exported here: [`cni_config`] (files to network lists),
-//! [`cni_exec`] (running plugins, the libcni-compatible result cache), [`cni_watch`] (watching
+//! [`cni_exec`] (running plugins, the libcni-compatible result cache), [`cni_builtin`]
+//! (`bridge`, `host-local` and `loopback` in-process, chosen per plugin by [`Preference`]),
+//! [`cni_watch`] (watching
 //! directories), [`cni_lock`] (locks across processes) and [`cni_types`] (the spec as data).
 //! [`netns`] pins, removes, enters and inspects network namespaces in-process.
 //!
@@ -21,7 +23,9 @@
 //! - an optional built-in default network ([`BuiltinNetwork`]);
 //! - pod status from the cache by default, CHECK only by [`CheckPolicy::Always`];
 //! - a failed set-up is rolled back, so no attachment is left half-made;
-//! - loopback brought up in-process, without a plugin.
+//! - loopback brought up in-process, without a plugin;
+//! - built-in plugins where no binary is installed ([`OcicniBuilder::builtin_plugins`]), and
+//!   which implementation each plugin type has reported ([`NetworkReport::implementations`]).
 //!
 //! # Example
 //!
@@ -60,6 +64,7 @@ mod args;
 mod builtin;
 mod error;
 mod facade;
+mod implementation;
 mod networks;
 mod options;
 mod plugin;
@@ -68,17 +73,19 @@ mod status;
 
 pub use args::{CniArgsPolicy, validate_pod_args};
 pub use builtin::BuiltinNetwork;
+pub use cni_builtin::{Builtin, Preference};
 pub use error::{Error, Result};
 pub use facade::{
     EVENT_POD_CIDR_CHANGE, EVENT_POD_CIDR_KEY, InitSettings, NOT_READY_REASON, Ocicni,
     OcicniBuilder,
 };
+pub use implementation::{Implementation, PluginImplementation};
 pub use networks::NetworkReport;
-pub use options::{CheckPolicy, DEFAULT_CONF_DIR, DEFAULT_RUN_DIR, WatchPolicy};
+pub use options::{CheckPolicy, DEFAULT_CONF_DIR, DEFAULT_RUN_DIR, PluginObserver, WatchPolicy};
 pub use plugin::CniPlugin;
 pub use pod::{AttachmentResult, NetworkSelection, NetworkStatus, PodNetwork, RuntimeConfig};
 
-pub use {cni_config, cni_exec, cni_lock, cni_types, cni_watch};
+pub use {cni_builtin, cni_config, cni_exec, cni_lock, cni_types, cni_watch};
 
 pub mod duration;
 pub mod netns;

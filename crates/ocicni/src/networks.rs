@@ -8,7 +8,8 @@ use cni_config::{NetworkList, Verdict};
 use cni_exec::Cni;
 use serde::Serialize;
 
-use crate::builtin::BuiltinNetwork;
+use crate::builtin::{BuiltinNetwork, Features};
+use crate::implementation::{self, PluginImplementation};
 
 /// What became of one configuration file (or of the built-in network) at the last load.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -22,11 +23,15 @@ pub struct NetworkReport {
     /// `loaded`, `shadowed`, `rejected`, `unusable` (valid, but a plugin is missing or too old)
     /// or `builtin`.
     pub verdict: &'static str,
-    /// Why it is not loaded.
+    /// Why it is not loaded; for the built-in network, what it runs without.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// Whether pods without a network choice get this one.
     pub default: bool,
+    /// What runs each plugin type of a usable network (its IPAM plugins too), built in or a
+    /// binary, as found at this load; empty for a network that is not usable.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub implementations: Vec<PluginImplementation>,
 }
 
 /// One load of the configuration directory, validated against the installed plugins.
@@ -119,6 +124,7 @@ pub(crate) async fn load(
             verdict: file.verdict.as_str(),
             reason: file.reason(),
             default: false,
+            implementations: Vec::new(),
         });
     }
     let loaded: Vec<(usize, Arc<NetworkList>)> = load
@@ -133,6 +139,10 @@ pub(crate) async fn load(
         match verdict {
             Ok(caps) => {
                 out.capabilities.extend(caps);
+                let found =
+                    implementation::resolve(cni.exec().as_ref(), cni.plugin_dirs(), &net).await;
+                log_builtins(net.name(), &found);
+                out.reports[index].implementations = found;
                 out.usable.push(net);
             }
             Err(err) => {
@@ -162,16 +172,59 @@ pub(crate) async fn load(
     out
 }
 
+/// Says once per load which plugins of a network run built in, as no binary does.
+fn log_builtins(network: &str, found: &[PluginImplementation]) {
+    let builtins: Vec<&str> = found
+        .iter()
+        .filter(|p| p.implementation == implementation::Implementation::Builtin)
+        .map(|p| p.plugin.as_str())
+        .collect();
+    if !builtins.is_empty() {
+        tracing::info!(
+            network,
+            builtin = builtins.join(","),
+            "network runs these plugins built in"
+        );
+    }
+}
+
+/// What the built-in network can have on this node: host ports need a portmap binary until
+/// portmap is built in.
+async fn builtin_features(cni: &Cni) -> Features {
+    let portmap = cni.exec().find_plugin("portmap", cni.plugin_dirs()).await;
+    Features {
+        portmap: portmap.is_ok(),
+    }
+}
+
 async fn install_builtin(out: &mut Networks, cni: &Cni, builtin: &BuiltinNetwork, dir: &Path) {
-    let bytes = builtin.conflist();
+    let features = builtin_features(cni).await;
+    let bytes = builtin.conflist_with(features);
+    let mut plugins = vec!["bridge".into(), "host-local".into()];
+    if features.portmap {
+        plugins.push("portmap".into());
+    }
+    let missing: Vec<&str> = [(!features.portmap).then_some("host ports (no portmap plugin)")]
+        .into_iter()
+        .flatten()
+        .collect();
     let mut report = NetworkReport {
         file: None,
         network: Some(builtin.name.clone()),
-        plugins: vec!["bridge".into(), "host-local".into(), "portmap".into()],
+        plugins,
         verdict: "builtin",
-        reason: None,
+        reason: (!missing.is_empty()).then(|| format!("runs without {}", missing.join(" and "))),
         default: true,
+        implementations: Vec::new(),
     };
+    if !missing.is_empty() {
+        tracing::warn!(
+            network = builtin.name,
+            "the built-in default network runs without {}: install the containernetworking-plugins \
+             package (Debian, Ubuntu) for them",
+            missing.join(" and ")
+        );
+    }
     match cni_config::parse_conflist(&bytes) {
         Ok(net) => match cni.validate_network_list(&net).await {
             Ok(caps) => {
@@ -180,6 +233,9 @@ async fn install_builtin(out: &mut Networks, cni: &Cni, builtin: &BuiltinNetwork
                     "no network configured in {}: using the built-in default network", dir.display()
                 );
                 out.capabilities.extend(caps);
+                report.implementations =
+                    implementation::resolve(cni.exec().as_ref(), cni.plugin_dirs(), &net).await;
+                log_builtins(&builtin.name, &report.implementations);
                 out.default = Some(Arc::new(net));
             }
             Err(err) => {

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cni_exec::Exec;
+use cni_builtin::Preference;
+use cni_exec::{Exec, PluginRun};
 
 use crate::args::CniArgsPolicy;
 use crate::builtin::BuiltinNetwork;
@@ -42,6 +43,9 @@ pub enum CheckPolicy {
     Always,
 }
 
+/// A callback told of every plugin run, built-in or binary (see [`crate::OcicniBuilder::observer`]).
+pub type PluginObserver = Arc<dyn Fn(&PluginRun<'_>) + Send + Sync>;
+
 /// Everything [`crate::OcicniBuilder`] collects.
 #[derive(Clone)]
 pub(crate) struct Options {
@@ -59,6 +63,8 @@ pub(crate) struct Options {
     pub(crate) loopback: bool,
     pub(crate) builtin: Option<BuiltinNetwork>,
     pub(crate) exec: Option<Arc<dyn Exec>>,
+    pub(crate) builtin_plugins: Preference,
+    pub(crate) observer: Option<PluginObserver>,
 }
 
 impl Default for Options {
@@ -78,6 +84,8 @@ impl Default for Options {
             loopback: true,
             builtin: None,
             exec: None,
+            builtin_plugins: Preference::default(),
+            observer: None,
         }
     }
 }
@@ -98,6 +106,8 @@ impl std::fmt::Debug for Options {
             .field("loopback", &self.loopback)
             .field("builtin", &self.builtin)
             .field("custom_exec", &self.exec.is_some())
+            .field("builtin_plugins", &self.builtin_plugins)
+            .field("observer", &self.observer.is_some())
             .finish_non_exhaustive()
     }
 }

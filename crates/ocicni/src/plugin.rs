@@ -4,6 +4,7 @@ use async_trait::async_trait;
 use ipnet::IpNet;
 
 use crate::error::Result;
+use crate::implementation::PluginImplementation;
 use crate::pod::{AttachmentResult, NetworkStatus, PodNetwork};
 
 /// What a container runtime asks of its network side: the Go ocicni `CNIPlugin` interface.
@@ -16,6 +17,12 @@ pub trait CniPlugin: Send + Sync {
 
     /// The network pods get when they name none, if one is loaded.
     fn default_network_name(&self) -> Option<String>;
+
+    /// What runs each plugin type of the usable networks, built in or a binary, once per type
+    /// (none by default: a fake has no plugins).
+    fn plugin_implementations(&self) -> Vec<PluginImplementation> {
+        Vec::new()
+    }
 
     /// Attaches the pod to its networks and returns one result per attachment, in order.
     ///

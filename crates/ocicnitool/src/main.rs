@@ -22,14 +22,14 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::builder::{OsStringValueParser, TypedValueParser as _};
+use clap::builder::{OsStringValueParser, PossibleValuesParser, TypedValueParser as _};
 use clap::error::ErrorKind;
 use clap::{Args, CommandFactory as _, Parser, Subcommand, ValueHint};
 use clap_complete::Shell;
 use ocicni::cni_types::capabilities::PortMapping;
 use ocicni::{
-    AttachmentResult, CheckPolicy, CniArgsPolicy, CniPlugin, NetworkReport, NetworkSelection,
-    Ocicni, PodNetwork, RuntimeConfig, WatchPolicy,
+    AttachmentResult, CheckPolicy, CniArgsPolicy, CniPlugin, Implementation, NetworkReport,
+    NetworkSelection, Ocicni, PodNetwork, Preference, RuntimeConfig, WatchPolicy,
 };
 use serde_json::{Value, json};
 
@@ -136,6 +136,16 @@ struct Flags {
         allow_negative_numbers = true
     )]
     timeout: Option<Duration>,
+    /// When plugins run built in (bridge, host-local, loopback) instead of as binaries:
+    /// prefer-binary (default: the binary when a plugin directory has it), prefer-builtin, never
+    #[arg(
+        long,
+        global = true,
+        value_name = "PREFERENCE",
+        value_parser = PossibleValuesParser::new(["prefer-binary", "prefer-builtin", "never"])
+            .try_map(|name| name.parse::<Preference>())
+    )]
+    builtin_plugins: Option<Preference>,
     /// Print JSON
     #[arg(long, global = true)]
     json: bool,
@@ -280,6 +290,9 @@ async fn build(flags: &Flags, op: Op) -> ocicni::Result<Ocicni> {
     if let Some(timeout) = flags.timeout {
         builder = builder.plugin_timeout(timeout);
     }
+    if let Some(preference) = flags.builtin_plugins {
+        builder = builder.builtin_plugins(preference);
+    }
     if op == Op::Check {
         builder = builder.check(CheckPolicy::Always);
     }
@@ -352,6 +365,15 @@ fn report_text(report: &NetworkReport) -> String {
     );
     if report.default {
         line.push_str("\tdefault");
+    }
+    let builtins: Vec<&str> = report
+        .implementations
+        .iter()
+        .filter(|p| p.implementation == Implementation::Builtin)
+        .map(|p| p.plugin.as_str())
+        .collect();
+    if !builtins.is_empty() {
+        let _ = write!(line, "\tbuilt in: {}", builtins.join(","));
     }
     if let Some(reason) = &report.reason {
         let _ = write!(line, "\t{reason}");

@@ -70,7 +70,22 @@ impl Side {
         out.push(norm(self.pod.must(&["ip", "-o", "link", "show"])));
         out.push(norm(self.pod.must(&["ip", "-o", "-4", "addr", "show"])));
         out.push(norm(self.pod.must(&["ip", "route", "show"])));
+        out.push(self.nat());
         out
+    }
+
+    /// The host's nat table as iptables-save prints it, its comments and counters aside.
+    fn nat(&self) -> String {
+        self.host
+            .must(&["iptables-save", "-t", "nat"])
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| match l.find(" [") {
+                Some(at) if l.starts_with(':') => format!("{} [0:0]", &l[..at]),
+                _ => l.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 }
 
@@ -240,6 +255,14 @@ async fn differential(name: &str, config: &Value) {
         || go.state(&bridge, Some(&want_veth)),
         &format!("{name}: state after ADD (left: built-in, right: Go)"),
     );
+    if config["ipMasq"] == json!(true) {
+        let nat = ours.nat();
+        let ips = serde_json::from_slice::<Value>(&got.stdout).unwrap()["ips"]
+            .as_array()
+            .map_or(0, Vec::len);
+        assert_eq!(nat.matches("-j MASQUERADE").count(), 1, "{nat}");
+        assert_eq!(nat.matches("-A POSTROUTING -s ").count(), ips, "{nat}");
+    }
     let want = go_run(&go, "DEL", config).await;
     let got = builtin_run(&ours, "DEL", config);
     assert_eq!((got.ok, got.text()), (want.ok, want.text()), "{name}: DEL");
@@ -309,4 +332,51 @@ async fn layer2_only_and_refusals() {
         refused.json()["msg"],
         "the built-in bridge cannot be an IPAM plugin"
     );
+}
+
+#[tokio::test]
+#[ignore = "needs root + netns: cargo xtask test"]
+async fn masquerade_chain_rules_and_comments_as_go_makes_them() {
+    let config = json!({
+        "cniVersion": "1.0.0", "name": "masqnet", "type": "bridge", "bridge": "cbr9",
+        "isGateway": true, "ipMasq": true,
+        "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.94.0.0/24"}], [{"subnet": "10.95.0.0/16"}]]}
+    });
+    differential("ipMasq, two ranges", &config).await;
+}
+
+/// Set up by one implementation, torn down by the other: no CNI chain or jump is left.
+#[tokio::test]
+#[ignore = "needs root + netns: cargo xtask test"]
+async fn masquerade_interop_both_ways_leaves_nothing() {
+    let config = json!({
+        "cniVersion": "1.0.0", "name": "masqnet2", "type": "bridge", "bridge": "cbr10",
+        "isGateway": true, "ipMasq": true,
+        "ipam": {"type": "host-local", "subnet": "10.96.0.0/24"}
+    });
+    let cni_lines = |side: &Side| -> Vec<String> {
+        side.nat()
+            .lines()
+            .filter(|l| l.contains("CNI-"))
+            .map(str::to_owned)
+            .collect()
+    };
+    // Go adds, the built-in deletes.
+    let side = Side::new("i");
+    assert!(go_run(&side, "ADD", &config).await.ok);
+    let made = cni_lines(&side);
+    assert_eq!(made.len(), 4, "chain, two rules, one jump: {made:#?}");
+    let del = builtin_run(&side, "DEL", &config);
+    assert!(del.ok, "{}", del.text());
+    assert_eq!(cni_lines(&side), Vec::<String>::new());
+    // A second DEL finds nothing to remove and is fine.
+    assert!(builtin_run(&side, "DEL", &config).ok);
+    // The built-in adds, Go deletes.
+    let side = Side::new("j");
+    let add = builtin_run(&side, "ADD", &config);
+    assert!(add.ok, "{}", add.text());
+    assert_eq!(cni_lines(&side).len(), 4, "{:#?}", cni_lines(&side));
+    let del = go_run(&side, "DEL", &config).await;
+    assert!(del.ok, "{}", del.text());
+    assert_eq!(cni_lines(&side), Vec::<String>::new());
 }

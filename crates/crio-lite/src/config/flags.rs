@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use ocicni::CniArgsPolicy;
+use ocicni::{CniArgsPolicy, Preference};
 
 use super::{Config, parse_duration};
 
@@ -185,6 +185,10 @@ pub struct Overrides {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, require_equals = true,
           default_missing_value = "true", value_parser = parse_bool)]
     pub builtin_default_network: Option<bool>,
+    /// When plugins run built in instead of as binaries [crio_lite.network.builtin_plugins; env
+    /// CRIO_LITE_BUILTIN_PLUGINS].
+    #[arg(long, value_name = "PREFERENCE", value_parser = preference_parser())]
+    pub builtin_plugins: Option<Preference>,
 }
 
 impl Overrides {
@@ -400,6 +404,11 @@ impl Overrides {
             self.builtin_default_network.as_ref(),
         );
         set.one(
+            "crio_lite.network.builtin_plugins",
+            &mut network.builtin_plugins,
+            self.builtin_plugins.as_ref(),
+        );
+        set.one(
             "crio_lite.image.registries_conf",
             &mut lite.image.registries_conf,
             self.registries_conf.as_ref(),
@@ -449,4 +458,11 @@ fn policy_parser() -> impl clap::builder::TypedValueParser<Value = CniArgsPolicy
     use clap::builder::TypedValueParser as _;
     clap::builder::PossibleValuesParser::new(["kubernetes", "plain"])
         .try_map(|name| name.parse::<CniArgsPolicy>())
+}
+
+/// The preferences' names as completions and `--help` show them.
+fn preference_parser() -> impl clap::builder::TypedValueParser<Value = Preference> {
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(["prefer-binary", "prefer-builtin", "never"])
+        .try_map(|name| name.parse::<Preference>())
 }

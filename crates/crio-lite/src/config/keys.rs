@@ -343,6 +343,15 @@ pub const KEYS: &[Key] = &[
         doc: "Whether a built-in default network is used when network_dir has none.",
     },
     Key {
+        path: "crio_lite.network.builtin_plugins",
+        flag: "--builtin-plugins",
+        env: "CRIO_LITE_BUILTIN_PLUGINS",
+        crio: false,
+        doc: "When bridge, host-local and loopback run built in instead of as binaries:\n\
+              \"prefer-binary\" (the binary when a plugin directory has it, else built in: a node\n\
+              without CNI plugins still gets pod networks), \"prefer-builtin\" or \"never\".",
+    },
+    Key {
         path: "crio_lite.image.registries_conf",
         flag: "--registries-conf",
         env: "CRIO_LITE_REGISTRIES_CONF",

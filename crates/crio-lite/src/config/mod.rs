@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use ocicni::CniArgsPolicy;
+use ocicni::{CniArgsPolicy, Preference};
 
 use crate::error::{Error, Result};
 
@@ -489,6 +489,14 @@ pub struct LiteNetworkTable {
     /// `builtin_default_network`: whether ocicni provides a built-in default network when
     /// `network_dir` has none.
     pub builtin_default_network: bool,
+    /// `builtin_plugins`: when a plugin runs built in (`bridge`, `host-local`, `loopback`)
+    /// instead of as a binary: `prefer-binary` (the binary when a plugin directory has it),
+    /// `prefer-builtin` or `never`.
+    #[serde(
+        serialize_with = "serialize_preference",
+        deserialize_with = "deserialize_preference"
+    )]
+    pub builtin_plugins: Preference,
 }
 
 impl Default for LiteNetworkTable {
@@ -499,6 +507,7 @@ impl Default for LiteNetworkTable {
             plugin_timeout: Duration::from_secs(60),
             cni_args_policy: CniArgsPolicy::Kubernetes,
             builtin_default_network: true,
+            builtin_plugins: Preference::PreferBinary,
         }
     }
 }
@@ -942,6 +951,24 @@ pub fn parse_duration(text: &str) -> std::result::Result<Duration, String> {
 /// Formats a duration the way [`parse_duration`] reads it.
 pub fn format_duration(duration: Duration) -> String {
     ocicni::duration::format(duration)
+}
+
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's serialize_with passes the field by reference"
+)]
+fn serialize_preference<S: Serializer>(
+    p: &Preference,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(p.as_str())
+}
+
+fn deserialize_preference<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Preference, D::Error> {
+    let text = String::deserialize(d)?;
+    text.parse().map_err(serde::de::Error::custom)
 }
 
 fn serialize_duration<S: Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {

@@ -2,7 +2,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser as _;
-use ocicni::CniArgsPolicy;
+use ocicni::{CniArgsPolicy, Preference};
 use proptest::prelude::*;
 
 use super::*;
@@ -90,9 +90,11 @@ fn layering_cases() -> Vec<Case> {
                 ("CONTAINER_CNI_PLUGIN_DIR", "/p1,/p2"),
                 ("CRIO_LITE_PLUGIN_TIMEOUT", "5s"),
                 ("CONTAINER_LOG_LEVEL", ""),
+                ("CRIO_LITE_BUILTIN_PLUGINS", "never"),
             ],
             flags: &[],
             check: |c| {
+                assert_eq!(c.crio_lite.network.builtin_plugins, Preference::Never);
                 assert_eq!(c.crio.api.listen, Path::new("/env.sock"));
                 assert_eq!(c.crio.metrics.metrics_port, 9191);
                 assert!(c.crio.metrics.enable_metrics);
@@ -128,6 +130,8 @@ fn layering_cases() -> Vec<Case> {
                 "plain",
                 "--builtin-default-network=false",
                 "--normalize-authority=f",
+                "--builtin-plugins",
+                "prefer-builtin",
             ],
             check: |c| {
                 assert_eq!(c.crio.api.listen, Path::new("/flag.sock"));
@@ -139,6 +143,10 @@ fn layering_cases() -> Vec<Case> {
                 assert_eq!(c.crio_lite.network.cni_args_policy, CniArgsPolicy::Plain);
                 assert!(!c.crio_lite.network.builtin_default_network);
                 assert!(!c.crio_lite.api.normalize_authority);
+                assert_eq!(
+                    c.crio_lite.network.builtin_plugins,
+                    Preference::PreferBuiltin
+                );
             },
         },
         Case {
@@ -241,6 +249,17 @@ fn mistakes_name_the_place_the_key_and_a_fix() {
         (
             "[crio_lite.network]\ncni_args_policy = \"docker\"\n",
             &["f:2: key crio_lite.network.cni_args_policy: unknown variant `docker`"],
+        ),
+        (
+            "[crio_lite.network]\nbuiltin_plugins = \"sometimes\"\n",
+            &[
+                "f:2: key crio_lite.network.builtin_plugins: invalid built-in plugin preference \
+               \"sometimes\": expected prefer-binary, prefer-builtin or never",
+            ],
+        ),
+        (
+            "[crio_lite.network]\nbuiltin_plugins = true\n",
+            &["f:2: key crio_lite.network.builtin_plugins must be a string"],
         ),
         (
             "[crio.metrics]\nmetrics_port = 65536\n",
@@ -447,7 +466,10 @@ fn text() -> impl Strategy<Value = String> {
 }
 
 /// What `[crio_lite]` is made of: (authority, log format, journald), (network).
-type LiteParts = ((bool, LogFormat, bool), (PathBuf, PathBuf, u64, bool, bool));
+type LiteParts = (
+    (bool, LogFormat, bool),
+    (PathBuf, PathBuf, u64, bool, bool, Preference),
+);
 
 fn lite_parts() -> impl Strategy<Value = LiteParts> {
     (
@@ -462,6 +484,11 @@ fn lite_parts() -> impl Strategy<Value = LiteParts> {
             1..10_000_000u64,
             any::<bool>(),
             any::<bool>(),
+            prop_oneof![
+                Just(Preference::PreferBinary),
+                Just(Preference::PreferBuiltin),
+                Just(Preference::Never)
+            ],
         ),
     )
 }
@@ -498,7 +525,7 @@ fn config() -> impl Strategy<Value = Config> {
         ) = crio;
         let (
             (normalize_authority, log_format, journald),
-            (cache_dir, cni_run_dir, millis, plain, builtin),
+            (cache_dir, cni_run_dir, millis, plain, builtin, preference),
         ) = lite;
         Config {
             crio: CrioTable {
@@ -550,6 +577,7 @@ fn config() -> impl Strategy<Value = Config> {
                         CniArgsPolicy::Kubernetes
                     },
                     builtin_default_network: builtin,
+                    builtin_plugins: preference,
                 },
                 image: LiteImageTable {
                     registries_conf: image.3,

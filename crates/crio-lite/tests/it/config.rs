@@ -81,6 +81,7 @@ fn config_default_prints_the_defaults_and_reads_back() {
         "plugin_timeout = \"60s\"",
         "cni_args_policy = \"kubernetes\"",
         "builtin_default_network = true",
+        "builtin_plugins = \"prefer-binary\"",
     ] {
         assert!(
             text.lines().any(|l| l == expected),

@@ -333,6 +333,15 @@ async fn status_api_and_subcommand_against_the_real_daemon() {
     assert_eq!(info.default_network.as_deref(), Some(NETWORK));
     assert_eq!(info.network_dir, node.network_dir());
     assert_eq!(info.netns_dir, node.netns_dir());
+    // The node has Debian's plugins: prefer-binary runs them, and /info says so.
+    assert_eq!(info.builtin_plugins, "prefer-binary");
+    assert!(
+        info.cni_plugins
+            .get("bridge")
+            .is_some_and(|p| p.is_absolute() && p.ends_with("bridge")),
+        "{:?}",
+        info.cni_plugins
+    );
 
     let (code, body) = crio_lite::status_cmd::get(&socket, "/config")
         .await
@@ -363,7 +372,7 @@ async fn status_api_and_subcommand_against_the_real_daemon() {
     assert_eq!(code, 200);
     for plugin in ["bridge", "portmap"] {
         let sample = format!(
-            "crio_lite_cni_plugin_duration_seconds_count{{network=\"{NETWORK}\",plugin=\"{plugin}\",command=\"ADD\"}} "
+            "crio_lite_cni_plugin_duration_seconds_count{{network=\"{NETWORK}\",plugin=\"{plugin}\",implementation=\"binary\",command=\"ADD\"}} "
         );
         let count: u64 = metrics
             .lines()

@@ -36,6 +36,7 @@ async fn info_config_containers_and_metrics() {
         info.storage_driver
     );
     assert_eq!(info.signature_policy, Some(dir.path().join("policy.json")));
+    assert_eq!(info.builtin_plugins, "prefer-binary");
 
     let (code, body) = status_cmd::get(&socket, "/config").await.unwrap();
     assert_eq!(code, StatusCode::OK);
@@ -77,16 +78,20 @@ async fn info_config_containers_and_metrics() {
     assert!(body.contains("/info"), "{body}");
 
     // The plugin-latency family shows up once whatever runs plugins feeds it.
-    daemon
-        .metrics()
-        .observe_cni_plugin(NET, "bridge", "ADD", std::time::Duration::from_millis(30));
+    daemon.metrics().observe_cni_plugin(
+        NET,
+        "bridge",
+        ocicni::Implementation::Binary,
+        "ADD",
+        std::time::Duration::from_millis(30),
+    );
     let (code, metrics) = status_cmd::get(&socket, "/metrics").await.unwrap();
     assert_eq!(code, StatusCode::OK);
     for line in [
         r#"crio_lite_sandbox_operations_total{operation="run",outcome="success"} 1"#,
         "crio_lite_sandboxes_ready 1",
         "# TYPE crio_lite_cni_plugin_duration_seconds histogram",
-        r#"crio_lite_cni_plugin_duration_seconds_count{network="fakenet",plugin="bridge",command="ADD"} 1"#,
+        r#"crio_lite_cni_plugin_duration_seconds_count{network="fakenet",plugin="bridge",implementation="binary",command="ADD"} 1"#,
     ] {
         assert!(
             metrics.lines().any(|l| l == line),
@@ -284,9 +289,13 @@ async fn promtool_accepts_the_metrics() {
         mut client,
     } = support::harness().await;
     run(&mut client, "web").await;
-    daemon
-        .metrics()
-        .observe_cni_plugin(NET, "bridge", "ADD", std::time::Duration::from_millis(30));
+    daemon.metrics().observe_cni_plugin(
+        NET,
+        "bridge",
+        ocicni::Implementation::Binary,
+        "ADD",
+        std::time::Duration::from_millis(30),
+    );
     let (_, text) = scrape(daemon.socket_path(), "text/plain").await;
     let mut promtool = Command::new("promtool")
         .args(["check", "metrics"])

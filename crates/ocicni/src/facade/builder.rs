@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use cni_builtin::Preference;
 use cni_exec::Exec;
 use ipnet::IpNet;
 
@@ -11,7 +12,7 @@ use super::Ocicni;
 use crate::args::CniArgsPolicy;
 use crate::builtin::BuiltinNetwork;
 use crate::error::Result;
-use crate::options::{CheckPolicy, Options, WatchPolicy};
+use crate::options::{CheckPolicy, Options, PluginObserver, WatchPolicy};
 
 /// kubelet-style settings a runtime may pass at start-up; they shape the built-in default network.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -132,10 +133,31 @@ impl OcicniBuilder {
         self
     }
 
-    /// Run plugins through this executor instead of a [`ProcessExec`](cni_exec::ProcessExec) with the plugin timeout.
+    /// Run plugin binaries through this executor instead of a
+    /// [`ProcessExec`](cni_exec::ProcessExec) with the plugin timeout. The built-in plugins
+    /// (see [`builtin_plugins`](Self::builtin_plugins)) sit in front of it.
     #[must_use]
     pub fn exec(mut self, exec: Arc<dyn Exec>) -> Self {
         self.opts.exec = Some(exec);
+        self
+    }
+
+    /// When a plugin runs in-process ([`cni_builtin`]) instead of as a binary (default
+    /// [`Preference::PreferBinary`]: the binary when a plugin directory has it, the built-in
+    /// when none does, so a node without CNI plugins still gets `bridge`, `host-local` and
+    /// `loopback`). Decided per plugin, so a chain may mix both. A built-in's path is
+    /// `builtin:<type>` wherever a binary's path would appear.
+    #[must_use]
+    pub fn builtin_plugins(mut self, preference: Preference) -> Self {
+        self.opts.builtin_plugins = preference;
+        self
+    }
+
+    /// Tells `observer` of every plugin run, built-in or binary, after it ends: a runtime's
+    /// metrics. [`PluginRun::plugin`](cni_exec::PluginRun) is `builtin:<type>` for a built-in.
+    #[must_use]
+    pub fn observer(mut self, observer: PluginObserver) -> Self {
+        self.opts.observer = Some(observer);
         self
     }
 

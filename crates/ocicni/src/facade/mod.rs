@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
+use cni_builtin::BuiltinExec;
 use cni_config::NetworkList;
-use cni_exec::{Cni, ProcessExec};
+use cni_exec::{Cni, Exec, ObservedExec, PluginRun, ProcessExec};
 use cni_lock::{LockGuard, LockKey, Locks};
 use cni_watch::{WatchMode, WatchOptions, Watcher};
 use ipnet::IpNet;
@@ -63,6 +64,22 @@ struct Target {
     ifname: String,
 }
 
+/// One line per plugin run, saying which implementation ran it.
+fn log_run(run: &PluginRun<'_>) {
+    let which = crate::PluginImplementation::from_path(run.plugin);
+    tracing::debug!(
+        plugin = which.plugin,
+        implementation = which.implementation.as_str(),
+        path = %which.path.display(),
+        command = run.command(),
+        container = run.container_id(),
+        network = run.network(),
+        elapsed_ms = run.elapsed.as_millis(),
+        ok = run.ok,
+        "plugin ran"
+    );
+}
+
 impl Ocicni {
     /// A builder with Go ocicni's defaults.
     pub fn builder() -> OcicniBuilder {
@@ -70,10 +87,22 @@ impl Ocicni {
     }
 
     async fn start(opts: Options) -> Result<Self> {
-        let exec = opts
+        let binaries = opts
             .exec
             .clone()
             .unwrap_or_else(|| Arc::new(ProcessExec::new().with_timeout(opts.plugin_timeout)));
+        let builtin =
+            BuiltinExec::new(binaries, opts.builtin_plugins).with_timeout(opts.plugin_timeout);
+        let observer = opts.observer.clone();
+        let exec: Arc<dyn Exec> = Arc::new(ObservedExec::new(
+            Arc::new(builtin),
+            move |run: &PluginRun<'_>| {
+                log_run(run);
+                if let Some(observer) = &observer {
+                    observer(run);
+                }
+            },
+        ));
         let cni = Arc::new(
             Cni::new(exec, opts.plugin_dirs.clone(), opts.cache_dir.clone())
                 .with_pending_dir(opts.run_dir.join(PENDING_SUBDIR)),
@@ -137,6 +166,11 @@ impl Ocicni {
     /// The run directory (locks and pending cache entries).
     pub fn run_dir(&self) -> &Path {
         &self.inner.opts.run_dir
+    }
+
+    /// When built-in plugins run instead of binaries.
+    pub fn builtin_plugins(&self) -> cni_builtin::Preference {
+        self.inner.opts.builtin_plugins
     }
 
     /// The plugin executor layer, for callers that need a verb this facade does not wrap.
@@ -269,6 +303,17 @@ impl CniPlugin for Ocicni {
             .default
             .as_ref()
             .map(|n| n.name().to_owned())
+    }
+
+    fn plugin_implementations(&self) -> Vec<crate::PluginImplementation> {
+        let mut out: Vec<crate::PluginImplementation> = Vec::new();
+        for found in self.networks().into_iter().flat_map(|r| r.implementations) {
+            if !out.iter().any(|p| p.plugin == found.plugin) {
+                out.push(found);
+            }
+        }
+        out.sort_by(|a, b| a.plugin.cmp(&b.plugin));
+        out
     }
 
     async fn setup_pod(&self, pod: &PodNetwork) -> Result<Vec<AttachmentResult>> {

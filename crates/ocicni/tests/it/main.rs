@@ -1,5 +1,6 @@
 //! Public-API tests for ocicni, one module per area.
 
+mod builtin_plugins;
 mod facade;
 mod facade_args;
 mod facade_check;

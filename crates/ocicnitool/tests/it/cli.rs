@@ -113,6 +113,69 @@ fn list_json_reports_the_good_file_and_why_the_bad_one_is_rejected() {
 }
 
 #[test]
+fn builtin_plugins_flag_chooses_what_runs_a_plugin_without_a_binary() {
+    let tmp = tempfile::tempdir().expect("temp dir");
+    let (conf, bin, cache) = (
+        tmp.path().join("conf"),
+        tmp.path().join("bin"),
+        tmp.path().join("cache"),
+    );
+    for d in [&conf, &bin] {
+        std::fs::create_dir(d).expect("dir");
+    }
+    std::fs::write(
+        conf.join("10-lo.conflist"),
+        r#"{"cniVersion":"1.0.0","name":"lo","plugins":[{"type":"loopback"}]}"#,
+    )
+    .expect("conflist");
+    let dirs = [
+        "--conf-dir".to_owned(),
+        conf.display().to_string(),
+        "--bin-dir".to_owned(),
+        bin.display().to_string(),
+        "--cache-dir".to_owned(),
+        cache.display().to_string(),
+        "--run-dir".to_owned(),
+        cache.join("run").display().to_string(),
+    ];
+    let list = |extra: &[&str]| {
+        let mut args: Vec<&str> = vec!["list"];
+        args.extend(dirs.iter().map(String::as_str));
+        args.extend(extra);
+        tool(&args)
+    };
+
+    // The default: no binary, so the built-in.
+    let out = list(&[]);
+    assert!(out.status.success(), "stderr: {}", text(&out.stderr));
+    let human = text(&out.stdout);
+    assert!(
+        human.contains("lo\tloaded\t[loopback]\tdefault\tbuilt in: loopback"),
+        "{human}"
+    );
+    let out = list(&["--json", "--builtin-plugins", "prefer-builtin"]);
+    let reports: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(
+        reports[0]["implementations"],
+        serde_json::json!([{"plugin": "loopback", "implementation": "builtin", "path": "builtin:loopback"}])
+    );
+
+    // never: no binary, no network.
+    let out = list(&["--builtin-plugins", "never"]);
+    let human = text(&out.stdout);
+    assert!(human.contains("lo\tunusable"), "{human}");
+    assert!(!human.contains("built in"), "{human}");
+
+    let out = list(&["--builtin-plugins", "sometimes"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("prefer-builtin"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
 fn usage_errors_exit_2_and_failures_exit_1_with_the_reason() {
     let out = tool(&["frobnicate"]);
     assert_eq!(out.status.code(), Some(2));
