@@ -185,13 +185,22 @@ impl Runtime {
         if self.cgroups.manager != CgroupManager::Systemd {
             return Ok(());
         }
+        let unit = format!("crio-{pod}.scope");
+        // Each of the pod's containers asks; the init moved for the first is there already.
+        let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        if cgroup
+            .lines()
+            .any(|line| line.ends_with(&format!("/{unit}")))
+        {
+            return Ok(());
+        }
         let pid = u32::try_from(pid)
             .map_err(|_| Error::config(pod, format!("the pod init's pid {pid} is not a pid")))?;
         self.cgroups
             .systemd(pod)
             .await?
             .start_scope(
-                &format!("crio-{pod}.scope"),
+                &unit,
                 parent,
                 pid,
                 &crate::cgroup::place::description(

@@ -375,7 +375,13 @@ pub(crate) fn pod(name: &str) -> cri::RunPodSandboxRequest {
             labels: HashMap::from([("app".to_owned(), name.to_owned())]),
             annotations: HashMap::from([("team".to_owned(), "net".to_owned())]),
             linux: Some(cri::LinuxPodSandboxConfig {
-                cgroup_parent: format!("/kubepods/pod-{name}"),
+                // kubelet's parents as its cgroupfs and systemd drivers name them.
+                cgroup_parent: match crate::e2e_support::test_cgroup_manager() {
+                    oci_container::CgroupManager::Systemd => {
+                        format!("kubepods-pod{}.slice", name.replace('-', "_"))
+                    }
+                    _ => format!("/kubepods/pod-{name}"),
+                },
                 ..Default::default()
             }),
             ..Default::default()
