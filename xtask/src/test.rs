@@ -103,7 +103,15 @@ fn static_checks() -> Result<()> {
 /// crio-lite's tests that run in the VM: containers end to end (limits, stats, OOM kill,
 /// pause, update, pids limit, a daemon killed and restarted), the sandbox lifecycle on real
 /// plugins, the pod init's confinement. Focused: the VM starts processes ~45x slower.
-const VM_CRIO_LITE_TESTS: &[&str] = &["containers::", "e2e::", "pod_init_escape::"];
+const VM_CRIO_LITE_TESTS: &[&str] = &[
+    "containers::",
+    "e2e::",
+    "pod_init_escape::",
+    // Needs runs still in flight when the third succeeds: under emulation they finish
+    // together. The crash and restart of containers:: covers a killed daemon there.
+    "--skip",
+    "e2e::sigkill_during_runs_leaves_each_sandbox_ready_or_gone",
+];
 
 /// The VM suite's passes: oci-container's privileged tests (each on crun and runc), then
 /// crio-lite's on crun with the systemd manager (the production node) and on runc with
@@ -137,7 +145,7 @@ fn vm_passes() -> Vec<crate::vm::Pass> {
 
 /// The VM suite ([`vm_passes`]) in the VM (`cargo xtask vm`): the binaries the steps before
 /// built, run on a cgroup v2 node under systemd.
-fn vm_tests() -> Result<()> {
+pub(crate) fn vm_tests() -> Result<()> {
     let passes = vm_passes();
     let labels: Vec<&str> = passes.iter().map(|p| p.label.as_str()).collect();
     println!(

@@ -38,6 +38,8 @@ installed with apt-get.
   run -- P ARGS   boot, run P (a program built on the host; the checkout is shared at its own
                   path, the current directory kept) as root, print its output, exit with its code
   script FILE     boot and run the shell script FILE as root, likewise
+  suite           the VM step of `cargo xtask test` alone: oci-container's privileged tests,
+                  crio-lite's on crun with systemd and on runc with cgroupfs
   test CARGO-ARGS [-- TEST-ARGS]
                   build test binaries on the host (cargo test --no-run CARGO-ARGS), then
                   boot once and run each with TEST-ARGS in the VM, from its crate's directory
@@ -172,6 +174,12 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
             };
             let script = test_script(cargo_args, &[pass])?;
             exit_with(run_job(&script, &options)?)
+        }
+        "suite" => {
+            if !rest.is_empty() {
+                bail!("vm suite: no arguments\n\n{USAGE}");
+            }
+            crate::test::vm_tests()
         }
         "-h" | "--help" | "help" => {
             println!("{USAGE}");

@@ -372,6 +372,8 @@ async fn a_pod_of_two_containers_talks_over_localhost_execs_logs_and_goes() {
     .await;
     let logs = node.path("logs/web");
     wait_log(&logs.join("client/0.log"), "hello from the server").await;
+    // The shell writes `oops` after wget's output: on a slow node, moments later.
+    wait_log(&logs.join("client/0.log"), "oops").await;
     let lines = log_lines(&logs.join("client/0.log"));
     assert!(
         lines.contains(&("stdout".into(), "F".into(), "hello from the server".into())),
@@ -473,7 +475,11 @@ async fn containers_outlive_a_killed_daemon_and_report_right_after_its_restart()
     // crio-lite and oci-container no record of it.
     std::fs::remove_file(node.state_dir().join(format!("containers/{orphan}.json")))
         .expect("remove the orphan's state");
-    std::fs::remove_dir_all(node.run_dir().join(format!("oci/runc/containers/{orphan}")))
+    let runtime = e2e_support::test_runtime().0;
+    std::fs::remove_dir_all(
+        node.run_dir()
+            .join(format!("oci/{runtime}/containers/{orphan}")),
+    )
         .expect("remove the orphan's runtime record");
     assert!(node.runtime_containers().contains(&orphan));
     // The short one exits while the daemon is down.
