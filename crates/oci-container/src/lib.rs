@@ -92,6 +92,7 @@
 //! # }
 //! ```
 
+mod attach;
 mod bundle;
 mod cgroup;
 mod cgroup_manager;
@@ -113,14 +114,16 @@ mod runtime;
 pub mod seccomp;
 mod spec;
 mod stop;
+mod streams;
+mod terminal;
 pub mod user;
 
 pub use bundle::make_bundle;
 pub use cgroup::ContainerStats;
 pub use cgroup_manager::{CgroupManager, MAX_CGROUP_PARENT};
 pub use config::{
-    BindMount, CapabilityChanges, ContainerConfig, DeviceMapping, NamespacePaths, Propagation,
-    Resources,
+    BindMount, CapabilityChanges, ContainerConfig, ContainerStdio, DeviceMapping, NamespacePaths,
+    Propagation, Resources,
 };
 pub use defaults::{
     ALL_CAPABILITIES, DEFAULT_CAPABILITIES, DEFAULT_MASKED_PATHS, DEFAULT_PATH,
@@ -146,3 +149,5 @@ pub use runtime::{
 pub use seccomp::Seccomp;
 pub use spec::{OCI_VERSION, generate, write_bundle};
 pub use stop::{KILL_WAIT, StopOutcome, StopSignal};
+pub use streams::{Input, Output, Streams};
+pub use terminal::TerminalSize;
