@@ -40,13 +40,6 @@ impl Containers {
 
     /// Runs a command in a running container with live streams (CRI's Exec), until it exits;
     /// its exit code. Dropping the future kills the command.
-    #[cfg_attr(
-        test,
-        expect(
-            dead_code,
-            reason = "streams.rs, its caller, is wired after issue #24's merge"
-        )
-    )]
     pub(crate) async fn exec(
         &self,
         id: &str,
@@ -72,13 +65,6 @@ impl Containers {
     /// Attaches streams to a running container's process (CRI's Attach) until it exits or
     /// the caller detaches; the container's record says whether it has a terminal and a
     /// stdin.
-    #[cfg_attr(
-        test,
-        expect(
-            dead_code,
-            reason = "streams.rs, its caller, is wired after issue #24's merge"
-        )
-    )]
     pub(crate) async fn attach(
         &self,
         id: &str,
