@@ -59,6 +59,7 @@ mod startup;
 pub mod status_cmd;
 mod status_output;
 mod store;
+mod streams;
 mod systemd;
 mod version;
 pub mod wiring;

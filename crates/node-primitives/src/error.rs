@@ -65,6 +65,20 @@ pub enum Error {
         /// The cap, in bytes.
         limit: usize,
     },
+    /// A connection from inside a network namespace could not be opened
+    /// ([`ns::connect_loopback`](crate::ns::connect_loopback)).
+    #[error("network namespace {}, port {port}: {what}: {source}", netns.display())]
+    Connect {
+        /// The namespace's pin (or `/proc/<pid>/ns/net`).
+        netns: PathBuf,
+        /// The port asked for.
+        port: u16,
+        /// What failed: opening or entering the namespace, or connecting (both addresses).
+        what: String,
+        /// Why (for a connection, the IPv4 attempt's error).
+        #[source]
+        source: io::Error,
+    },
     /// Feeding, reading or reaping a [bounded child](crate::child) failed.
     #[error("{op} the child failed: {source}")]
     Child {
@@ -86,6 +100,7 @@ impl Error {
         match self {
             Error::Read { source, .. }
             | Error::Pin { source, .. }
+            | Error::Connect { source, .. }
             | Error::Child { source, .. } => source,
             Error::Timeout { .. } => io::Error::new(io::ErrorKind::TimedOut, self.to_string()),
             Error::NotRegular { .. }
@@ -100,7 +115,7 @@ impl Error {
     /// Whether a file that was asked for does not exist.
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::Read { source, .. } | Error::Pin { source, .. }
-            if source.kind() == io::ErrorKind::NotFound)
+            | Error::Connect { source, .. } if source.kind() == io::ErrorKind::NotFound)
     }
 }
 

@@ -8,6 +8,8 @@
 //! ([`Pins::pin_new`]), or pins a namespace a process already has ([`Pins::pin_from`]).
 //! [`unpin`] detaches and removes a pin; [`is_namespace`] tells a live pin (or a
 //! `/proc/<pid>/ns/<kind>` link) of one kind from a bare file a reboot left.
+//! [`connect_loopback`] opens a TCP connection to a port on a namespace's loopback (a port
+//! forward's), from a thread of its own that enters it and ends.
 //!
 //! # Threads
 //!
@@ -31,6 +33,9 @@ use rustix::mount::{
 use rustix::thread::UnshareFlags;
 
 use crate::error::{Error, PinStep, Result};
+
+mod connect;
+pub use connect::connect_loopback;
 
 /// Serialises [`Pins::prepare`] within the process, so two callers cannot both bind a directory
 /// onto itself (which would stack two mounts and leak one).

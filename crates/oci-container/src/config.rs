@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use oci_spec::image::ImageConfiguration;
+use serde::{Deserialize, Serialize};
 
 use crate::seccomp::Seccomp;
 
@@ -73,6 +74,26 @@ pub struct ContainerConfig {
     pub cgroups_path: Option<PathBuf>,
     /// Written into the spec as they are.
     pub annotations: BTreeMap<String, String>,
+    /// A terminal and an open stdin for the container's process (CRI's `tty`, `stdin`,
+    /// `stdin_once`); [`Runtime::create_with_stdio`](crate::Runtime::create_with_stdio) is
+    /// given the same value.
+    pub stdio: ContainerStdio,
+}
+
+/// How the container's process is connected, kept in its record so an attach knows: a
+/// terminal (`process.terminal`, conmon's `--terminal`) or pipes, and whether conmon keeps a
+/// stdin for attachers to write to.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerStdio {
+    /// The process runs on a pseudo-terminal conmon holds the master of (stdout and stderr
+    /// are one stream then).
+    pub terminal: bool,
+    /// conmon opens a stdin for the process and passes attachers' input to it (`--stdin`);
+    /// without it, what attachers write is dropped.
+    pub stdin: bool,
+    /// The process's stdin is closed when the first attacher that held it detaches; without
+    /// it conmon is told `--leave-stdin-open`.
+    pub stdin_once: bool,
 }
 
 /// A bind mount of a host path into the container.

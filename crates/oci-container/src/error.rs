@@ -192,6 +192,18 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// A stream of an interactive exec or an attach failed: the caller's side (a stdout that
+    /// cannot be written), the runtime's or conmon's (a socket, a terminal).
+    #[error("container {container}: cannot {what}: {source}")]
+    Stream {
+        /// The container.
+        container: String,
+        /// What was being done (`write the attached output`).
+        what: &'static str,
+        /// What the operating system said.
+        #[source]
+        source: std::io::Error,
+    },
     /// A hook configuration file (oci-hooks(5)) was refused; the other files still load.
     #[error("hook {}: {reason}", path.display())]
     Hook {
@@ -236,6 +248,14 @@ impl Error {
         }
     }
 
+    pub(crate) fn stream(container: &str, what: &'static str, source: std::io::Error) -> Error {
+        Error::Stream {
+            container: container.to_owned(),
+            what,
+            source,
+        }
+    }
+
     pub(crate) fn config(container: &str, reason: impl Into<String>) -> Error {
         Error::InvalidConfig {
             container: container.to_owned(),
@@ -262,7 +282,8 @@ impl Error {
             | Error::NotRunning { container, .. }
             | Error::NotPaused { container, .. }
             | Error::SeccompProfile { container, .. }
-            | Error::InvalidMount { container, .. } => container,
+            | Error::InvalidMount { container, .. }
+            | Error::Stream { container, .. } => container,
             Error::Hook { .. } | Error::Sysctl { .. } | Error::InvalidSignal { .. } => "-",
         }
     }

@@ -20,6 +20,8 @@ use crate::runtime::{Runtime, Status, kill_identity};
 use node_primitives::ProcStat;
 use node_primitives::child::{Captured, read_into};
 
+mod interactive;
+
 /// The exit code of a command that timed out, as CRI-O reports it.
 pub const EXEC_TIMEOUT_EXIT_CODE: i32 = -1;
 /// How long the runtime and the streams get to finish once the command was killed, or once the
@@ -86,7 +88,7 @@ impl Runtime {
             return Err(not_running(id, &state.status));
         }
         let files = ExecFiles::new(&self.container_dir(id));
-        write_process(id, &state.bundle, command, &files.process)?;
+        write_process(id, &state.bundle, command, false, &files.process)?;
 
         let root = self.runtime_root().as_os_str();
         let args: [&OsStr; 8] = [
@@ -197,6 +199,8 @@ fn not_running(id: &str, status: &Status) -> Error {
 struct ExecFiles {
     process: PathBuf,
     pid: PathBuf,
+    /// The console socket of an exec with a terminal, where the runtime sends its master.
+    console: PathBuf,
 }
 
 impl ExecFiles {
@@ -208,6 +212,7 @@ impl ExecFiles {
         ExecFiles {
             process: dir.join(format!("{stem}.json")),
             pid: dir.join(format!("{stem}.pid")),
+            console: dir.join(format!("{stem}.sock")),
         }
     }
 }
@@ -216,6 +221,7 @@ impl Drop for ExecFiles {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.process);
         let _ = std::fs::remove_file(&self.pid);
+        let _ = std::fs::remove_file(&self.console);
     }
 }
 
@@ -236,13 +242,22 @@ pub(crate) fn cgroups_path(id: &str, bundle: &Path) -> Result<Option<String>> {
         .map(str::to_owned))
 }
 
-/// Writes the spec's process with `command` as its arguments and no terminal, as CRI-O does, so
-/// every runtime runs it as the container's own (env, user, cwd, capabilities).
-fn write_process(id: &str, bundle: &Path, command: &[String], to: &Path) -> Result<()> {
+/// Writes the spec's process with `command` as its arguments and a terminal or none, as CRI-O
+/// does, so every runtime runs it as the container's own (env, user, cwd, capabilities,
+/// no_new_privileges, AppArmor and SELinux labels; the runtime adds the container's namespaces,
+/// cgroup and seccomp filter): the one process builder of [`Runtime::exec_sync`] and
+/// [`Runtime::exec`].
+fn write_process(
+    id: &str,
+    bundle: &Path,
+    command: &[String],
+    terminal: bool,
+    to: &Path,
+) -> Result<()> {
     let config = bundle.join("config.json");
     let bytes = safe_file::read_regular(&config, MAX_CONFIG, Symlinks::Refuse)
         .map_err(|e| Error::file(id, e))?;
-    let process = process_for(&bytes, command).map_err(|reason| Error::Corrupt {
+    let process = process_for(&bytes, command, terminal).map_err(|reason| Error::Corrupt {
         container: id.to_owned(),
         path: config,
         reason,
@@ -251,9 +266,13 @@ fn write_process(id: &str, bundle: &Path, command: &[String], to: &Path) -> Resu
         .map_err(|e| Error::file(id, e))
 }
 
-/// The `process` of the spec `config`, with `command` as its arguments and no terminal; kept
-/// as JSON so fields this crate does not know pass through.
-fn process_for(config: &[u8], command: &[String]) -> std::result::Result<Vec<u8>, String> {
+/// The `process` of the spec `config`, with `command` as its arguments and `terminal`; kept as
+/// JSON so fields this crate does not know pass through.
+fn process_for(
+    config: &[u8],
+    command: &[String],
+    terminal: bool,
+) -> std::result::Result<Vec<u8>, String> {
     let mut spec: serde_json::Value =
         serde_json::from_slice(config).map_err(|e| format!("not a runtime spec: {e}"))?;
     let process = spec
@@ -261,7 +280,8 @@ fn process_for(config: &[u8], command: &[String]) -> std::result::Result<Vec<u8>
         .and_then(serde_json::Value::as_object_mut)
         .ok_or("the spec has no process")?;
     process.insert("args".into(), command.into());
-    process.insert("terminal".into(), false.into());
+    process.insert("terminal".into(), terminal.into());
+    // the size comes from the client, through the terminal
     process.remove("consoleSize");
     serde_json::to_vec(process).map_err(|e| format!("cannot serialize the process: {e}"))
 }
@@ -401,7 +421,7 @@ mod tests {
         let config = br#"{"ociVersion":"1.0.2","process":{"terminal":true,
             "consoleSize":{"height":1,"width":2},"args":["/bin/sh"],"env":["PATH=/bin","A=b"],"cwd":"/w","user":{"uid":5,"gid":6},
             "x-unknown":7},"root":{"path":"/r"}}"#;
-        let out = process_for(config, &["ls".into(), "-l".into()]).unwrap();
+        let out = process_for(config, &["ls".into(), "-l".into()], false).unwrap();
         let p: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(p["args"], serde_json::json!(["ls", "-l"]));
         assert_eq!(p["terminal"], false);
@@ -412,13 +432,16 @@ mod tests {
             p["x-unknown"], 7,
             "fields this crate does not know pass through"
         );
+        let tty = process_for(config, &["sh".into()], true).unwrap();
+        let tty: serde_json::Value = serde_json::from_slice(&tty).unwrap();
+        assert_eq!((&tty["terminal"], &tty["env"]), (&true.into(), &p["env"]));
 
         for (bad, reason) in [
             (&b"{"[..], "not a runtime spec"),
             (&br#"{"process":3}"#[..], "the spec has no process"),
             (&b"{}"[..], "the spec has no process"),
         ] {
-            let err = process_for(bad, &["x".into()]).unwrap_err();
+            let err = process_for(bad, &["x".into()], false).unwrap_err();
             assert!(err.starts_with(reason), "{err}");
         }
     }

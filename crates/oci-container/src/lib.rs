@@ -92,6 +92,7 @@
 //! # }
 //! ```
 
+mod attach;
 mod bundle;
 mod cgroup;
 mod cgroup_manager;
@@ -113,6 +114,8 @@ mod runtime;
 pub mod seccomp;
 mod spec;
 mod stop;
+mod streams;
+mod terminal;
 pub mod user;
 
 pub use bundle::make_bundle;
@@ -122,8 +125,8 @@ pub use cgroup_manager::{
     CgroupManager, CgroupVersion, ConmonCgroup, MAX_CGROUP_PARENT, slice_path, systemd_is_init,
 };
 pub use config::{
-    BindMount, CapabilityChanges, ContainerConfig, DeviceMapping, NamespacePaths, Propagation,
-    Resources,
+    BindMount, CapabilityChanges, ContainerConfig, ContainerStdio, DeviceMapping, NamespacePaths,
+    Propagation, Resources,
 };
 pub use defaults::{
     ALL_CAPABILITIES, DEFAULT_CAPABILITIES, DEFAULT_MASKED_PATHS, DEFAULT_PATH,
@@ -149,3 +152,5 @@ pub use runtime::{
 pub use seccomp::Seccomp;
 pub use spec::{OCI_VERSION, generate, write_bundle};
 pub use stop::{KILL_WAIT, StopOutcome, StopSignal};
+pub use streams::{Input, Output, Streams};
+pub use terminal::TerminalSize;

@@ -119,7 +119,7 @@ fn file_id(path: &Path) -> Option<(u64, u64)> {
 
 /// Writes one message to a control FIFO without ever blocking: opening a FIFO that nothing
 /// reads would wait for a reader, so it is opened non-blocking, which fails at once instead.
-fn write_control(id: &str, fifo: &Path, message: &[u8]) -> Result<()> {
+pub(crate) fn write_control(id: &str, fifo: &Path, message: &[u8]) -> Result<()> {
     let mut file = match OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_NOFOLLOW | libc::O_NOCTTY)

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 pub use node_primitives::ProcessIdentity;
 
+use crate::config::ContainerStdio;
 use crate::error::{Error, Result};
 
 /// The most read of a record or a pid file.
@@ -29,6 +30,10 @@ pub struct ContainerRecord {
     pub log_path: PathBuf,
     /// The conmon monitoring it; `None` until conmon has daemonized (or when it never did).
     pub conmon: Option<ProcessIdentity>,
+    /// Its terminal and stdin, as conmon was told (records written before there was one say
+    /// none).
+    #[serde(default)]
+    pub stdio: ContainerStdio,
 }
 
 /// What a process does with one signal now, as `/proc/<pid>/status` shows it.
@@ -188,9 +193,22 @@ mod tests {
                 pid: 5,
                 start_time: 6,
             }),
+            stdio: ContainerStdio {
+                terminal: true,
+                stdin: true,
+                stdin_once: false,
+            },
         };
         write(dir.path(), &record).unwrap();
         assert_eq!(read("c1", dir.path()).unwrap(), record);
+        // a record from before stdio was kept
+        let old = br#"{"id":"c1","bundle":"/b","runtime":"/r","runtime_root":"/rr","log_path":"/l","conmon":null}"#;
+        std::fs::write(path(dir.path()), old).unwrap();
+        assert_eq!(
+            read("c1", dir.path()).unwrap().stdio,
+            ContainerStdio::default()
+        );
+        write(dir.path(), &record).unwrap();
         let err = read("c2", dir.path()).unwrap_err().to_string();
         assert!(err.ends_with("record is for container \"c1\""), "{err}");
         std::fs::write(path(dir.path()), b"{").unwrap();

@@ -22,6 +22,7 @@ use tokio::io::AsyncReadExt;
 use crate::cgroup::place::Cgroups;
 use crate::cgroup_manager::{CgroupManager, ConmonCgroup};
 use crate::command::{self, message, run_ok};
+use crate::config::ContainerStdio;
 use crate::error::{Error, Result, validate_id};
 use crate::record::{self, ContainerRecord, ProcessIdentity};
 
@@ -278,6 +279,12 @@ impl Runtime {
         self.state_dir.join("containers").join(id)
     }
 
+    /// conmon's `--socket-dir-path`: `<dir>/<id>` links to the bundle, where conmon binds
+    /// `attach`.
+    pub(crate) fn attach_dir(&self) -> PathBuf {
+        self.state_dir.join("attach")
+    }
+
     fn exits_dir(&self) -> PathBuf {
         self.state_dir.join("exits")
     }
@@ -301,12 +308,32 @@ impl Runtime {
     /// fails (a missing root file system, a bad command); [`Error::Timeout`]. On error nothing
     /// is left behind: conmon killed, the runtime's container deleted, the state removed.
     pub async fn create(&self, id: &str, bundle: &Path, log_path: &Path) -> Result<i32> {
+        self.create_with_stdio(id, bundle, log_path, ContainerStdio::default())
+            .await
+    }
+
+    /// [`Runtime::create`] for a container whose process has a terminal or an open stdin, as
+    /// `stdio` says (the bundle's `process.terminal` must say the same: [`crate::generate`]
+    /// writes it from [`ContainerConfig::stdio`](crate::ContainerConfig::stdio)). conmon is
+    /// told `--terminal`, `--stdin`, and `--leave-stdin-open` unless `stdin_once`; the record
+    /// keeps `stdio` for [`Runtime::attach`].
+    ///
+    /// # Errors
+    ///
+    /// Those of [`Runtime::create`].
+    pub async fn create_with_stdio(
+        &self,
+        id: &str,
+        bundle: &Path,
+        log_path: &Path,
+        stdio: ContainerStdio,
+    ) -> Result<i32> {
         validate_id(id)?;
         let dir = self.container_dir(id);
         for d in [
             self.state_dir.join("containers"),
             self.exits_dir(),
-            self.state_dir.join("attach"),
+            self.attach_dir(),
         ] {
             std::fs::create_dir_all(&d).map_err(|e| Error::io(id, "create directory", d, e))?;
         }
@@ -318,6 +345,7 @@ impl Runtime {
             runtime_root: self.root.clone(),
             log_path: log_path.to_owned(),
             conmon: None,
+            stdio,
         };
         let created = async {
             // Intent first: a crash from here on leaves a record to clean up from.
@@ -371,7 +399,8 @@ impl Runtime {
             .arg("--persist-dir")
             .arg(dir)
             .arg("--socket-dir-path")
-            .arg(self.state_dir.join("attach"))
+            .arg(self.attach_dir())
+            .args(stdio_args(rec.stdio))
             .args(self.cgroups.manager.runtime_flag())
             .current_dir(bundle)
             .env_clear()
@@ -726,6 +755,22 @@ impl Runtime {
     }
 }
 
+/// conmon's stdio flags for `stdio` (conmon 2.1's src/cli.c): `--terminal`, `--stdin`, and
+/// `--leave-stdin-open` for a stdin that outlives its first attacher.
+fn stdio_args(stdio: ContainerStdio) -> Vec<&'static str> {
+    let mut args = Vec::new();
+    if stdio.terminal {
+        args.push("--terminal");
+    }
+    if stdio.stdin {
+        args.push("--stdin");
+        if !stdio.stdin_once {
+            args.push("--leave-stdin-open");
+        }
+    }
+    args
+}
+
 /// Runtimes say "does not exist" (runc) or cannot open the state file (crun).
 fn not_found(e: Error, runtime: &Path) -> Error {
     match e {
@@ -841,6 +886,28 @@ mod tests {
         ] {
             let m: SyncMessage = serde_json::from_str(json).unwrap();
             assert_eq!((m.pid, m.message.as_deref()), (pid, msg));
+        }
+    }
+
+    #[test]
+    fn conmon_is_told_the_containers_stdio() {
+        let stdio = |terminal, stdin, stdin_once| ContainerStdio {
+            terminal,
+            stdin,
+            stdin_once,
+        };
+        let cases: [(ContainerStdio, &[&str]); 5] = [
+            (ContainerStdio::default(), &[]),
+            (stdio(true, false, false), &["--terminal"]),
+            (
+                stdio(false, true, false),
+                &["--stdin", "--leave-stdin-open"],
+            ),
+            (stdio(false, true, true), &["--stdin"]),
+            (stdio(true, true, true), &["--terminal", "--stdin"]),
+        ];
+        for (stdio, args) in cases {
+            assert_eq!(stdio_args(stdio), args, "{stdio:?}");
         }
     }
 

@@ -76,7 +76,7 @@ pub fn generate(config: &ContainerConfig, rootfs: &Path) -> Result<Spec> {
     )?;
     let mut process = Process::default();
     process
-        .set_terminal(Some(false))
+        .set_terminal(Some(config.stdio.terminal))
         .set_args(Some(args))
         .set_env(Some(env))
         .set_cwd(PathBuf::from(cwd))

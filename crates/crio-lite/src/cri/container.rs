@@ -48,16 +48,17 @@ pub(crate) fn request(
             "empty: name the image to run",
         ));
     }
-    if config.tty || config.stdin {
+    if config.stdin_once && !config.stdin {
         return Err(invalid(
-            if config.tty {
-                "config.tty"
-            } else {
-                "config.stdin"
-            },
-            "a terminal or stdin needs Attach, a streaming call crio-lite does not serve yet",
+            "config.stdin_once",
+            "set without config.stdin: there is no stdin to close",
         ));
     }
+    let stdio = oci_container::ContainerStdio {
+        terminal: config.tty,
+        stdin: config.stdin,
+        stdin_once: config.stdin_once,
+    };
     if !config.cdi_devices.is_empty() {
         return Err(invalid(
             "config.CDI_devices",
@@ -111,6 +112,7 @@ pub(crate) fn request(
             annotations: config.annotations.into_iter().collect(),
             log_path: Some(config.log_path).filter(|p| !p.is_empty()),
             limits: limits(&resources),
+            stdio,
             ..security
         },
     ))
@@ -690,10 +692,10 @@ mod tests {
             ),
             (
                 create(cri::ContainerConfig {
-                    tty: true,
+                    stdin_once: true,
                     ..cri::ContainerConfig::default()
                 }),
-                "config.tty",
+                "config.stdin_once",
             ),
             (
                 create(cri::ContainerConfig {

@@ -268,6 +268,9 @@ pub struct Container {
     pub user: (u32, u32, Vec<u32>),
     /// The process it runs (entrypoint and arguments).
     pub command: Vec<String>,
+    /// Its terminal and stdin, as created (records from before there was one say none).
+    #[serde(default)]
+    pub stdio: oci_container::ContainerStdio,
 }
 
 impl Container {

@@ -196,3 +196,83 @@ fn a_processs_namespace_is_pinned_from_its_descriptor() {
     assert!(ns::unpin(&pin).unwrap());
     assert!(!pin.exists());
 }
+
+/// Unpins and releases on drop, so a failing test leaves no mount behind.
+struct PinGuard(Pins, Vec<std::path::PathBuf>);
+
+impl Drop for PinGuard {
+    fn drop(&mut self) {
+        for pin in &self.1 {
+            let _ = ns::unpin(pin);
+        }
+        let _ = self.0.release();
+    }
+}
+
+#[test]
+#[ignore = "needs root + netns: cargo xtask test"]
+fn a_connection_is_opened_on_the_loopback_of_a_pinned_namespace() {
+    use std::io::{Read as _, Write as _};
+    use std::net::{Ipv4Addr, TcpListener};
+    use std::sync::Mutex;
+    use std::time::Duration;
+
+    privileged();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap().join("pins");
+    let pins = Pins::new(&dir);
+    let net = pins.path("net");
+    let guard = PinGuard(pins.clone(), vec![net.clone()]);
+    // The listener is made inside the new namespace (a socket keeps the namespace it was made
+    // in), and so is `ip`, a child of the thread that entered it.
+    let listener: Mutex<Option<TcpListener>> = Mutex::new(None);
+    pins.pin_new(
+        &[(NsKind::Net, OsStr::new("net"))],
+        Existing::Refuse,
+        || {
+            let up = std::process::Command::new("ip")
+                .args(["link", "set", "lo", "up"])
+                .status()?;
+            if !up.success() {
+                return Err(std::io::Error::other("ip link set lo up failed"));
+            }
+            *listener.lock().unwrap() = Some(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?);
+            Ok(())
+        },
+    )
+    .unwrap();
+    let listener = listener.into_inner().unwrap().unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // the same port on the test's own loopback is (almost surely) free: only the pod's answers
+    let server = std::thread::spawn(move || {
+        let (mut conn, _) = listener.accept().unwrap();
+        let mut got = [0u8; 4];
+        conn.read_exact(&mut got).unwrap();
+        conn.write_all(b"pong").unwrap();
+        got
+    });
+
+    let mut stream = ns::connect_loopback(&net, port, Duration::from_secs(5)).unwrap();
+    stream.write_all(b"ping").unwrap();
+    let mut answer = [0u8; 4];
+    stream.read_exact(&mut answer).unwrap();
+    assert_eq!(&answer, b"pong");
+    assert_eq!(&server.join().unwrap(), b"ping");
+    // the caller's thread is still in the machine's namespace
+    assert_ne!(
+        std::fs::metadata(&net).unwrap().ino(),
+        std::fs::metadata("/proc/thread-self/ns/net").unwrap().ino()
+    );
+
+    // nothing listens any more: both addresses tried, refused
+    let err = ns::connect_loopback(&net, port, Duration::from_secs(5)).unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains(&net.display().to_string())
+            && text.contains(&format!("127.0.0.1:{port}"))
+            && text.contains(&format!("[::1]:{port}")),
+        "{text}"
+    );
+    assert_eq!(err.into_io().kind(), std::io::ErrorKind::ConnectionRefused);
+    drop(guard);
+}

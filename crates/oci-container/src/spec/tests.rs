@@ -743,3 +743,18 @@ fn host_devices_and_hugepages_reach_the_spec_and_bad_ones_are_refused() {
         );
     }
 }
+
+#[test]
+fn a_terminal_is_the_process_terminal() {
+    let root = rootfs();
+    let plain = generate(&config("c1"), root.path()).unwrap();
+    assert_eq!(process(&plain).terminal(), Some(false));
+    let mut c = config("c1");
+    c.stdio = crate::ContainerStdio {
+        terminal: true,
+        stdin: true,
+        stdin_once: true,
+    };
+    let tty = generate(&c, root.path()).unwrap();
+    assert_eq!(process(&tty).terminal(), Some(true));
+}

@@ -10,4 +10,5 @@ mod monitor;
 mod seccomp;
 mod stats;
 mod stop;
+mod streams;
 mod support;

@@ -73,6 +73,7 @@ impl Containers {
             limits: request.limits.clone(),
             user: (0, 0, Vec::new()),
             command: Vec::new(),
+            stdio: request.stdio,
         };
         let entry = Entry::new(container.clone());
         let Ok(_op) = Arc::clone(&entry.op).try_lock_owned() else {
@@ -203,7 +204,7 @@ impl Containers {
             })?;
         }
         let pid = runtime
-            .create(&id, &self.bundle(&id), &container.log_path)
+            .create_with_stdio(&id, &self.bundle(&id), &container.log_path, container.stdio)
             .await
             .map_err(DomainError::runtime)?;
         container.pid = Some(pid);
@@ -307,6 +308,7 @@ impl Containers {
             )),
             annotations,
             seccomp: self.seccomp.of(request.seccomp.as_ref()),
+            stdio: request.stdio,
             ..ContainerConfig::default()
         };
         config

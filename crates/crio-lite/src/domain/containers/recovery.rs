@@ -247,6 +247,7 @@ impl Containers {
             limits: Limits::default(),
             user: (0, 0, Vec::new()),
             command: Vec::new(),
+            stdio: oci_container::ContainerStdio::default(),
         }
     }
 }

@@ -59,6 +59,8 @@ pub struct ContainerRequest {
     pub pid: PidMode,
     /// The IPC namespace is the node's.
     pub host_ipc: bool,
+    /// A terminal and an open stdin for the process (CRI's `tty`, `stdin`, `stdin_once`).
+    pub stdio: oci_container::ContainerStdio,
     /// The seccomp profile; `None` when the request names none (the node's default then, as
     /// CRI-O's `seccomp_use_default_when_empty`).
     pub seccomp: Option<oci_container::Seccomp>,

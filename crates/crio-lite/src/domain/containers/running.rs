@@ -38,6 +38,47 @@ impl Containers {
             .map_err(DomainError::runtime)
     }
 
+    /// Runs a command in a running container with live streams (CRI's Exec), until it exits;
+    /// its exit code. Dropping the future kills the command.
+    pub(crate) async fn exec(
+        &self,
+        id: &str,
+        command: &[String],
+        tty: bool,
+        streams: oci_container::Streams,
+    ) -> DomainResult<i32> {
+        if command.is_empty() {
+            return Err(DomainError::invalid(
+                "cmd",
+                "empty: name the command to run",
+            ));
+        }
+        let container = self.get(id)?;
+        require_running(&container)?;
+        let runtime = self.runtime(&container.runtime_handler)?;
+        runtime
+            .exec(&container.id, command, tty, streams)
+            .await
+            .map_err(DomainError::runtime)
+    }
+
+    /// Attaches streams to a running container's process (CRI's Attach) until it exits or
+    /// the caller detaches; the container's record says whether it has a terminal and a
+    /// stdin.
+    pub(crate) async fn attach(
+        &self,
+        id: &str,
+        streams: oci_container::Streams,
+    ) -> DomainResult<()> {
+        let container = self.get(id)?;
+        require_running(&container)?;
+        let runtime = self.runtime(&container.runtime_handler)?;
+        runtime
+            .attach(&container.id, streams)
+            .await
+            .map_err(DomainError::runtime)
+    }
+
     /// CPU, memory and writable-layer use of a running container; `None` for the cgroup part
     /// of one that is not running.
     pub(crate) async fn stats(

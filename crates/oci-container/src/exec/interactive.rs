@@ -1,0 +1,450 @@
+//! `exec`: a command in a running container with live streams, as CRI's Exec (kubectl exec)
+//! wants it. The process is built as [`Runtime::exec_sync`]'s is (the one builder,
+//! `write_process`), so it runs as the container's own.
+//!
+//! Without a terminal the runtime's stdin, stdout and stderr are pipes of ours (runc copies
+//! them to the process's and closes its stdin at our EOF; crun hands them on).
+//!
+//! With a terminal, the two runtimes differ (runc 1.1's `checkTerminal`, crun 1.8's
+//! `libcrun_container_exec_with_options`):
+//!
+//! - crun runs `exec --console-socket` in the foreground: it sends the container's terminal
+//!   master over the socket, then waits for the command and exits with its code. We resize
+//!   that master directly.
+//! - runc refuses `--console-socket` unless it detaches (and a detached command's exit code
+//!   goes to whoever reaps it, not us). In the foreground it makes the container's terminal
+//!   itself and copies it to and from its own stdio, which must be a terminal: so runc runs
+//!   with a pseudo-terminal of ours as its controlling terminal (as CRI-O runs it), and a
+//!   resize of our master reaches runc as SIGWINCH, which resizes the container's.
+//!
+//! Dropping the future kills the command, its process group and the runtime, as an exec past
+//! its timeout is killed (`kill_exec`).
+
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsRawFd as _, BorrowedFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::Path;
+use std::pin::Pin;
+use std::process::{ExitStatus, Stdio};
+use std::time::Instant;
+
+use rustix::fs::{Mode, OFlags};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
+use tokio::process::{Child, Command};
+
+use super::{ExecFiles, FOREVER, GRACE, kill_exec, not_running, write_process};
+use crate::command::{self, message};
+use crate::error::{Error, Result, validate_id};
+use crate::runtime::{Runtime, Status};
+use crate::streams::{Streams, copy_out, next_size};
+use crate::terminal::{Master, open_pty, receive_console};
+
+/// How the command's stdio is made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum StdioMode {
+    /// Pipes: no terminal.
+    Pipes,
+    /// A terminal of ours as the runtime's controlling terminal (runc).
+    OwnTerminal,
+    /// The container's terminal, received over a console socket (crun).
+    ConsoleSocket,
+}
+
+/// runc (and runtimes named after it) cannot hand over a terminal in the foreground.
+fn terminal_mode(runtime: &Path) -> StdioMode {
+    let name = runtime
+        .file_name()
+        .map(OsStr::to_string_lossy)
+        .unwrap_or_default();
+    if name.contains("runc") {
+        StdioMode::OwnTerminal
+    } else {
+        StdioMode::ConsoleSocket
+    }
+}
+
+type Source = Pin<Box<dyn AsyncRead + Send>>;
+type Sink = Pin<Box<dyn AsyncWrite + Send>>;
+
+/// What a started exec gives to copy from and to.
+struct Started {
+    running: Running,
+    out: Source,
+    err: Option<Source>,
+    input: Option<Sink>,
+    master: Option<Master>,
+}
+
+impl Runtime {
+    /// Runs `command` in the running container `id` (its spec's process, with these arguments,
+    /// on a terminal when `tty`) with `streams` attached, until it exits; returns its exit
+    /// code (128 + the signal when one killed it; the runtime's own, 255 for runc, when it
+    /// could not start the command, whose complaint is then on stderr, or on the terminal).
+    ///
+    /// Without a terminal, the caller's stdin EOF closes the command's stdin. With one, its
+    /// output and errors come on `stdout`, and `streams.resize` sizes the terminal. Once the
+    /// command has exited, output still buffered is passed on for at most 2 seconds (a process
+    /// it left in the background may hold the streams open).
+    ///
+    /// Dropping the future kills the command, what it started in its process group, and the
+    /// runtime (in a task of the current tokio runtime, as [`Runtime::exec_sync`]'s timeout
+    /// does).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidId`]; [`Error::InvalidConfig`] for an empty command;
+    /// [`Error::NotRunning`]; [`Error::NotFound`]; [`Error::File`] or [`Error::Corrupt`] when the
+    /// bundle's `config.json` cannot be read; [`Error::Spawn`]; [`Error::Io`] for the terminal
+    /// or the console socket; [`Error::Runtime`] when crun exits without sending a terminal;
+    /// [`Error::Timeout`] when it sends none within the command timeout; and those of
+    /// [`Runtime::state`].
+    pub async fn exec(
+        &self,
+        id: &str,
+        command: &[String],
+        tty: bool,
+        streams: Streams,
+    ) -> Result<i32> {
+        validate_id(id)?;
+        if command.is_empty() {
+            return Err(Error::config(id, "exec: no command given"));
+        }
+        let state = self.state(id).await?;
+        if state.status != Status::Running {
+            return Err(not_running(id, &state.status));
+        }
+        let files = ExecFiles::new(&self.container_dir(id));
+        write_process(id, &state.bundle, command, tty, &files.process)?;
+        let mode = if tty {
+            terminal_mode(self.runtime_path())
+        } else {
+            StdioMode::Pipes
+        };
+        let started = match mode {
+            StdioMode::Pipes => self.start_piped(id, files, streams.stdin.is_some())?,
+            StdioMode::OwnTerminal => self.start_on_own_terminal(id, files)?,
+            StdioMode::ConsoleSocket => self.start_with_console_socket(id, files).await?,
+        };
+        pump(id, self.runtime_path(), started, streams).await
+    }
+
+    /// `<runtime> --root <root> exec --pid-file <pid> --process <process> [extra] <id>`, with
+    /// nothing of our environment but `PATH`, killed if dropped.
+    fn exec_command(&self, id: &str, files: &ExecFiles, extra: &[&OsStr]) -> Command {
+        let mut args: Vec<&OsStr> = vec![
+            OsStr::new("--root"),
+            self.runtime_root().as_os_str(),
+            OsStr::new("exec"),
+            OsStr::new("--pid-file"),
+            files.pid.as_os_str(),
+            OsStr::new("--process"),
+            files.process.as_os_str(),
+        ];
+        args.extend_from_slice(extra);
+        args.push(OsStr::new(id));
+        let mut cmd = Command::new(self.runtime_path());
+        cmd.args(args)
+            .env_clear()
+            .env(
+                "PATH",
+                std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into()),
+            )
+            .kill_on_drop(true);
+        cmd
+    }
+
+    fn spawn(&self, id: &str, cmd: &mut Command) -> Result<Child> {
+        cmd.spawn().map_err(|source| Error::Spawn {
+            container: id.to_owned(),
+            program: self.runtime_path().to_owned(),
+            source,
+        })
+    }
+
+    fn start_piped(&self, id: &str, files: ExecFiles, stdin: bool) -> Result<Started> {
+        let mut cmd = self.exec_command(id, &files, &[]);
+        cmd.stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let mut child = self.spawn(id, &mut cmd)?;
+        let broken = |what| Error::stream(id, what, std::io::Error::other("not piped"));
+        let out: Source = Box::pin(child.stdout.take().ok_or_else(|| broken("read stdout"))?);
+        let err: Source = Box::pin(child.stderr.take().ok_or_else(|| broken("read stderr"))?);
+        let input = child.stdin.take().map(|s| Box::pin(s) as Sink);
+        Ok(Started {
+            running: Running::new(id, child, files),
+            out,
+            err: Some(err),
+            input,
+            master: None,
+        })
+    }
+
+    fn start_on_own_terminal(&self, id: &str, files: ExecFiles) -> Result<Started> {
+        let pty_err = |e: std::io::Error| Error::io(id, "open a terminal for", "/dev/ptmx", e);
+        let (master, slave) = open_pty().map_err(pty_err)?;
+        let master = Master::new(master).map_err(pty_err)?;
+        let mut cmd = self.exec_command(id, &files, &[]);
+        let dup = |fd: &OwnedFd| fd.try_clone().map_err(pty_err);
+        cmd.stdin(Stdio::from(dup(&slave)?))
+            .stdout(Stdio::from(dup(&slave)?))
+            .stderr(Stdio::from(slave));
+        // SAFETY: runs in the child between fork and exec, where only async-signal-safe calls
+        // are allowed: setsid(2) and ioctl(2) are, and nothing here allocates or locks. The
+        // runtime leads a session of its own (so its process group is its pid, for the kill
+        // on drop) whose controlling terminal is our slave, its stdin: runc needs its stdio to
+        // be a terminal, and a resize of our master reaches it as SIGWINCH.
+        unsafe {
+            cmd.pre_exec(|| {
+                rustix::process::setsid()?;
+                // SAFETY: descriptor 0 is the slave the command was just given, open here.
+                let stdin = BorrowedFd::borrow_raw(0);
+                rustix::process::ioctl_tiocsctty(stdin)?;
+                Ok(())
+            });
+        }
+        let child = self.spawn(id, &mut cmd)?;
+        // Our copies of the slave went with `cmd`: the master reads EOF once the runtime and
+        // the command have closed theirs.
+        drop(cmd);
+        Ok(Started {
+            running: Running::new(id, child, files),
+            out: Box::pin(master.clone()),
+            err: None,
+            input: Some(Box::pin(master.clone())),
+            master: Some(master),
+        })
+    }
+
+    async fn start_with_console_socket(&self, id: &str, files: ExecFiles) -> Result<Started> {
+        let console = files.console.clone();
+        let socket_err = |op, e: std::io::Error| Error::io(id, op, &console, e);
+        // Bound and named through a descriptor of its directory: a container's state directory
+        // may be longer than a socket address may be.
+        let dir = files.console.parent().unwrap_or(Path::new("/"));
+        let dir = rustix::fs::open(
+            dir,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| socket_err("open the directory of", e.into()))?;
+        let name = files
+            .console
+            .file_name()
+            .map(OsStr::to_os_string)
+            .unwrap_or_default();
+        let via = |whose: String| {
+            let mut path = OsString::from(format!("/proc/{whose}/fd/{}/", dir.as_raw_fd()));
+            path.push(&name);
+            path
+        };
+        let listener = std::os::unix::net::UnixListener::bind(via("self".to_owned()))
+            .and_then(|l| {
+                l.set_nonblocking(true)?;
+                tokio::net::UnixListener::from_std(l)
+            })
+            .map_err(|e| socket_err("bind", e))?;
+        // the runtime reaches it through our descriptor, whatever its own are
+        let for_runtime = via(std::process::id().to_string());
+        let mut cmd = self.exec_command(
+            id,
+            &files,
+            &[OsStr::new("--console-socket"), for_runtime.as_os_str()],
+        );
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        let mut child = self.spawn(id, &mut cmd)?;
+        let stderr = child.stderr.take();
+        let mut running = Running::new(id, child, files);
+        let timeout = self.command_timeout();
+        let receive = async {
+            let (stream, _) = listener.accept().await?;
+            receive_console(&stream).await
+        };
+        let master = tokio::select! {
+            got = tokio::time::timeout(timeout, receive) => match got {
+                Ok(Ok(fd)) => fd,
+                Ok(Err(e)) => return Err(socket_err("receive a terminal on", e)),
+                Err(_) => return Err(Error::Timeout {
+                    container: id.to_owned(),
+                    runtime: self.runtime_path().to_owned(),
+                    command: "exec",
+                    timeout,
+                }),
+            },
+            status = running.wait() => {
+                let said = command::read_capped(stderr, command::STDERR_CAP).await;
+                running.reaped();
+                return Err(Error::Runtime {
+                    container: id.to_owned(),
+                    runtime: self.runtime_path().to_owned(),
+                    command: "exec",
+                    status: status.map_or_else(|e| e.to_string(), |s| s.to_string()),
+                    stderr: message(&said),
+                });
+            }
+        };
+        let master = Master::new(master).map_err(|e| socket_err("watch the terminal from", e))?;
+        Ok(Started {
+            running,
+            out: Box::pin(master.clone()),
+            // crun's own complaints, after the terminal was sent
+            err: stderr.map(|s| Box::pin(s) as Source),
+            input: Some(Box::pin(master.clone())),
+            master: Some(master),
+        })
+    }
+}
+
+/// Copies between the streams and the command until it exited and its output ended (or the
+/// grace after its exit passed), applying sizes on the way.
+async fn pump(id: &str, runtime: &Path, started: Started, streams: Streams) -> Result<i32> {
+    let Started {
+        mut running,
+        out,
+        err,
+        input,
+        master,
+    } = started;
+    let Streams {
+        stdin,
+        mut stdout,
+        mut stderr,
+        mut resize,
+    } = streams;
+    let terminal = master.is_some();
+    let output = async {
+        let errors = async {
+            if let Some(err) = err {
+                // with a terminal, the runtime's complaints go where the client looks
+                let to = if terminal { None } else { stderr.as_mut() };
+                copy_out(err, to).await;
+            }
+        };
+        tokio::join!(copy_out(out, stdout.as_mut()), errors);
+    };
+    let input = async {
+        if let (Some(mut from), Some(mut to)) = (stdin, input) {
+            let _ = tokio::io::copy(&mut from, &mut to).await;
+            // without a terminal, dropping the pipe is the command's EOF
+            let _ = to.shutdown().await;
+        }
+    };
+    tokio::pin!(output, input);
+    let (mut out_done, mut in_done) = (false, false);
+    let mut status: Option<std::io::Result<ExitStatus>> = None;
+    let mut until = Instant::now() + FOREVER;
+    while !(out_done && status.is_some()) {
+        tokio::select! {
+            () = &mut output, if !out_done => out_done = true,
+            () = &mut input, if !in_done => in_done = true,
+            size = next_size(&mut resize) => {
+                if let Some(master) = &master
+                    && let Err(e) = master.resize(size)
+                {
+                    tracing::debug!(container = id, error = %e, "terminal not resized");
+                }
+            }
+            s = running.wait(), if status.is_none() => {
+                status = Some(s);
+                until = Instant::now() + GRACE;
+            }
+            () = tokio::time::sleep_until(until.into()) => break,
+        }
+    }
+    running.reaped();
+    // The loop ends only once the status is in (the grace starts with it).
+    let status = status
+        .unwrap_or_else(|| Err(std::io::Error::other("no exit status")))
+        .map_err(|source| Error::Spawn {
+            container: id.to_owned(),
+            program: runtime.to_owned(),
+            source,
+        })?;
+    Ok(status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+/// The runtime of a started exec; killed, with the command, when dropped before it was reaped.
+struct Running {
+    id: String,
+    child: Option<Child>,
+    files: Option<ExecFiles>,
+}
+
+impl Running {
+    fn new(id: &str, child: Child, files: ExecFiles) -> Running {
+        Running {
+            id: id.to_owned(),
+            child: Some(child),
+            files: Some(files),
+        }
+    }
+
+    async fn wait(&mut self) -> std::io::Result<ExitStatus> {
+        match self.child.as_mut() {
+            Some(child) => child.wait().await,
+            None => std::future::pending().await,
+        }
+    }
+
+    /// The runtime was reaped (or never needs killing): nothing left to do on drop.
+    fn reaped(&mut self) {
+        if self.child.as_ref().is_some_and(|c| c.id().is_none()) {
+            self.child = None;
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let files = self.files.take();
+        let Some(pid) = child.id() else { return };
+        let id = std::mem::take(&mut self.id);
+        let Ok(handle) = tokio::runtime::Handle::try_current() else {
+            // No runtime to wait in: the group goes now, the runtime with `kill_on_drop`.
+            command::kill_group(pid);
+            return;
+        };
+        handle.spawn(async move {
+            let resumed = match &files {
+                Some(files) => kill_exec(&id, pid, &files.pid).await,
+                None => false,
+            };
+            let reaped = resumed
+                && tokio::time::timeout(GRACE, child.wait())
+                    .await
+                    .is_ok_and(|s| s.is_ok());
+            if !reaped {
+                command::kill_group(pid);
+                let _ = tokio::time::timeout(GRACE, child.wait()).await;
+            }
+            tracing::debug!(container = id, pid, "an abandoned exec was killed");
+            drop(files);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runc_gets_our_terminal_and_crun_sends_its_own() {
+        assert_eq!(
+            terminal_mode(Path::new("/usr/sbin/runc")),
+            StdioMode::OwnTerminal
+        );
+        assert_eq!(
+            terminal_mode(Path::new("/usr/bin/crun")),
+            StdioMode::ConsoleSocket
+        );
+    }
+}
