@@ -123,7 +123,10 @@ fn vm_passes() -> Vec<crate::vm::Pass> {
         only: vec!["crio-lite".to_owned()],
         env: vec![
             ("CRIO_LITE_TEST_RUNTIME".to_owned(), runtime.to_owned()),
-            ("CRIO_LITE_TEST_CGROUP_MANAGER".to_owned(), manager.to_owned()),
+            (
+                "CRIO_LITE_TEST_CGROUP_MANAGER".to_owned(),
+                manager.to_owned(),
+            ),
         ],
         test_args: ignored
             .iter()

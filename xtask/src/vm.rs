@@ -240,7 +240,11 @@ pub(crate) fn test_script(cargo_args: &[String], passes: &[Pass]) -> Result<Stri
     let mut script = String::from("failed=0\n");
     for pass in passes {
         let mut count = 0;
-        let _ = writeln!(script, "echo \"xtask-vm: pass {}\"", shell_quote(&pass.label));
+        let _ = writeln!(
+            script,
+            "echo \"xtask-vm: pass {}\"",
+            shell_quote(&pass.label)
+        );
         for (dir, exe) in &binaries {
             let crate_name = dir.file_name().and_then(|n| n.to_str()).unwrap_or_default();
             if !pass.only.is_empty() && !pass.only.iter().any(|o| o == crate_name) {

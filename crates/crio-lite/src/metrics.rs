@@ -51,6 +51,12 @@ struct PluginLabels {
     command: String,
 }
 
+/// The kind of an open stream: `exec`, `attach` or `port_forward`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StreamLabels {
+    kind: String,
+}
+
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OperationLabels {
     operation: String,
@@ -120,6 +126,9 @@ struct Inner {
     plugin_latency: CniPluginLatency,
     sandboxes_ready: Gauge,
     pulls: ImagePulls,
+    streams_open: Family<StreamLabels, Gauge>,
+    /// The streaming server, read at each scrape.
+    streams: std::sync::OnceLock<Arc<cri_streaming::server::ServerHandle>>,
 }
 
 /// The image pull metrics, fed by a pull's progress.
@@ -191,6 +200,12 @@ impl Metrics {
             "Sandboxes in the ready state",
             sandboxes_ready.clone(),
         );
+        let streams_open = Family::<StreamLabels, Gauge>::default();
+        registry.register(
+            "crio_lite_streams_open",
+            "Exec, attach and port forward streams open, by kind",
+            streams_open.clone(),
+        );
         let pulls = ImagePulls {
             bytes: Counter::default(),
             success: Counter::default(),
@@ -234,6 +249,8 @@ impl Metrics {
                 plugin_latency,
                 sandboxes_ready,
                 pulls,
+                streams_open,
+                streams: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -301,8 +318,28 @@ impl Metrics {
         self.encode_as(Format::Prometheus)
     }
 
+    /// Reads the streams `server` has open at each scrape.
+    pub(crate) fn watch_streams(&self, server: Arc<cri_streaming::server::ServerHandle>) {
+        let _ = self.inner.streams.set(server);
+    }
+
     /// Everything, in `format`.
     pub(crate) fn encode_as(&self, format: Format) -> String {
+        if let Some(server) = self.inner.streams.get() {
+            let open = server.open_streams();
+            for (kind, n) in [
+                ("exec", open.exec),
+                ("attach", open.attach),
+                ("port_forward", open.port_forward),
+            ] {
+                self.inner
+                    .streams_open
+                    .get_or_create(&StreamLabels {
+                        kind: kind.to_owned(),
+                    })
+                    .set(i64::try_from(n).unwrap_or(i64::MAX));
+            }
+        }
         let mut out = String::new();
         let registry = self
             .inner

@@ -44,6 +44,8 @@ pub struct Daemon {
     manager: Arc<Manager>,
     images: Images,
     instance: InstanceLocks,
+    /// The streaming server of Exec, Attach and PortForward.
+    streams: Arc<cri_streaming::server::ServerHandle>,
 }
 
 impl std::fmt::Debug for Daemon {
@@ -138,7 +140,14 @@ impl Daemon {
         let tasks = TaskTracker::new();
         // Shutdown waits for it like for any sandbox operation; killed, the next start redoes it.
         tasks.spawn(recovery);
-        let runtime = RuntimeApi::new(Arc::clone(&manager), Arc::clone(&config), tasks.clone());
+        let streams = Arc::new(start_streaming(&config, &manager).await?);
+        metrics.watch_streams(Arc::clone(&streams));
+        let runtime = RuntimeApi::new(
+            Arc::clone(&manager),
+            Arc::clone(&config),
+            Arc::clone(&streams),
+            tasks.clone(),
+        );
         let grpc = tonic::service::Routes::new(RuntimeServiceServer::new(runtime))
             .add_service(ImageServiceServer::new(ImageApi::new(images.clone())))
             .into_axum_router()
@@ -180,6 +189,7 @@ impl Daemon {
             manager,
             images,
             instance,
+            streams,
         })
     }
 
@@ -243,6 +253,9 @@ impl Daemon {
     /// [`Error::Io`] when the server failed or the socket file cannot be removed.
     pub async fn shutdown(self) -> Result<()> {
         self.cancel.cancel();
+        // Streams end at once: their clients see the connection close, processes exec'd for
+        // them are killed, attached containers run on.
+        self.streams.shutdown().await;
         // serve() bounds its own wait for open connections by SHUTDOWN_GRACE.
         let served = self.server.await;
         self.tasks.close();
@@ -407,4 +420,47 @@ impl MetricsListeners {
             });
         }
     }
+}
+
+/// Starts the streaming server on `[crio.api] stream_*`, its runtime the domain's.
+async fn start_streaming(
+    config: &Config,
+    manager: &Arc<Manager>,
+) -> Result<cri_streaming::server::ServerHandle> {
+    let api = &config.crio.api;
+    let invalid = |key: &str, reason: String| Error::InvalidConfig {
+        key: key.to_owned(),
+        reason,
+    };
+    let mut streaming = cri_streaming::server::Config::default();
+    streaming.addr = api.stream_socket_addr().ok_or_else(|| {
+        invalid(
+            "crio.api.stream_address",
+            format!(
+                "{}:{} is not an address",
+                api.stream_address, api.stream_port
+            ),
+        )
+    })?;
+    streaming.stream_idle_timeout = api.stream_idle_timeout;
+    if api.stream_enable_tls {
+        let ca = Some(api.stream_tls_ca.as_path()).filter(|p| !p.as_os_str().is_empty());
+        streaming.tls = Some(
+            cri_streaming::server::TlsConfig::from_files(
+                &api.stream_tls_cert,
+                &api.stream_tls_key,
+                ca,
+            )
+            .map_err(|e| invalid("crio.api.stream_tls_cert", e.to_string()))?,
+        );
+    }
+    let runtime = Arc::new(crate::streams::DomainStreams::new(Arc::clone(manager)));
+    let handle = cri_streaming::server::Server::start(streaming, runtime)
+        .await
+        .map_err(|e| invalid("crio.api.stream_address", e.to_string()))?;
+    tracing::info!(
+        url = handle.base_url(),
+        "serving Exec, Attach and PortForward streams"
+    );
+    Ok(handle)
 }

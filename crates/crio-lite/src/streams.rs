@@ -7,13 +7,6 @@
 //! [`RuntimeError::Failed`] with the domain's message.
 //!
 //! It lives outside `domain/` because it speaks cri-streaming's types.
-#![cfg_attr(
-    test,
-    expect(
-        dead_code,
-        reason = "the streaming server is wired after issue #24's merge"
-    )
-)]
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,13 +29,6 @@ pub(crate) struct DomainStreams {
 
 impl DomainStreams {
     /// Streams for the containers and pods of `manager`.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the streaming server is wired after issue #24's merge"
-        )
-    )]
     pub(crate) fn new(manager: Arc<Manager>) -> DomainStreams {
         DomainStreams { manager }
     }

@@ -208,42 +208,7 @@ impl Overrides {
             &mut crio.api.listen,
             self.listen.as_ref(),
         );
-        let api = &mut crio.api;
-        set.one(
-            "crio.api.stream_address",
-            &mut api.stream_address,
-            self.stream_address.as_ref(),
-        );
-        set.one(
-            "crio.api.stream_port",
-            &mut api.stream_port,
-            self.stream_port.as_ref(),
-        );
-        set.one(
-            "crio.api.stream_enable_tls",
-            &mut api.stream_enable_tls,
-            self.stream_enable_tls.as_ref(),
-        );
-        set.one(
-            "crio.api.stream_tls_cert",
-            &mut api.stream_tls_cert,
-            self.stream_tls_cert.as_ref(),
-        );
-        set.one(
-            "crio.api.stream_tls_key",
-            &mut api.stream_tls_key,
-            self.stream_tls_key.as_ref(),
-        );
-        set.one(
-            "crio.api.stream_tls_ca",
-            &mut api.stream_tls_ca,
-            self.stream_tls_ca.as_ref(),
-        );
-        set.one(
-            "crio.api.stream_idle_timeout",
-            &mut api.stream_idle_timeout,
-            self.stream_idle_timeout.as_ref(),
-        );
+        self.apply_api(&mut crio.api, &mut set);
         self.apply_runtime(&mut crio.runtime, &mut set);
         let image = &mut crio.image;
         set.one(
@@ -305,6 +270,45 @@ impl Overrides {
         );
         self.apply_lite(config, &mut set);
         set.0
+    }
+
+    /// The streaming server's keys of `[crio.api]`.
+    fn apply_api(&self, api: &mut super::ApiTable, set: &mut Setter) {
+        set.one(
+            "crio.api.stream_address",
+            &mut api.stream_address,
+            self.stream_address.as_ref(),
+        );
+        set.one(
+            "crio.api.stream_port",
+            &mut api.stream_port,
+            self.stream_port.as_ref(),
+        );
+        set.one(
+            "crio.api.stream_enable_tls",
+            &mut api.stream_enable_tls,
+            self.stream_enable_tls.as_ref(),
+        );
+        set.one(
+            "crio.api.stream_tls_cert",
+            &mut api.stream_tls_cert,
+            self.stream_tls_cert.as_ref(),
+        );
+        set.one(
+            "crio.api.stream_tls_key",
+            &mut api.stream_tls_key,
+            self.stream_tls_key.as_ref(),
+        );
+        set.one(
+            "crio.api.stream_tls_ca",
+            &mut api.stream_tls_ca,
+            self.stream_tls_ca.as_ref(),
+        );
+        set.one(
+            "crio.api.stream_idle_timeout",
+            &mut api.stream_idle_timeout,
+            self.stream_idle_timeout.as_ref(),
+        );
     }
 
     /// The `[crio_lite]` half of [`Overrides::apply`].

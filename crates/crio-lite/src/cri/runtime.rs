@@ -23,6 +23,8 @@ pub const CRI_API_VERSION: &str = "v1";
 pub(crate) struct RuntimeApi {
     manager: Arc<Manager>,
     config: Arc<Config>,
+    /// The streaming server Exec, Attach and PortForward hand out URLs on.
+    streams: Arc<cri_streaming::server::ServerHandle>,
     /// Sandbox operations run as tasks so a client that hangs up does not cut one in half; the
     /// daemon waits for them at shutdown.
     tasks: TaskTracker,
@@ -31,7 +33,10 @@ pub(crate) struct RuntimeApi {
 impl RuntimeApi {
     /// A pod's stats: each container's, and the pod's CPU, memory and processes as the sums of
     /// its running containers' cgroups.
-    async fn pod_stats(&self, sandbox: &crate::domain::Sandbox) -> Result<cri::PodSandboxStats, Status> {
+    async fn pod_stats(
+        &self,
+        sandbox: &crate::domain::Sandbox,
+    ) -> Result<cri::PodSandboxStats, Status> {
         let containers = self.manager.containers().await?;
         let mut each = Vec::new();
         for c in containers.list() {
@@ -46,10 +51,16 @@ impl RuntimeApi {
         Ok(container::pod_stats(sandbox, &each, &self.storage_root()))
     }
 
-    pub(crate) fn new(manager: Arc<Manager>, config: Arc<Config>, tasks: TaskTracker) -> Self {
+    pub(crate) fn new(
+        manager: Arc<Manager>,
+        config: Arc<Config>,
+        streams: Arc<cri_streaming::server::ServerHandle>,
+        tasks: TaskTracker,
+    ) -> Self {
         RuntimeApi {
             manager,
             config,
+            streams,
             tasks,
         }
     }
@@ -383,23 +394,91 @@ impl RuntimeService for RuntimeApi {
 
     async fn exec(
         &self,
-        _request: Request<cri::ExecRequest>,
+        request: Request<cri::ExecRequest>,
     ) -> Result<Response<cri::ExecResponse>, Status> {
-        Err(later("Exec"))
+        let req = request.into_inner();
+        check_streams("ExecRequest", req.tty, [req.stdin, req.stdout, req.stderr])?;
+        if req.cmd.is_empty() {
+            return Err(Status::invalid_argument("ExecRequest.cmd: empty"));
+        }
+        let container = self
+            .manager
+            .containers()
+            .await?
+            .running(&req.container_id)?;
+        let url = self
+            .streams
+            .get_exec(cri_streaming::runtime::ExecRequest {
+                container_id: container.id,
+                cmd: req.cmd,
+                tty: req.tty,
+                stdin: req.stdin,
+                stdout: req.stdout,
+                stderr: req.stderr,
+            })
+            .map_err(stream_error)?;
+        Ok(Response::new(cri::ExecResponse { url }))
     }
 
     async fn attach(
         &self,
-        _request: Request<cri::AttachRequest>,
+        request: Request<cri::AttachRequest>,
     ) -> Result<Response<cri::AttachResponse>, Status> {
-        Err(later("Attach"))
+        let req = request.into_inner();
+        check_streams(
+            "AttachRequest",
+            req.tty,
+            [req.stdin, req.stdout, req.stderr],
+        )?;
+        let container = self
+            .manager
+            .containers()
+            .await?
+            .running(&req.container_id)?;
+        let url = self
+            .streams
+            .get_attach(cri_streaming::runtime::AttachRequest {
+                container_id: container.id,
+                tty: req.tty,
+                stdin: req.stdin,
+                stdout: req.stdout,
+                stderr: req.stderr,
+            })
+            .map_err(stream_error)?;
+        Ok(Response::new(cri::AttachResponse { url }))
     }
 
     async fn port_forward(
         &self,
-        _request: Request<cri::PortForwardRequest>,
+        request: Request<cri::PortForwardRequest>,
     ) -> Result<Response<cri::PortForwardResponse>, Status> {
-        Err(later("PortForward"))
+        let req = request.into_inner();
+        let ports = req
+            .port
+            .iter()
+            .map(|&port| {
+                u16::try_from(port).ok().filter(|&p| p > 0).ok_or_else(|| {
+                    Status::invalid_argument(format!(
+                        "PortForwardRequest.port: {port} is not a port (1 to 65535)"
+                    ))
+                })
+            })
+            .collect::<Result<Vec<u16>, Status>>()?;
+        let sandbox = self.manager.get(&req.pod_sandbox_id)?;
+        if sandbox.state != crate::domain::SandboxState::Ready {
+            return Err(Status::failed_precondition(format!(
+                "sandbox {} is not ready",
+                sandbox.id
+            )));
+        }
+        let url = self
+            .streams
+            .get_port_forward(cri_streaming::runtime::PortForwardRequest {
+                pod_sandbox_id: sandbox.id,
+                ports,
+            })
+            .map_err(stream_error)?;
+        Ok(Response::new(cri::PortForwardResponse { url }))
     }
 
     async fn container_stats(
@@ -516,5 +595,30 @@ impl RuntimeService for RuntimeApi {
                 cgroup_driver: cgroup_driver.into(),
             }),
         }))
+    }
+}
+
+/// What kubelet's streaming server refuses of an Exec or Attach request: no stream at all, and
+/// stderr beside a terminal (which carries both).
+fn check_streams(what: &str, tty: bool, [stdin, stdout, stderr]: [bool; 3]) -> Result<(), Status> {
+    if !(stdin || stdout || stderr) {
+        return Err(Status::invalid_argument(format!(
+            "{what}: one of stdin, stdout and stderr must be set"
+        )));
+    }
+    if tty && stderr {
+        return Err(Status::invalid_argument(format!(
+            "{what}: tty and stderr cannot both be set (the terminal carries both)"
+        )));
+    }
+    Ok(())
+}
+
+/// A streaming request the server refuses.
+fn stream_error(e: cri_streaming::Error) -> Status {
+    match e {
+        cri_streaming::Error::TooManyInFlight { .. } => Status::resource_exhausted(e.to_string()),
+        cri_streaming::Error::InvalidRequest(_) => Status::invalid_argument(e.to_string()),
+        other => Status::internal(other.to_string()),
     }
 }

@@ -480,7 +480,7 @@ async fn containers_outlive_a_killed_daemon_and_report_right_after_its_restart()
         node.run_dir()
             .join(format!("oci/{runtime}/containers/{orphan}")),
     )
-        .expect("remove the orphan's runtime record");
+    .expect("remove the orphan's runtime record");
     assert!(node.runtime_containers().contains(&orphan));
     // The short one exits while the daemon is down.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -697,9 +697,11 @@ async fn check_exec_sync(client: &mut Client, server: &str) {
         .await
         .expect("ExecSync of a missing command answers with its exit code");
     assert_ne!(out.exit_code, 0);
+    // runc's words, then crun's.
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        String::from_utf8_lossy(&out.stderr)
-            .contains("\\\"no-such-command\\\": executable file not found"),
+        stderr.contains("\\\"no-such-command\\\": executable file not found")
+            || stderr.contains("executable file `no-such-command` not found"),
         "the runtime's reason is in stderr: {:?}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -764,8 +766,15 @@ async fn check_stats(client: &mut Client, server: &str) {
         .stats;
     assert_eq!(pods.len(), 1, "one pod");
     let linux = pods[0].linux.clone().expect("linux stats");
-    assert_eq!(linux.containers.len(), 2, "both containers in the pod's stats");
-    let pod_memory = linux.memory.and_then(|m| m.working_set_bytes).map(|v| v.value);
+    assert_eq!(
+        linux.containers.len(),
+        2,
+        "both containers in the pod's stats"
+    );
+    let pod_memory = linux
+        .memory
+        .and_then(|m| m.working_set_bytes)
+        .map(|v| v.value);
     assert!(
         pod_memory.is_some_and(|m| m >= memory.unwrap_or_default()),
         "the pod's memory {pod_memory:?} holds its container's {memory:?}"

@@ -66,9 +66,13 @@ impl Node {
         // A configuration file and drop-in directory of the node's own, so the machine's
         // /etc/crio-lite/crio-lite.conf{,.d} are not read. The log level is in the file, not a
         // flag, so a drop-in and SIGHUP can change it.
+        // The cgroup manager the tests' pods are made for (their parents are its kind).
         std::fs::write(
             node.path("crio-lite.conf"),
-            "[crio.runtime]\nlog_level = \"info\"\n",
+            format!(
+                "[crio.runtime]\nlog_level = \"info\"\ncgroup_manager = \"{}\"\n",
+                test_cgroup_manager().name()
+            ),
         )
         .expect("write the config file");
         std::fs::create_dir_all(node.path("crio-lite.conf.d")).expect("create the drop-in dir");

@@ -20,4 +20,5 @@ mod pod_init_escape;
 mod privileged;
 mod recovery;
 mod request_checks;
+mod streams;
 mod support;

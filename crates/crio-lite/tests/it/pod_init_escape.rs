@@ -93,17 +93,7 @@ async fn a_container_reaches_nothing_of_the_node_through_the_pods_init() {
     // The init is in a cgroup of its own beside the pod's containers, named as CRI-O names the
     // infra container's, and that cgroup goes with the pod.
     let init = pod_init(&setup.node, &sandbox);
-    // With systemd: the scope crio-<pod>.scope in the pod's slice.
-    let parent = cgroup_parent(&setup.node, "escape");
-    let leaf = match e2e_support::test_cgroup_manager() {
-        oci_container::CgroupManager::Systemd => format!(
-            "/{}/crio-{sandbox}.scope",
-            oci_container::slice_path(&parent)
-                .expect("a slice")
-                .display()
-        ),
-        _ => format!("{parent}/crio-{sandbox}"),
-    };
+    let leaf = init_cgroup(&setup.node, &sandbox);
     let cgroups = std::fs::read_to_string(format!("/proc/{}/cgroup", init.pid)).expect("cgroup");
     assert!(
         cgroups.lines().all(|l| l.ends_with(&format!(":{leaf}"))),
@@ -156,4 +146,19 @@ async fn interfaces(client: &mut Client, id: &str, file: &str) -> BTreeSet<Strin
         .skip(2)
         .filter_map(|l| Some(l.split_once(':')?.0.trim().to_owned()))
         .collect()
+}
+
+/// The pod init's cgroup path: `crio-<pod>` under the pod's parent with cgroupfs, the scope
+/// `crio-<pod>.scope` in the pod's slice with systemd.
+fn init_cgroup(node: &crate::e2e_support::Node, sandbox: &str) -> String {
+    let parent = cgroup_parent(node, "escape");
+    match e2e_support::test_cgroup_manager() {
+        oci_container::CgroupManager::Systemd => format!(
+            "/{}/crio-{sandbox}.scope",
+            oci_container::slice_path(&parent)
+                .expect("a slice")
+                .display()
+        ),
+        _ => format!("{parent}/crio-{sandbox}"),
+    }
 }

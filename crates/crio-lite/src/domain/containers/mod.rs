@@ -258,6 +258,13 @@ impl Containers {
         }
     }
 
+    /// The container `id`, which must be running (what Exec and Attach are for).
+    pub(crate) fn running(&self, id: &str) -> DomainResult<Container> {
+        let container = self.get(id)?;
+        checks::require_running(&container)?;
+        Ok(container)
+    }
+
     /// The container with this ID (or unique prefix), its exit read afresh.
     pub(crate) fn get(&self, id: &str) -> DomainResult<Container> {
         let mut container = self

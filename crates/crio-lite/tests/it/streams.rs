@@ -1,0 +1,227 @@
+//! Exec and PortForward through crio-lite's streaming server, end to end: the URL the CRI
+//! call hands out, a WebSocket client (kubectl 1.30+'s transport) on it from inside the node's
+//! network namespace where the daemon serves, a real container behind it.
+
+use std::time::Duration;
+
+use cri_api::v1 as cri;
+use futures_util::{SinkExt as _, StreamExt as _};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+
+use crate::containers::{Setup, container_config, run, setup};
+use crate::e2e_support::Node;
+
+type Ws = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
+
+/// Opens a WebSocket on `url` (a URL the daemon handed out) speaking `protocol`, from inside
+/// the node's network namespace, where the daemon's streaming server listens on loopback.
+async fn websocket(node: &Node, url: &str, protocol: &str) -> Ws {
+    try_websocket(node, url, protocol)
+        .await
+        .unwrap_or_else(|e| panic!("WebSocket upgrade on {url}: {e}"))
+}
+
+/// [`websocket`], the upgrade's failure returned.
+async fn try_websocket(
+    node: &Node,
+    url: &str,
+    protocol: &str,
+) -> Result<Ws, tokio_tungstenite::tungstenite::Error> {
+    let port: u16 = url
+        .split("://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|host| host.rsplit(':').next())
+        .and_then(|port| port.parse().ok())
+        .unwrap_or_else(|| panic!("a port in {url}"));
+    let netns = node.netns_path();
+    let stream = tokio::task::spawn_blocking(move || {
+        node_primitives::ns::connect_loopback(&netns, port, Duration::from_secs(10))
+    })
+    .await
+    .expect("the connecting thread")
+    .expect("connect to the streaming server in the node namespace");
+    stream.set_nonblocking(true).expect("non-blocking");
+    let stream = tokio::net::TcpStream::from_std(stream).expect("a tokio stream");
+    let mut request = url
+        .replace("http://", "ws://")
+        .into_client_request()
+        .expect("a WebSocket request");
+    request.headers_mut().insert(
+        "Sec-WebSocket-Protocol",
+        HeaderValue::from_str(protocol).expect("a header value"),
+    );
+    let (ws, response) = tokio_tungstenite::client_async(request, stream).await?;
+    assert_eq!(
+        response
+            .headers()
+            .get("Sec-WebSocket-Protocol")
+            .and_then(|v| v.to_str().ok()),
+        Some(protocol)
+    );
+    Ok(ws)
+}
+
+/// Every binary message's payload by channel until the server closes.
+async fn read_channels(ws: &mut Ws) -> Vec<Vec<u8>> {
+    let mut channels = vec![Vec::new(); 5];
+    let read = async {
+        while let Some(message) = ws.next().await {
+            match message {
+                Ok(Message::Binary(data)) if !data.is_empty() => {
+                    if let Some(slot) = channels.get_mut(usize::from(data[0])) {
+                        slot.extend_from_slice(&data[1..]);
+                    }
+                }
+                Ok(Message::Close(_)) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), read)
+        .await
+        .expect("the stream ends within a minute");
+    channels
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + netns + runc: cargo xtask test"]
+async fn exec_and_port_forward_over_websocket_reach_the_container() {
+    let mut setup = setup("strm", "streams").await;
+    let (image, sandbox) = (setup.image.clone(), setup.sandbox.clone());
+    let server = run(
+        &mut setup.client,
+        &sandbox,
+        container_config(
+            &image,
+            "server",
+            "mkdir -p /tmp/www && echo hello through the tunnel > /tmp/www/index.html && \
+             exec httpd -f -p 8080 -h /tmp/www",
+        ),
+    )
+    .await;
+
+    check_exec(&mut setup, &server).await;
+    check_port_forward(&mut setup, &sandbox).await;
+    setup.finish().await;
+}
+
+/// Exec: stdin in, stdout and stderr apart, the exit code; a used URL and a missing container
+/// refused.
+async fn check_exec(setup: &mut Setup, server: &str) {
+    // Exec: stdin in, stdout and stderr apart, the exit code in v5's status on channel 3.
+    let url = setup
+        .client
+        .exec(cri::ExecRequest {
+            container_id: server.to_owned(),
+            cmd: vec![
+                "sh".into(),
+                "-c".into(),
+                "read line; echo \"got $line\"; echo oops >&2; exit 3".into(),
+            ],
+            tty: false,
+            stdin: true,
+            stdout: true,
+            stderr: true,
+        })
+        .await
+        .expect("Exec")
+        .into_inner()
+        .url;
+    let mut ws = websocket(&setup.node, &url, "v5.channel.k8s.io").await;
+    ws.send(Message::Binary(b"\x00hello\n".to_vec().into()))
+        .await
+        .expect("send stdin");
+    // v5: close stdin (channel 0) with the close signal.
+    ws.send(Message::Binary(vec![255, 0].into()))
+        .await
+        .expect("close stdin");
+    let channels = read_channels(&mut ws).await;
+    assert_eq!(String::from_utf8_lossy(&channels[1]), "got hello\n");
+    assert_eq!(String::from_utf8_lossy(&channels[2]), "oops\n");
+    let status = String::from_utf8_lossy(&channels[3]);
+    assert!(
+        status.contains("NonZeroExitCode") && status.contains("\"message\":\"3\""),
+        "{status}"
+    );
+
+    // A used URL is refused: its token was single-use.
+    let reused = try_websocket(&setup.node, &url, "v5.channel.k8s.io").await;
+    assert!(
+        matches!(
+            &reused,
+            Err(tokio_tungstenite::tungstenite::Error::Http(response))
+                if response.status() == 404
+        ),
+        "{:?}",
+        reused.err()
+    );
+
+    // Exec of a container that does not exist is refused at the CRI call.
+    let err = setup
+        .client
+        .exec(cri::ExecRequest {
+            container_id: "0".repeat(64),
+            cmd: vec!["true".into()],
+            tty: false,
+            stdin: false,
+            stdout: true,
+            stderr: false,
+        })
+        .await
+        .expect_err("no such container");
+    assert_eq!(err.code(), tonic::Code::NotFound, "{err}");
+}
+
+/// PortForward to the container's web server.
+async fn check_port_forward(setup: &mut Setup, sandbox: &str) {
+    // PortForward: bytes to localhost:8080 in the pod, made by the daemon itself.
+    let url = setup
+        .client
+        .port_forward(cri::PortForwardRequest {
+            pod_sandbox_id: sandbox.to_owned(),
+            port: vec![8080],
+        })
+        .await
+        .expect("PortForward")
+        .into_inner()
+        .url;
+    let mut ws = websocket(
+        &setup.node,
+        &format!("{url}?port=8080"),
+        "v4.channel.k8s.io",
+    )
+    .await;
+    ws.send(Message::Binary(
+        b"\x00GET /index.html HTTP/1.0\r\nHost: pod\r\n\r\n"
+            .to_vec()
+            .into(),
+    ))
+    .await
+    .expect("send the request");
+    let mut data = Vec::new();
+    let read = async {
+        while let Some(Ok(message)) = ws.next().await {
+            if let Message::Binary(bytes) = message
+                && bytes.first() == Some(&0)
+            {
+                data.extend_from_slice(&bytes[1..]);
+                if String::from_utf8_lossy(&data).contains("hello through the tunnel") {
+                    break;
+                }
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(60), read)
+        .await
+        .expect("the page within a minute");
+    // The first two bytes on the data channel are the port, little-endian.
+    assert_eq!(&data[..2], &8080u16.to_le_bytes());
+    assert!(
+        String::from_utf8_lossy(&data).contains("hello through the tunnel"),
+        "{}",
+        String::from_utf8_lossy(&data)
+    );
+}
