@@ -196,7 +196,8 @@ impl CgroupManager {
 
 /// The path of the slice `slice` below the cgroup root, as systemd lays slices out: each
 /// dash-separated prefix is a slice of its own (`a-b-c.slice` is `a.slice/a-b.slice/a-b-c.slice`),
-/// and `-.slice` is the root. `None` for a name [`check_slice`] refuses.
+/// and `-.slice` is the root. `None` for a name that is not a slice
+/// ([`CgroupManager::check_parent`] says why).
 pub fn slice_path(slice: &str) -> Option<PathBuf> {
     check_slice(slice).ok()?;
     let stem = slice.strip_suffix(".slice")?;

@@ -79,16 +79,7 @@ impl Runtime {
         timeout: Duration,
         output_cap: usize,
     ) -> Result<ExecOutput> {
-        validate_id(id)?;
-        if command.is_empty() {
-            return Err(Error::config(id, "exec: no command given"));
-        }
-        let state = self.state(id).await?;
-        if state.status != Status::Running {
-            return Err(not_running(id, &state.status));
-        }
-        let files = ExecFiles::new(&self.container_dir(id));
-        write_process(id, &state.bundle, command, false, &files.process)?;
+        let files = self.prepare_exec(id, command, false).await?;
 
         let root = self.runtime_root().as_os_str();
         let args: [&OsStr; 8] = [
@@ -196,7 +187,7 @@ fn not_running(id: &str, status: &Status) -> Error {
 
 /// The process file and pid file of one exec, in the container's state directory; removed on
 /// drop.
-struct ExecFiles {
+pub(crate) struct ExecFiles {
     process: PathBuf,
     pid: PathBuf,
     /// The console socket of an exec with a terminal, where the runtime sends its master.
@@ -222,6 +213,29 @@ impl Drop for ExecFiles {
         let _ = std::fs::remove_file(&self.process);
         let _ = std::fs::remove_file(&self.pid);
         let _ = std::fs::remove_file(&self.console);
+    }
+}
+
+impl Runtime {
+    /// What both execs do first: the id and command checked, the container running, the
+    /// process spec (with a terminal or none) written to a file removed when the result drops.
+    pub(crate) async fn prepare_exec(
+        &self,
+        id: &str,
+        command: &[String],
+        terminal: bool,
+    ) -> Result<ExecFiles> {
+        validate_id(id)?;
+        if command.is_empty() {
+            return Err(Error::config(id, "exec: no command given"));
+        }
+        let state = self.state(id).await?;
+        if state.status != Status::Running {
+            return Err(not_running(id, &state.status));
+        }
+        let files = ExecFiles::new(&self.container_dir(id));
+        write_process(id, &state.bundle, command, terminal, &files.process)?;
+        Ok(files)
     }
 }
 

@@ -32,10 +32,10 @@ use rustix::fs::{Mode, OFlags};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use tokio::process::{Child, Command};
 
-use super::{ExecFiles, FOREVER, GRACE, kill_exec, not_running, write_process};
+use super::{ExecFiles, FOREVER, GRACE, kill_exec};
 use crate::command::{self, message};
-use crate::error::{Error, Result, validate_id};
-use crate::runtime::{Runtime, Status};
+use crate::error::{Error, Result};
+use crate::runtime::Runtime;
 use crate::streams::{Streams, copy_out, next_size};
 use crate::terminal::{Master, open_pty, receive_console};
 
@@ -105,16 +105,7 @@ impl Runtime {
         tty: bool,
         streams: Streams,
     ) -> Result<i32> {
-        validate_id(id)?;
-        if command.is_empty() {
-            return Err(Error::config(id, "exec: no command given"));
-        }
-        let state = self.state(id).await?;
-        if state.status != Status::Running {
-            return Err(not_running(id, &state.status));
-        }
-        let files = ExecFiles::new(&self.container_dir(id));
-        write_process(id, &state.bundle, command, tty, &files.process)?;
+        let files = self.prepare_exec(id, command, tty).await?;
         let mode = if tty {
             terminal_mode(self.runtime_path())
         } else {
