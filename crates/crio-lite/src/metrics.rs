@@ -127,8 +127,10 @@ struct Inner {
     sandboxes_ready: Gauge,
     pulls: ImagePulls,
     streams_open: Family<StreamLabels, Gauge>,
-    /// The streaming server, read at each scrape.
-    streams: std::sync::OnceLock<Arc<cri_streaming::server::ServerHandle>>,
+    /// The streaming server, read at each scrape; weak, so metrics that outlive a daemon (a
+    /// test's, or across an in-process restart) do not keep its server, and through it the
+    /// domain and the image store's lock, alive.
+    streams: std::sync::OnceLock<std::sync::Weak<cri_streaming::server::ServerHandle>>,
 }
 
 /// The image pull metrics, fed by a pull's progress.
@@ -319,13 +321,13 @@ impl Metrics {
     }
 
     /// Reads the streams `server` has open at each scrape.
-    pub(crate) fn watch_streams(&self, server: Arc<cri_streaming::server::ServerHandle>) {
-        let _ = self.inner.streams.set(server);
+    pub(crate) fn watch_streams(&self, server: &Arc<cri_streaming::server::ServerHandle>) {
+        let _ = self.inner.streams.set(Arc::downgrade(server));
     }
 
     /// Everything, in `format`.
     pub(crate) fn encode_as(&self, format: Format) -> String {
-        if let Some(server) = self.inner.streams.get() {
+        if let Some(server) = self.inner.streams.get().and_then(std::sync::Weak::upgrade) {
             let open = server.open_streams();
             for (kind, n) in [
                 ("exec", open.exec),

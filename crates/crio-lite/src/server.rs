@@ -141,7 +141,7 @@ impl Daemon {
         // Shutdown waits for it like for any sandbox operation; killed, the next start redoes it.
         tasks.spawn(recovery);
         let streams = Arc::new(start_streaming(&config, &manager).await?);
-        metrics.watch_streams(Arc::clone(&streams));
+        metrics.watch_streams(&streams);
         let runtime = RuntimeApi::new(
             Arc::clone(&manager),
             Arc::clone(&config),

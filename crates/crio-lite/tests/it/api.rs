@@ -204,7 +204,7 @@ async fn invalid_requests_name_the_field() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn container_rpcs_check_their_requests_and_streaming_is_refused_plainly() {
+async fn container_rpcs_and_streaming_requests_are_checked() {
     let Harness {
         dir: _dir,
         cni: _,
@@ -214,17 +214,55 @@ async fn container_rpcs_check_their_requests_and_streaming_is_refused_plainly() 
     let mut images = support::image_client(daemon.socket_path()).await;
 
     check_empty_container_requests(&mut client).await;
-    let refusals = [
-        client.exec(cri::ExecRequest::default()).await.unwrap_err(),
-        client
-            .port_forward(cri::PortForwardRequest::default())
-            .await
-            .unwrap_err(),
-        client
-            .get_container_events(cri::GetEventsRequest::default())
-            .await
-            .unwrap_err(),
-    ];
+    // Streaming requests are checked before a URL is handed out.
+    let err = client.exec(cri::ExecRequest::default()).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(
+        err.message().contains("one of stdin, stdout and stderr"),
+        "{}",
+        err.message()
+    );
+    let err = client
+        .exec(cri::ExecRequest {
+            container_id: "0".repeat(64),
+            cmd: vec!["sh".into()],
+            tty: true,
+            stdin: true,
+            stdout: true,
+            stderr: true,
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        err.message().contains("tty and stderr"),
+        "{}",
+        err.message()
+    );
+    let err = client
+        .attach(cri::AttachRequest {
+            container_id: "0".repeat(64),
+            stdout: true,
+            ..cri::AttachRequest::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    let err = client
+        .port_forward(cri::PortForwardRequest {
+            pod_sandbox_id: "0".repeat(64),
+            port: vec![70000],
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        err.message().contains("70000 is not a port"),
+        "{}",
+        err.message()
+    );
+    let refusals = [client
+        .get_container_events(cri::GetEventsRequest::default())
+        .await
+        .unwrap_err()];
     for err in refusals {
         assert_eq!(err.code(), Code::Unimplemented, "{err:?}");
         assert!(
