@@ -214,51 +214,7 @@ async fn container_rpcs_and_streaming_requests_are_checked() {
     let mut images = support::image_client(daemon.socket_path()).await;
 
     check_empty_container_requests(&mut client).await;
-    // Streaming requests are checked before a URL is handed out.
-    let err = client.exec(cri::ExecRequest::default()).await.unwrap_err();
-    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
-    assert!(
-        err.message().contains("one of stdin, stdout and stderr"),
-        "{}",
-        err.message()
-    );
-    let err = client
-        .exec(cri::ExecRequest {
-            container_id: "0".repeat(64),
-            cmd: vec!["sh".into()],
-            tty: true,
-            stdin: true,
-            stdout: true,
-            stderr: true,
-        })
-        .await
-        .unwrap_err();
-    assert!(
-        err.message().contains("tty and stderr"),
-        "{}",
-        err.message()
-    );
-    let err = client
-        .attach(cri::AttachRequest {
-            container_id: "0".repeat(64),
-            stdout: true,
-            ..cri::AttachRequest::default()
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(err.code(), Code::NotFound, "{err:?}");
-    let err = client
-        .port_forward(cri::PortForwardRequest {
-            pod_sandbox_id: "0".repeat(64),
-            port: vec![70000],
-        })
-        .await
-        .unwrap_err();
-    assert!(
-        err.message().contains("70000 is not a port"),
-        "{}",
-        err.message()
-    );
+    check_streaming_requests(&mut client).await;
     let refusals = [client
         .get_container_events(cri::GetEventsRequest::default())
         .await
@@ -640,5 +596,57 @@ async fn check_empty_container_requests(
         missing.message().contains("\"f00d\""),
         "{}",
         missing.message()
+    );
+}
+
+/// Streaming requests are checked before a URL is handed out.
+async fn check_streaming_requests(
+    client: &mut cri_api::v1::runtime_service_client::RuntimeServiceClient<
+        tonic::transport::Channel,
+    >,
+) {
+    let err = client.exec(cri::ExecRequest::default()).await.unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(
+        err.message().contains("one of stdin, stdout and stderr"),
+        "{}",
+        err.message()
+    );
+    let err = client
+        .exec(cri::ExecRequest {
+            container_id: "0".repeat(64),
+            cmd: vec!["sh".into()],
+            tty: true,
+            stdin: true,
+            stdout: true,
+            stderr: true,
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        err.message().contains("tty and stderr"),
+        "{}",
+        err.message()
+    );
+    let err = client
+        .attach(cri::AttachRequest {
+            container_id: "0".repeat(64),
+            stdout: true,
+            ..cri::AttachRequest::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    let err = client
+        .port_forward(cri::PortForwardRequest {
+            pod_sandbox_id: "0".repeat(64),
+            port: vec![70000],
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        err.message().contains("70000 is not a port"),
+        "{}",
+        err.message()
     );
 }
