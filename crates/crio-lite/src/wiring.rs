@@ -104,6 +104,7 @@ pub(crate) fn container_settings(config: &Config) -> ContainerSettings {
         })
         .collect();
     let non_empty = |path: &PathBuf| Some(path.clone()).filter(|p| !p.as_os_str().is_empty());
+    let (cgroup_manager, conmon_cgroup) = config.cgroups();
     ContainerSettings {
         handlers,
         default_handler: runtime.default_runtime.clone(),
@@ -113,8 +114,8 @@ pub(crate) fn container_settings(config: &Config) -> ContainerSettings {
         pids_limit: Some(runtime.pids_limit).filter(|&n| n > 0),
         run_dir: config.crio.runroot.clone(),
         pod_init: pod_init_program(),
-        cgroup_manager: config.cgroups().0,
-        conmon_cgroup: config.cgroups().1,
+        cgroup_manager,
+        conmon_cgroup,
     }
 }
 

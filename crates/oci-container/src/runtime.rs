@@ -183,35 +183,8 @@ impl Runtime {
     ///
     /// [`Error::InvalidConfig`] with systemd's reason.
     pub async fn place_pod_init(&self, pod: &str, pid: i32, parent: &str) -> Result<()> {
-        if self.cgroups.manager != CgroupManager::Systemd {
-            return Ok(());
-        }
-        let unit = format!("crio-{pod}.scope");
-        // Each of the pod's containers asks; the init moved for the first is there already.
-        let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
-        if cgroup
-            .lines()
-            .any(|line| line.ends_with(&format!("/{unit}")))
-        {
-            return Ok(());
-        }
-        let pid = u32::try_from(pid)
-            .map_err(|_| Error::config(pod, format!("the pod init's pid {pid} is not a pid")))?;
-        self.cgroups
-            .systemd(pod)
-            .await?
-            .start_scope(
-                &unit,
-                parent,
-                pid,
-                &crate::cgroup::place::description(
-                    &self.state_dir.display().to_string(),
-                    "init of pod",
-                    pod,
-                ),
-            )
-            .await
-            .map_err(|e| Error::config(pod, e.to_string()))
+        let owner = self.state_dir.display().to_string();
+        self.cgroups.place_pod_init(pod, pid, parent, &owner).await
     }
 
     /// The cgroup manager containers are created for.

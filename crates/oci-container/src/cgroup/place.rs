@@ -63,32 +63,23 @@ impl Cgroups {
         dir: &Path,
         owner: &str,
     ) -> Result<()> {
-        let pid = u32::try_from(pid)
-            .map_err(|_| Error::config(id, format!("conmon's pid {pid} is not a pid")))?;
         match self.manager {
             CgroupManager::Systemd => {
                 let slice = match &self.conmon {
-                    ConmonCgroup::Slice(slice) => slice.clone(),
+                    ConmonCgroup::Slice(slice) => slice.as_str(),
                     ConmonCgroup::Pod => cgroups_path
                         .split(':')
                         .next()
                         .filter(|slice| !slice.is_empty())
-                        .unwrap_or(CgroupManager::Systemd.default_parent())
-                        .to_owned(),
+                        .unwrap_or(CgroupManager::Systemd.default_parent()),
                 };
                 let unit = format!("{}.scope", conmon_name(id));
-                self.systemd(id)
-                    .await?
-                    .start_scope(
-                        &unit,
-                        &slice,
-                        pid,
-                        &description(owner, "conmon of container", id),
-                    )
-                    .await
-                    .map_err(|e| Error::config(id, e.to_string()))
+                let what = description(owner, "conmon of container", id);
+                self.start_scope(id, &unit, slice, pid, &what).await
             }
             CgroupManager::Cgroupfs => {
+                let pid = u32::try_from(pid)
+                    .map_err(|_| Error::config(id, format!("conmon's pid {pid} is not a pid")))?;
                 let parent = Path::new(cgroups_path).parent().unwrap_or(Path::new("/"));
                 let record = dir.join(CONMON_CGROUP_RECORD);
                 let dirs =
@@ -100,6 +91,50 @@ impl Cgroups {
                 Ok(())
             }
         }
+    }
+
+    /// With systemd, moves the running init `pid` of pod `pod` into the scope `crio-<pod>.scope`
+    /// in the pod's slice `parent`; nothing to do with cgroupfs, where the init made its own
+    /// leaf. Each of the pod's containers asks: an init already in its scope stays there.
+    pub(crate) async fn place_pod_init(
+        &self,
+        pod: &str,
+        pid: i32,
+        parent: &str,
+        owner: &str,
+    ) -> Result<()> {
+        if self.manager != CgroupManager::Systemd {
+            return Ok(());
+        }
+        let unit = format!("crio-{pod}.scope");
+        let cgroup = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        if cgroup
+            .lines()
+            .any(|line| line.ends_with(&format!("/{unit}")))
+        {
+            return Ok(());
+        }
+        let what = description(owner, "init of pod", pod);
+        self.start_scope(pod, &unit, parent, pid, &what).await
+    }
+
+    /// Starts the scope `unit` in `slice` around the running process `pid` of `id` (a
+    /// container or pod), its description `what`.
+    async fn start_scope(
+        &self,
+        id: &str,
+        unit: &str,
+        slice: &str,
+        pid: i32,
+        what: &str,
+    ) -> Result<()> {
+        let pid = u32::try_from(pid)
+            .map_err(|_| Error::config(id, format!("{pid} is not a pid (for {unit})")))?;
+        self.systemd(id)
+            .await?
+            .start_scope(unit, slice, pid, what)
+            .await
+            .map_err(|e| Error::config(id, e.to_string()))
     }
 
     /// Removes conmon's cgroup (cgroupfs) or stops its scope if systemd still has it; conmon
