@@ -20,6 +20,7 @@ use crate::record::ProcessIdentity;
 use crate::runtime::{Runtime, Status};
 
 mod leaf;
+pub(crate) mod oom;
 pub mod systemd;
 pub(crate) use leaf::{make_recorded, remove_recorded};
 pub(crate) mod place;

@@ -12,6 +12,10 @@
 //!   reads) is created, empty, when the container's memory cgroup reports an OOM kill
 //!   (v1: an eventfd on `memory.oom_control`; v2: `oom_kill` in `memory.events`).
 //! - `<exit dir>/<id>` holds the exit code; its modification time is when conmon saw the exit.
+//!
+//! When conmon left no `oom` file on cgroup v2, an exit by SIGKILL is checked against the
+//! parent cgroup's OOM count too (see `cgroup/oom.rs`: systemd may remove the container's
+//! cgroup before conmon reads it).
 
 use std::fs::OpenOptions;
 use std::io::Write as _;
@@ -99,7 +103,9 @@ impl Runtime {
         let oom = self.container_dir(id).join("oom");
         let oom_killed = match std::fs::symlink_metadata(&oom) {
             Ok(_) => true,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                crate::cgroup::oom::killed_under_parent(id, &self.container_dir(id), code)
+            }
             Err(e) => return Err(Error::io(id, "inspect", oom, e)),
         };
         Ok(Exit {

@@ -331,7 +331,10 @@ impl Runtime {
         }
         .await;
         match created {
-            Ok(pid) => Ok(pid),
+            Ok(pid) => {
+                crate::cgroup::oom::note_parent(id, &dir, pid);
+                Ok(pid)
+            }
             Err(e) => {
                 tracing::debug!(container = id, error = %e, "create failed, cleaning up");
                 if let Err(cleanup) = self.remove(id).await {

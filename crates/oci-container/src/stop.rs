@@ -123,12 +123,17 @@ impl Runtime {
         signal: StopSignal,
         timeout: Duration,
     ) -> Result<StopOutcome> {
+        let dir = self.container_dir(id);
+        if signal == StopSignal::KILL {
+            crate::cgroup::oom::note_killed(id, &dir);
+        }
         if !timeout.is_zero() {
             if self.wait_after_signal(id, pid, signal, timeout).await? {
                 return Ok(StopOutcome::Exited);
             }
             tracing::info!(container = %id, "did not stop in {timeout:?}: killing it");
         }
+        crate::cgroup::oom::note_killed(id, &dir);
         self.signal(id, StopSignal::KILL).await?;
         self.wait(id, KILL_WAIT).await?;
         Ok(StopOutcome::Killed)
