@@ -25,17 +25,29 @@ const KILLED: &str = "killed";
 /// The exit code of a process ended by SIGKILL.
 const SIGKILL_EXIT: i32 = 128 + libc::SIGKILL;
 
-/// The unified cgroup directory above process `pid`'s, and its `oom_kill` count; `None` off
-/// cgroup v2, for a process in the root cgroup, or when the process is gone.
+/// The unified cgroup directory above container `id`'s (whose process is `pid`), and its
+/// `oom_kill` count; `None` off cgroup v2, for a container in the root cgroup, or when the
+/// process is gone.
 fn parent_count(id: &str, pid: i32) -> Option<(PathBuf, u64)> {
     let membership = read_text(id, Path::new(&format!("/proc/{pid}/cgroup"))).ok()??;
     let mounts = node_primitives::mounts::read_own().ok()?;
     let dirs = Dirs::resolve(&parse_membership(&membership), &parse_mounts(&mounts));
-    let own = dirs.unified?;
-    // a process of the root cgroup has no parent; the mount point itself has no memory.events
-    let parent = own.parent()?.to_owned();
+    let parent = above_container(id, &dirs.unified?)?;
     let count = read_keyed(id, &parent.join("memory.events"), "oom_kill").ok()??;
     Some((parent, count))
+}
+
+/// The directory above the container's own cgroup, which `own` (its process's) is in or below:
+/// the container's is the deepest named after its id (`crio-<id>.scope`, `crio-lite-<id>`),
+/// since crun puts the process in a `container` subgroup of the scope it made; without such a
+/// name, `own`'s parent.
+fn above_container(id: &str, own: &Path) -> Option<PathBuf> {
+    let named = own.ancestors().find(|dir| {
+        dir.file_name()
+            .is_some_and(|n| n.to_string_lossy().contains(id))
+    });
+    // a process of the root cgroup has none above; the mount point has no memory.events
+    named.unwrap_or(own).parent().map(Path::to_owned)
 }
 
 /// Records the `oom_kill` count of the cgroup above the container's process `pid` in the
@@ -69,8 +81,7 @@ pub(crate) fn killed_under_parent(id: &str, dir: &Path, code: i32) -> bool {
     if code != SIGKILL_EXIT || dir.join(KILLED).exists() {
         return false;
     }
-    let Ok(bytes) = safe_file::read_regular(&dir.join(PARENT_COUNT), 4096, Symlinks::Refuse)
-    else {
+    let Ok(bytes) = safe_file::read_regular(&dir.join(PARENT_COUNT), 4096, Symlinks::Refuse) else {
         return false;
     };
     let text = String::from_utf8_lossy(&bytes);
@@ -85,7 +96,13 @@ pub(crate) fn killed_under_parent(id: &str, dir: &Path, code: i32) -> bool {
     };
     let grew = now > before;
     if grew {
-        tracing::info!(container = id, parent, before, now, "killed by SIGKILL while its parent cgroup counted an OOM kill: reporting OOMKilled");
+        tracing::info!(
+            container = id,
+            parent,
+            before,
+            now,
+            "killed by SIGKILL while its parent cgroup counted an OOM kill: reporting OOMKilled"
+        );
     }
     grew
 }
@@ -108,6 +125,26 @@ mod tests {
             format!("low 0\nhigh 0\nmax 12\noom 1\noom_kill {oom_kill}\noom_group_kill 0\n"),
         )
         .unwrap();
+    }
+
+    #[test]
+    fn the_parent_is_above_the_cgroup_named_after_the_container() {
+        let above = |own: &str| above_container("c1", Path::new(own)).unwrap();
+        // crun under systemd: the process in the scope's `container` subgroup
+        assert_eq!(
+            above("/sys/fs/cgroup/pod.slice/crio-c1.scope/container"),
+            Path::new("/sys/fs/cgroup/pod.slice")
+        );
+        assert_eq!(
+            above("/sys/fs/cgroup/pod.slice/crio-c1.scope"),
+            Path::new("/sys/fs/cgroup/pod.slice")
+        );
+        assert_eq!(
+            above("/sys/fs/cgroup/kubepods/podx/crio-lite-c1"),
+            Path::new("/sys/fs/cgroup/kubepods/podx")
+        );
+        // not named after it: the process's own cgroup is taken as the container's
+        assert_eq!(above("/sys/fs/cgroup/a/b"), Path::new("/sys/fs/cgroup/a"));
     }
 
     #[test]
