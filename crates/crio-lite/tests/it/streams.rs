@@ -1,6 +1,6 @@
-//! Exec and PortForward through crio-lite's streaming server, end to end: the URL the CRI
-//! call hands out, a WebSocket client (kubectl 1.30+'s transport) on it from inside the node's
-//! network namespace where the daemon serves, a real container behind it.
+//! Exec, Attach and PortForward through crio-lite's streaming server, end to end: the URL the
+//! CRI call hands out, a WebSocket client (kubectl 1.30+'s transport) on it from inside the
+//! node's network namespace where the daemon serves, a real container behind it.
 
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest as _;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 
-use crate::containers::{Setup, container_config, run, setup};
+use crate::containers::{Setup, container_config, run, setup, wait_log};
 use crate::e2e_support::Node;
 
 type Ws = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
@@ -223,5 +223,179 @@ async fn check_port_forward(setup: &mut Setup, sandbox: &str) {
         String::from_utf8_lossy(&data).contains("hello through the tunnel"),
         "{}",
         String::from_utf8_lossy(&data)
+    );
+}
+
+/// Reads binary messages until channel `channel` has received text containing `want`; what it
+/// received on that channel.
+async fn read_until(ws: &mut Ws, channel: u8, want: &str) -> String {
+    let got = try_read_until(ws, channel, want, Duration::from_secs(60)).await;
+    assert!(got.1, "{want:?} on channel {channel}, got {:?}", got.0);
+    got.0
+}
+
+/// [`read_until`] for at most `wait`: what came on the channel, and whether `want` was in it.
+async fn try_read_until(ws: &mut Ws, channel: u8, want: &str, wait: Duration) -> (String, bool) {
+    let mut got = Vec::new();
+    let read = async {
+        while let Some(message) = ws.next().await {
+            match message {
+                Ok(Message::Binary(data)) if data.first() == Some(&channel) => {
+                    got.extend_from_slice(&data[1..]);
+                    if String::from_utf8_lossy(&got).contains(want) {
+                        return true;
+                    }
+                }
+                Ok(Message::Close(_)) | Err(_) => return false,
+                Ok(_) => {}
+            }
+        }
+        false
+    };
+    let found = tokio::time::timeout(wait, read).await;
+    (
+        String::from_utf8_lossy(&got).into_owned(),
+        found == Ok(true),
+    )
+}
+
+/// A message on `channel` with `bytes`.
+fn on(channel: u8, bytes: &[u8]) -> Message {
+    let mut data = vec![channel];
+    data.extend_from_slice(bytes);
+    Message::Binary(data.into())
+}
+
+/// A terminal size on the resize channel, as kubectl sends it.
+fn resize(width: u16, height: u16) -> Message {
+    on(
+        4,
+        format!("{{\"Width\":{width},\"Height\":{height}}}").as_bytes(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + netns + runc: cargo xtask test"]
+async fn attach_and_a_terminal_exec_reach_the_container_and_its_log() {
+    let mut setup = setup("strmtty", "tty").await;
+    let (image, sandbox) = (setup.image.clone(), setup.sandbox.clone());
+    // A shell on a terminal, as `kubectl run -it` makes it.
+    let mut shell = container_config(&image, "shell", "exec sh");
+    shell.tty = true;
+    shell.stdin = true;
+    let shell = run(&mut setup.client, &sandbox, shell).await;
+    // A process reading stdin, without a terminal, that two clients attach to.
+    let mut cat = container_config(&image, "cat", "exec cat");
+    cat.stdin = true;
+    let cat = run(&mut setup.client, &sandbox, cat).await;
+
+    check_terminal_attach(&mut setup, &shell).await;
+    check_two_attachers(&mut setup, &cat).await;
+    check_terminal_exec(&mut setup, &shell).await;
+    setup.finish().await;
+}
+
+/// The Attach URL of `container`.
+async fn attach_url(setup: &mut Setup, container: &str, tty: bool) -> String {
+    setup
+        .client
+        .attach(cri::AttachRequest {
+            container_id: container.to_owned(),
+            stdin: true,
+            tty,
+            stdout: true,
+            stderr: !tty,
+        })
+        .await
+        .expect("Attach")
+        .into_inner()
+        .url
+}
+
+/// Attach to the shell on its terminal: typed input runs, a resize reaches the terminal, and
+/// what the shell writes also goes to the container's CRI log.
+async fn check_terminal_attach(setup: &mut Setup, shell: &str) {
+    let url = attach_url(setup, shell, true).await;
+    let mut ws = websocket(&setup.node, &url, "v5.channel.k8s.io").await;
+    ws.send(resize(101, 31)).await.expect("resize");
+    // The typed line is echoed as typed; only the shell's own output has the sum.
+    ws.send(on(0, b"echo attached-$((40+2))\n"))
+        .await
+        .expect("type");
+    read_until(&mut ws, 1, "attached-42").await;
+    ws.send(on(0, b"stty size\n")).await.expect("type");
+    read_until(&mut ws, 1, "31 101").await;
+    wait_log(&setup.node.path("logs/tty/shell/0.log"), "attached-42").await;
+    // Detaching leaves the shell running: a second attach still reaches it.
+    ws.close(None).await.expect("detach");
+    let url = attach_url(setup, shell, true).await;
+    let mut again = websocket(&setup.node, &url, "v5.channel.k8s.io").await;
+    again
+        .send(on(0, b"echo again-$((1+1))\n"))
+        .await
+        .expect("type");
+    read_until(&mut again, 1, "again-2").await;
+    again.close(None).await.expect("detach");
+}
+
+/// Two clients attached at once to a process without a terminal: what one writes to its
+/// stdin, both read from its stdout.
+async fn check_two_attachers(setup: &mut Setup, cat: &str) {
+    let first_url = attach_url(setup, cat, false).await;
+    let second_url = attach_url(setup, cat, false).await;
+    let mut first = websocket(&setup.node, &first_url, "v4.channel.k8s.io").await;
+    let mut second = websocket(&setup.node, &second_url, "v4.channel.k8s.io").await;
+    // The second is attached once a line the first writes comes to it too: until then, the
+    // first keeps writing.
+    let mut reached = false;
+    for _ in 0..120 {
+        first.send(on(0, b"to-both\n")).await.expect("stdin");
+        read_until(&mut first, 1, "to-both").await;
+        if try_read_until(&mut second, 1, "to-both", Duration::from_millis(500))
+            .await
+            .1
+        {
+            reached = true;
+            break;
+        }
+    }
+    assert!(
+        reached,
+        "a line written by one attached client reaches the other"
+    );
+    wait_log(&setup.node.path("logs/tty/cat/0.log"), "to-both").await;
+}
+
+/// Exec with a terminal: the size sent before the command reads it, the exit code comes back.
+async fn check_terminal_exec(setup: &mut Setup, shell: &str) {
+    let url = setup
+        .client
+        .exec(cri::ExecRequest {
+            container_id: shell.to_owned(),
+            cmd: vec![
+                "sh".into(),
+                "-c".into(),
+                "read go; stty size; tty; exit 4".into(),
+            ],
+            tty: true,
+            stdin: true,
+            stdout: true,
+            stderr: false,
+        })
+        .await
+        .expect("Exec")
+        .into_inner()
+        .url;
+    let mut ws = websocket(&setup.node, &url, "v5.channel.k8s.io").await;
+    ws.send(resize(91, 17)).await.expect("resize");
+    ws.send(on(0, b"go\n")).await.expect("type");
+    let channels = read_channels(&mut ws).await;
+    let out = String::from_utf8_lossy(&channels[1]);
+    assert!(out.contains("17 91"), "{out:?}");
+    assert!(out.contains("/dev/pts/"), "a terminal: {out:?}");
+    let status = String::from_utf8_lossy(&channels[3]);
+    assert!(
+        status.contains("NonZeroExitCode") && status.contains("\"message\":\"4\""),
+        "{status}"
     );
 }
