@@ -75,29 +75,35 @@ async fn a_rotated_log_is_reopened_at_its_path() {
     }
 }
 
+/// A container the OOM killer ends: dd's 64 MiB buffer, filled by its reads, is far past an
+/// 8 MiB limit.
+fn memory_hog(id: &str) -> oci_container::ContainerConfig {
+    let mut cfg = config(
+        id,
+        &[
+            "/bin/busybox",
+            "dd",
+            "if=/dev/zero",
+            "of=/dev/null",
+            "bs=64M",
+            "count=1",
+        ],
+    );
+    cfg.resources = Resources {
+        memory_limit: Some(8 << 20),
+        ..Resources::default()
+    };
+    cfg
+}
+
 #[tokio::test]
 #[ignore = "needs root: cargo xtask test"]
 async fn an_oom_kill_is_reported_with_exit_code_137() {
     for (name, path) in runtimes() {
         let fx = Fixture::new(&path);
 
-        // dd's 64 MiB buffer is filled by the reads: far past an 8 MiB limit
         let id = test_support::unique_name(&format!("oom-{name}"));
-        let mut cfg = config(
-            &id,
-            &[
-                "/bin/busybox",
-                "dd",
-                "if=/dev/zero",
-                "of=/dev/null",
-                "bs=64M",
-                "count=1",
-            ],
-        );
-        cfg.resources = Resources {
-            memory_limit: Some(8 << 20),
-            ..Resources::default()
-        };
+        let cfg = memory_hog(&id);
         let before = SystemTime::now() - Duration::from_secs(1);
         started(&fx, &cfg).await;
         let code = fx.runtime.wait(&id, LONG).await.unwrap();
@@ -149,21 +155,7 @@ async fn an_oom_kill_conmon_missed_is_read_from_the_parent_cgroup() {
             _ => format!("/{}", test_support::unique_name("oomparent")),
         };
         let id = test_support::unique_name(&format!("oomp-{name}"));
-        let mut cfg = config(
-            &id,
-            &[
-                "/bin/busybox",
-                "dd",
-                "if=/dev/zero",
-                "of=/dev/null",
-                "bs=64M",
-                "count=1",
-            ],
-        );
-        cfg.resources = Resources {
-            memory_limit: Some(8 << 20),
-            ..Resources::default()
-        };
+        let mut cfg = memory_hog(&id);
         cfg.cgroups_path = Some(manager.cgroups_path(&parent, "crio", &id));
         started(&fx, &cfg).await;
         assert_eq!(fx.runtime.wait(&id, LONG).await.unwrap(), 137, "{name}");
