@@ -102,11 +102,14 @@ fn static_checks() -> Result<()> {
 
 /// crio-lite's tests that run in the VM: containers end to end (limits, stats, OOM kill,
 /// pause, update, pids limit, a daemon killed and restarted), the sandbox lifecycle on real
-/// plugins, the pod init's confinement. Focused: the VM starts processes ~45x slower.
+/// plugins, the pod init's confinement, the daemon as the shipped unit's systemd service,
+/// exec/attach/port forward streams. Focused: the VM starts processes ~45x slower.
 const VM_CRIO_LITE_TESTS: &[&str] = &[
     "containers::",
     "e2e::",
     "pod_init_escape::",
+    "service::",
+    "streams::",
     // Needs runs still in flight when the third succeeds: under emulation they finish
     // together. The crash and restart of containers:: covers a killed daemon there.
     "--skip",
@@ -192,6 +195,9 @@ fn privileged_tests() -> Result<()> {
                 "write_h2_front_seeds",
                 "--skip",
                 "write_spdy_frames_seeds",
+                // Needs systemd as init: the VM suite runs it.
+                "--skip",
+                "service::",
             ])
             .env("CNI_PRIVILEGED_TESTS", "1"),
     )?;

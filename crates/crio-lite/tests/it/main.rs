@@ -20,5 +20,6 @@ mod pod_init_escape;
 mod privileged;
 mod recovery;
 mod request_checks;
+mod service;
 mod streams;
 mod support;
