@@ -186,4 +186,8 @@ pub struct Resources {
     pub hugepage_limits: Vec<(String, u64)>,
     /// Maximum number of processes.
     pub pids_limit: Option<i64>,
+    /// cgroup v2 files and values written as they are (the OCI spec's `linux.resources.unified`,
+    /// kubelet's `unified` map: `memory.high`, `memory.oom.group`, ...); set at create. Each key
+    /// must name one interface file of the container's cgroup; runtimes refuse it on cgroup v1.
+    pub unified: std::collections::BTreeMap<String, String>,
 }

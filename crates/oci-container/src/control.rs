@@ -110,6 +110,7 @@ mod tests {
             oom_score_adj: None,
             pids_limit: Some(100),
             hugepage_limits: Vec::new(),
+            unified: std::collections::BTreeMap::new(),
         };
         let json = serde_json::to_value(spec::limits("c1", &r).unwrap()).unwrap();
         assert_eq!(

@@ -501,7 +501,60 @@ fn resources(
         }
         out.set_hugepage_limits(Some(limits));
     }
+    if !r.unified.is_empty() {
+        check_unified(id, &r.unified)?;
+        out.set_unified(Some(
+            r.unified
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        ));
+    }
     Ok(out)
+}
+
+/// Most entries of a unified map (the kubelet sets a handful).
+const MAX_UNIFIED: usize = 64;
+/// The longest value of one (`io.max` lines for a few devices).
+const MAX_UNIFIED_VALUE: usize = 4096;
+
+/// A unified map's entries must each name one cgroup v2 interface file (`<controller>.<name>`,
+/// written into the container's own cgroup, never a path) and hold one line.
+fn check_unified(id: &str, unified: &std::collections::BTreeMap<String, String>) -> Result<()> {
+    if unified.len() > MAX_UNIFIED {
+        return Err(Error::config(
+            id,
+            format!(
+                "unified has {} entries, more than {MAX_UNIFIED}",
+                unified.len()
+            ),
+        ));
+    }
+    for (key, value) in unified {
+        let file_name = key.len() <= 64
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'.')
+            && key
+                .split_once('.')
+                .is_some_and(|(controller, name)| !controller.is_empty() && !name.is_empty())
+            && !key.contains("..");
+        if !file_name {
+            return Err(Error::config(
+                id,
+                format!("unified key {key:?} is not a cgroup v2 file name such as memory.high"),
+            ));
+        }
+        if value.len() > MAX_UNIFIED_VALUE || value.contains(['\n', '\0']) {
+            return Err(Error::config(
+                id,
+                format!(
+                    "unified value of {key:?} is not one line of at most {MAX_UNIFIED_VALUE} bytes"
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The host devices a container gets, each with the cgroup access its permissions allow; a

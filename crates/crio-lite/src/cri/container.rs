@@ -353,6 +353,11 @@ pub(crate) fn limits(r: &cri::LinuxContainerResources) -> Limits {
             .iter()
             .map(|h| (h.page_size.clone(), h.limit))
             .collect(),
+        unified: r
+            .unified
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
     }
     .into()
 }
@@ -373,6 +378,7 @@ fn cri_resources(l: &Limits) -> cri::LinuxContainerResources {
             .into_iter()
             .map(|(page_size, limit)| cri::HugepageLimit { page_size, limit })
             .collect(),
+        unified: raw.unified.into_iter().collect(),
         ..cri::LinuxContainerResources::default()
     }
 }

@@ -129,6 +129,8 @@ pub struct Limits {
     pub cpuset_mems: Option<String>,
     /// hugetlb limits: page size (`2MB`) and bytes.
     pub hugepage_limits: Vec<(String, u64)>,
+    /// cgroup v2 files and their values, set at create (kubelet's `unified` map).
+    pub unified: BTreeMap<String, String>,
 }
 
 impl Limits {
@@ -144,6 +146,7 @@ impl Limits {
             oom_score_adj: self.oom_score_adj,
             pids_limit: None,
             hugepage_limits: self.hugepage_limits.clone(),
+            unified: self.unified.clone(),
         }
     }
 }
@@ -162,6 +165,8 @@ pub(crate) struct RawLimits {
     pub(crate) cpuset_mems: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) hugepage_limits: Vec<(String, u64)>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub(crate) unified: BTreeMap<String, String>,
 }
 
 impl From<RawLimits> for Limits {
@@ -177,6 +182,7 @@ impl From<RawLimits> for Limits {
             cpuset_cpus: Some(r.cpuset_cpus).filter(|s| !s.is_empty()),
             cpuset_mems: Some(r.cpuset_mems).filter(|s| !s.is_empty()),
             hugepage_limits: r.hugepage_limits,
+            unified: r.unified,
         }
     }
 }
@@ -193,6 +199,7 @@ impl From<Limits> for RawLimits {
             cpuset_cpus: l.cpuset_cpus.unwrap_or_default(),
             cpuset_mems: l.cpuset_mems.unwrap_or_default(),
             hugepage_limits: l.hugepage_limits,
+            unified: l.unified,
         }
     }
 }

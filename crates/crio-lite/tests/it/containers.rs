@@ -936,13 +936,11 @@ async fn a_missing_container_is_not_found_or_done_already(client: &mut Client) {
         .expect("RemoveContainer of a missing container is idempotent");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs root + netns + runc: cargo xtask test"]
-async fn bad_requests_and_an_oom_kill_are_reported_and_the_daemon_keeps_serving() {
-    let mut setup = setup("ctrbad", "bad").await;
-    let (image, sandbox) = (setup.image.clone(), setup.sandbox.clone());
-    let client = &mut setup.client;
-
+/// CreateContainer requests refused, each naming what is at fault: a missing image or sandbox,
+/// a relative mount, a log path or a unified key that climbs out, a host path that is no device.
+async fn refused_creates(client: &mut Client, sandbox: &str, image: &str) {
+    let sandbox = sandbox.to_owned();
+    let image = image.to_owned();
     let missing_image = create(
         client,
         &sandbox,
@@ -978,12 +976,26 @@ async fn bad_requests_and_an_oom_kill_are_reported_and_the_daemon_keeps_serving(
     );
     // A log path that climbs out of the pod's log directory (CRI-O's CVE-2025-0750 was one).
     let mut climbing_log = container_config(&image, "log", "true");
-    climbing_log.log_path = "../../../etc/cron.d/x".to_owned();
+    "../../../etc/cron.d/x".clone_into(&mut climbing_log.log_path);
     let refused = create(client, &sandbox, climbing_log)
         .await
         .expect_err("a log path outside the pod's log directory");
     assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused}");
     assert!(refused.message().contains("config.log_path"), "{refused}");
+    // A unified key that is a path, not one file of the container's cgroup.
+    let mut climbing_unified = container_config(&image, "unified", "true");
+    climbing_unified.linux = Some(cri::LinuxContainerConfig {
+        resources: Some(cri::LinuxContainerResources {
+            unified: [("../../cgroup.procs".to_owned(), "1".to_owned())].into(),
+            ..cri::LinuxContainerResources::default()
+        }),
+        security_context: None,
+    });
+    let refused = create(client, &sandbox, climbing_unified)
+        .await
+        .expect_err("a unified key that is a path");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused}");
+    assert!(refused.message().contains("unified key"), "{refused}");
     let mut not_a_device = container_config(&image, "dev", "true");
     not_a_device.devices = vec![cri::Device {
         container_path: "/dev/x".to_owned(),
@@ -1000,6 +1012,16 @@ async fn bad_requests_and_an_oom_kill_are_reported_and_the_daemon_keeps_serving(
             .contains("/etc/hostname is not a device node"),
         "{refused}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + netns + runc: cargo xtask test"]
+async fn bad_requests_and_an_oom_kill_are_reported_and_the_daemon_keeps_serving() {
+    let mut setup = setup("ctrbad", "bad").await;
+    let (image, sandbox) = (setup.image.clone(), setup.sandbox.clone());
+    let client = &mut setup.client;
+
+    refused_creates(client, &sandbox, &image).await;
     // A host device, under a name of the container's, usable as the permissions say.
     let mut with_device =
         container_config(&image, "devnull", "echo gone > /dev/xnull && ls /dev/xnull");

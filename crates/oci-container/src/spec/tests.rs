@@ -758,3 +758,46 @@ fn a_terminal_is_the_process_terminal() {
     let tty = generate(&c, root.path()).unwrap();
     assert_eq!(process(&tty).terminal(), Some(true));
 }
+
+#[test]
+fn a_unified_map_reaches_the_spec_and_paths_or_lines_are_refused() {
+    let root = rootfs();
+    let mut c = config("c1");
+    c.resources.unified = [
+        ("memory.high".to_owned(), "50331648".to_owned()),
+        ("memory.oom.group".to_owned(), "1".to_owned()),
+    ]
+    .into();
+    let spec = generate(&c, root.path()).unwrap();
+    let unified = spec
+        .linux()
+        .as_ref()
+        .and_then(|l| l.resources().as_ref())
+        .and_then(|r| r.unified().as_ref())
+        .expect("the unified map");
+    assert_eq!(
+        unified.get("memory.high").map(String::as_str),
+        Some("50331648")
+    );
+    assert_eq!(unified.len(), 2);
+
+    for (key, value, wanted) in [
+        ("../../../etc/x", "1", "is not a cgroup v2 file name"),
+        ("memory", "1", "is not a cgroup v2 file name"),
+        ("memory/high", "1", "is not a cgroup v2 file name"),
+        (".high", "1", "is not a cgroup v2 file name"),
+        ("Memory.High", "1", "is not a cgroup v2 file name"),
+        ("memory.high", "1\nmemory.max 1", "is not one line"),
+    ] {
+        let mut c = config("c1");
+        c.resources.unified = [(key.to_owned(), value.to_owned())].into();
+        let err = generate(&c, root.path()).unwrap_err().to_string();
+        assert!(err.contains(wanted) && err.contains("c1"), "{key}: {err}");
+    }
+    let mut c = config("c1");
+    c.resources.unified = (0..65)
+        .map(|i| (format!("x.f{i}"), "1".to_owned()))
+        .collect();
+    let err = generate(&c, root.path()).unwrap_err().to_string();
+    assert!(err.contains("more than 64"), "{err}");
+}

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use oci_container::{Error, Resources, Status};
+use oci_container::{CgroupVersion, Error, Resources, Status};
 
 use crate::support::{Fixture, cgroup_file, config, runtimes, started};
 
@@ -101,6 +101,9 @@ async fn update_changes_the_limits_in_the_containers_cgroup() {
         assert_eq!(pids.trim(), "50", "{name}");
         if let Some(shares) = cgroup_file(pid, "cpu", "cpu.shares") {
             assert_eq!(shares.trim(), "512", "{name}");
+        } else if let Some(weight) = cgroup_file(pid, "", "cpu.weight") {
+            // v2: the runtime converts shares as runc does, 1 + (shares - 2) * 9999 / 262142
+            assert_eq!(weight.trim(), "20", "{name}");
         }
         let stats = fx.runtime.stats(&id).await.unwrap();
         assert_eq!(stats.memory_limit_bytes, Some(96 << 20), "{name}");
@@ -128,6 +131,38 @@ async fn update_changes_the_limits_in_the_containers_cgroup() {
             .await
             .unwrap_err();
         assert!(matches!(err, Error::NotFound { .. }), "{name}: {err}");
+        fx.runtime.remove(&id).await.unwrap();
+    }
+}
+
+/// kubelet's unified map reaches the container's cgroup v2 files at create; on cgroup v1 the
+/// runtime refuses it, and the container is not made.
+#[tokio::test]
+#[ignore = "needs root: cargo xtask test"]
+async fn a_unified_map_reaches_the_cgroup_on_v2_and_is_refused_on_v1() {
+    let v2 = CgroupVersion::of_node() == Some(CgroupVersion::V2);
+    for (name, path) in runtimes() {
+        let fx = Fixture::new(&path);
+        let id = test_support::unique_name(&format!("unified-{name}"));
+        let mut cfg = config(&id, &["/bin/busybox", "sleep", "300"]);
+        cfg.resources = Resources {
+            memory_limit: Some(96 << 20),
+            unified: [("memory.high".to_owned(), (48u64 << 20).to_string())].into(),
+            ..Resources::default()
+        };
+        let bundle = fx.bundle(&cfg, &fx.rootfs);
+        let created = fx.runtime.create(&id, &bundle, &fx.log_path(&id)).await;
+        if !v2 {
+            let err = created.expect_err("unified on cgroup v1").to_string();
+            assert!(
+                err.contains(&id) && err.contains("unified"),
+                "{name}: {err}"
+            );
+            continue;
+        }
+        let pid = created.unwrap_or_else(|e| panic!("{name}: {e}"));
+        let high = cgroup_file(pid, "", "memory.high").expect("memory.high");
+        assert_eq!(high.trim(), (48u64 << 20).to_string(), "{name}");
         fx.runtime.remove(&id).await.unwrap();
     }
 }

@@ -1,6 +1,7 @@
 //! What is asked of a running container: ExecSync, its stats, new limits, pause and resume,
 //! and reopening its log.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::super::container::{Container, ContainerState, Limits};
@@ -110,9 +111,10 @@ impl Containers {
         self.observe(&mut container);
         require_running(&container)?;
         let runtime = self.runtime(&container.runtime_handler)?;
-        // The OOM score is set at creation and cannot change.
+        // The OOM score and the unified map are set at creation and do not change.
         let resources = oci_container::Resources {
             oom_score_adj: None,
+            unified: BTreeMap::new(),
             ..limits.resources()
         };
         runtime
@@ -121,6 +123,7 @@ impl Containers {
             .map_err(DomainError::runtime)?;
         container.limits = Limits {
             oom_score_adj: container.limits.oom_score_adj,
+            unified: std::mem::take(&mut container.limits.unified),
             ..limits
         };
         self.save(&container, Store::save_unsynced).await?;
