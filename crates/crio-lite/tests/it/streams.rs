@@ -399,3 +399,72 @@ async fn check_terminal_exec(setup: &mut Setup, shell: &str) {
         "{status}"
     );
 }
+
+/// Exec over SPDY/3.1 through the daemon, with moby/spdystream's client as client-go's SPDY
+/// executor drives it (what kubelet's proxy and crictl 1.26 speak): the HTTP upgrade offering
+/// v4 then v3, 300 KB through `cat` in the container and back, the exit code in v4's status.
+/// The client is cri-streaming's Go peer, built offline from Debian's packages (no Go in the
+/// VM: the host runs this one).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + netns + runc + Go: cargo xtask test"]
+async fn exec_over_spdy_with_spdystreams_client() {
+    const BYTES: usize = 300_000;
+    let peer = test_support::go::build(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../cri-streaming/tests/spdystream-peer"),
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")),
+        "needs Debian's golang-go and golang-github-docker-spdystream-dev",
+    );
+    let mut setup = setup("strmspdy", "spdy").await;
+    let (image, sandbox) = (setup.image.clone(), setup.sandbox.clone());
+    let idle = run(
+        &mut setup.client,
+        &sandbox,
+        container_config(&image, "idle", "exec sleep 3600"),
+    )
+    .await;
+    let url = setup
+        .client
+        .exec(cri::ExecRequest {
+            container_id: idle,
+            cmd: vec!["sh".into(), "-c".into(), "cat; exit 5".into()],
+            tty: false,
+            stdin: true,
+            stdout: true,
+            stderr: false,
+        })
+        .await
+        .expect("Exec")
+        .into_inner()
+        .url;
+    // The server listens on the node namespace's loopback: the client runs there.
+    let netns = format!("--net={}", setup.node.netns_path().display());
+    let client = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("nsenter")
+            .arg(netns)
+            .arg("--")
+            .arg(peer)
+            .arg("upgrade")
+            .arg(&url)
+            .arg(BYTES.to_string())
+            .output()
+            .expect("run spdystream-peer upgrade")
+    });
+    let out = tokio::time::timeout(Duration::from_secs(120), client)
+        .await
+        .expect("the client ends in time")
+        .expect("the client's thread");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("protocol v4.channel.k8s.io"), "{stderr}");
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the client's JSON");
+    let sum: usize = (0..BYTES).map(|i| i % 251).sum();
+    assert_eq!(got["stdout_len"], BYTES, "{got}");
+    assert_eq!(got["stdout_sum"], sum, "{got}");
+    let status = got["error"].as_str().unwrap_or_default();
+    assert!(
+        status.contains("NonZeroExitCode") && status.contains("\"message\":\"5\""),
+        "{status}"
+    );
+    setup.finish().await;
+}
