@@ -82,24 +82,34 @@ impl Runtime {
             _ => None,
         }
         .ok_or_else(|| not_running("it has no process"))?;
-        let membership = read_text(id, &PathBuf::from(format!("/proc/{}/cgroup", who.pid)))?
-            .ok_or_else(|| not_running("it has no process"))?;
+        let dirs = process_dirs(id, who.pid)?.ok_or_else(|| not_running("it has no process"))?;
         // Read after the process was named: if it is still that process, the pid was not reused
         // and the cgroup is the container's.
         if !who.is_alive() {
             return Err(not_running("its process exited"));
         }
-        let mounts = node_primitives::mounts::read_own().map_err(|e| {
-            Error::io(
-                id,
-                "read the mount table",
-                Path::new(node_primitives::mounts::OWN_MOUNTINFO),
-                e.into_io(),
-            )
-        })?;
-        let dirs = Dirs::resolve(&parse_membership(&membership), &parse_mounts(&mounts));
         read_stats(id, &dirs)
     }
+}
+
+/// Where process `pid`'s cgroups are, from its `/proc/<pid>/cgroup` and the mount table;
+/// `None` when it has gone.
+fn process_dirs(id: &str, pid: i32) -> Result<Option<Dirs>> {
+    let Some(membership) = read_text(id, &PathBuf::from(format!("/proc/{pid}/cgroup")))? else {
+        return Ok(None);
+    };
+    let mounts = node_primitives::mounts::read_own().map_err(|e| {
+        Error::io(
+            id,
+            "read the mount table",
+            Path::new(node_primitives::mounts::OWN_MOUNTINFO),
+            e.into_io(),
+        )
+    })?;
+    Ok(Some(Dirs::resolve(
+        &parse_membership(&membership),
+        &parse_mounts(&mounts),
+    )))
 }
 
 /// One line of `/proc/<pid>/cgroup`: `hierarchy:controllers:path`.

@@ -123,24 +123,23 @@ impl Runtime {
         signal: StopSignal,
         timeout: Duration,
     ) -> Result<StopOutcome> {
-        let dir = self.container_dir(id);
-        if signal == StopSignal::KILL {
-            crate::cgroup::oom::note_killed(id, &dir);
-        }
         if !timeout.is_zero() {
             if self.wait_after_signal(id, pid, signal, timeout).await? {
                 return Ok(StopOutcome::Exited);
             }
             tracing::info!(container = %id, "did not stop in {timeout:?}: killing it");
         }
-        crate::cgroup::oom::note_killed(id, &dir);
         self.signal(id, StopSignal::KILL).await?;
         self.wait(id, KILL_WAIT).await?;
         Ok(StopOutcome::Killed)
     }
 
-    /// Sends `signal`; a container that has exited meanwhile is not an error.
+    /// Sends `signal`; a container that has exited meanwhile is not an error. A SIGKILL is
+    /// marked first, so that its exit is not taken for the OOM killer's.
     async fn signal(&self, id: &str, signal: StopSignal) -> Result<()> {
+        if signal == StopSignal::KILL {
+            crate::cgroup::oom::note_killed(id, &self.container_dir(id));
+        }
         let Err(e) = self.kill_number(id, signal.number()).await else {
             return Ok(());
         };

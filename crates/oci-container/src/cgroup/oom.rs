@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use safe_file::{Durability, Symlinks};
 
-use super::{Dirs, parse_membership, parse_mounts, read_keyed, read_text};
+use super::{process_dirs, read_keyed};
 
 /// Where the parent's count is kept, in the container's directory.
 const PARENT_COUNT: &str = "oom-parent";
@@ -29,9 +29,7 @@ const SIGKILL_EXIT: i32 = 128 + libc::SIGKILL;
 /// `oom_kill` count; `None` off cgroup v2, for a container in the root cgroup, or when the
 /// process is gone.
 fn parent_count(id: &str, pid: i32) -> Option<(PathBuf, u64)> {
-    let membership = read_text(id, Path::new(&format!("/proc/{pid}/cgroup"))).ok()??;
-    let mounts = node_primitives::mounts::read_own().ok()?;
-    let dirs = Dirs::resolve(&parse_membership(&membership), &parse_mounts(&mounts));
+    let dirs = process_dirs(id, pid).ok()??;
     let parent = above_container(id, &dirs.unified?)?;
     let count = read_keyed(id, &parent.join("memory.events"), "oom_kill").ok()??;
     Some((parent, count))
