@@ -64,6 +64,29 @@ async fn try_websocket(
     Ok(ws)
 }
 
+/// An Exec of `sh -c script` in `container` with stdin, stdout and stderr apart, no terminal.
+fn shell(container: &str, script: &str) -> cri::ExecRequest {
+    cri::ExecRequest {
+        container_id: container.to_owned(),
+        cmd: vec!["sh".into(), "-c".into(), script.into()],
+        tty: false,
+        stdin: true,
+        stdout: true,
+        stderr: true,
+    }
+}
+
+/// The URL the daemon hands out for `request`.
+async fn exec_url(setup: &mut Setup, request: cri::ExecRequest) -> String {
+    setup
+        .client
+        .exec(request)
+        .await
+        .expect("Exec")
+        .into_inner()
+        .url
+}
+
 /// Every binary message's payload by channel until the server closes.
 async fn read_channels(ws: &mut Ws) -> Vec<Vec<u8>> {
     let mut channels = vec![Vec::new(); 5];
@@ -112,24 +135,14 @@ async fn exec_and_port_forward_over_websocket_reach_the_container() {
 /// refused.
 async fn check_exec(setup: &mut Setup, server: &str) {
     // Exec: stdin in, stdout and stderr apart, the exit code in v5's status on channel 3.
-    let url = setup
-        .client
-        .exec(cri::ExecRequest {
-            container_id: server.to_owned(),
-            cmd: vec![
-                "sh".into(),
-                "-c".into(),
-                "read line; echo \"got $line\"; echo oops >&2; exit 3".into(),
-            ],
-            tty: false,
-            stdin: true,
-            stdout: true,
-            stderr: true,
-        })
-        .await
-        .expect("Exec")
-        .into_inner()
-        .url;
+    let url = exec_url(
+        setup,
+        shell(
+            server,
+            "read line; echo \"got $line\"; echo oops >&2; exit 3",
+        ),
+    )
+    .await;
     let mut ws = websocket(&setup.node, &url, "v5.channel.k8s.io").await;
     ws.send(Message::Binary(b"\x00hello\n".to_vec().into()))
         .await
@@ -367,25 +380,16 @@ async fn check_two_attachers(setup: &mut Setup, cat: &str) {
 }
 
 /// Exec with a terminal: the size sent before the command reads it, the exit code comes back.
-async fn check_terminal_exec(setup: &mut Setup, shell: &str) {
-    let url = setup
-        .client
-        .exec(cri::ExecRequest {
-            container_id: shell.to_owned(),
-            cmd: vec![
-                "sh".into(),
-                "-c".into(),
-                "read go; stty size; tty; exit 4".into(),
-            ],
+async fn check_terminal_exec(setup: &mut Setup, container: &str) {
+    let url = exec_url(
+        setup,
+        cri::ExecRequest {
             tty: true,
-            stdin: true,
-            stdout: true,
             stderr: false,
-        })
-        .await
-        .expect("Exec")
-        .into_inner()
-        .url;
+            ..shell(container, "read go; stty size; tty; exit 4")
+        },
+    )
+    .await;
     let mut ws = websocket(&setup.node, &url, "v5.channel.k8s.io").await;
     ws.send(resize(91, 17)).await.expect("resize");
     ws.send(on(0, b"go\n")).await.expect("type");
@@ -423,20 +427,14 @@ async fn exec_over_spdy_with_spdystreams_client() {
         container_config(&image, "idle", "exec sleep 3600"),
     )
     .await;
-    let url = setup
-        .client
-        .exec(cri::ExecRequest {
-            container_id: idle,
-            cmd: vec!["sh".into(), "-c".into(), "cat; exit 5".into()],
-            tty: false,
-            stdin: true,
-            stdout: true,
+    let url = exec_url(
+        &mut setup,
+        cri::ExecRequest {
             stderr: false,
-        })
-        .await
-        .expect("Exec")
-        .into_inner()
-        .url;
+            ..shell(&idle, "cat; exit 5")
+        },
+    )
+    .await;
     // The server listens on the node namespace's loopback: the client runs there.
     let netns = format!("--net={}", setup.node.netns_path().display());
     let client = tokio::task::spawn_blocking(move || {
