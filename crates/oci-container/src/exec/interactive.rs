@@ -15,7 +15,13 @@
 //!   goes to whoever reaps it, not us). In the foreground it makes the container's terminal
 //!   itself and copies it to and from its own stdio, which must be a terminal: so runc runs
 //!   with a pseudo-terminal of ours as its controlling terminal (as CRI-O runs it), and a
-//!   resize of our master reaches runc as SIGWINCH, which resizes the container's.
+//!   resize of our master reaches runc as SIGWINCH, which resizes the container's. Ours is raw
+//!   from the start (runc makes it raw only once it has the container's, and input typed before
+//!   then was echoed twice). runc copies input into the container's terminal before it gives
+//!   it its first size (after it wrote the pid file), so kubectl's first size and keystrokes,
+//!   sent together, raced: the command could read the input and find a 0x0 terminal. Input
+//!   therefore waits until the sizes come so far are set on the container's terminal itself,
+//!   taken from the command with `pidfd_getfd` (CRI-O's runc path has the race).
 //!
 //! Dropping the future kills the command, its process group and the runtime, as an exec past
 //! its timeout is killed (`kill_exec`).
@@ -26,18 +32,25 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
 use std::pin::Pin;
 use std::process::{ExitStatus, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rustix::fs::{Mode, OFlags};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use tokio::process::{Child, Command};
 
+use node_primitives::ProcStat;
+use tokio::sync::oneshot;
+
 use super::{ExecFiles, FOREVER, GRACE, kill_exec};
 use crate::command::{self, message};
 use crate::error::{Error, Result};
+use crate::record;
 use crate::runtime::Runtime;
 use crate::streams::{Streams, copy_out, next_size};
-use crate::terminal::{Master, open_pty, receive_console};
+use crate::terminal::{Master, TerminalSize, open_pty, receive_console, set_size};
+
+/// How long input waits for runc's command to start before it goes in unsized.
+const TERMINAL_WAIT: Duration = Duration::from_secs(10);
 
 /// How the command's stdio is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,6 +86,8 @@ struct Started {
     err: Option<Source>,
     input: Option<Sink>,
     master: Option<Master>,
+    /// Input waits until the container's terminal (not the master we hold) is sized (runc).
+    size_first: bool,
 }
 
 impl Runtime {
@@ -169,12 +184,18 @@ impl Runtime {
             err: Some(err),
             input,
             master: None,
+            size_first: false,
         })
     }
 
     fn start_on_own_terminal(&self, id: &str, files: ExecFiles) -> Result<Started> {
         let pty_err = |e: std::io::Error| Error::io(id, "open a terminal for", "/dev/ptmx", e);
         let (master, slave) = open_pty().map_err(pty_err)?;
+        // a conduit only: the container's terminal echoes and translates
+        let mut raw = rustix::termios::tcgetattr(&slave).map_err(|e| pty_err(e.into()))?;
+        raw.make_raw();
+        rustix::termios::tcsetattr(&slave, rustix::termios::OptionalActions::Now, &raw)
+            .map_err(|e| pty_err(e.into()))?;
         let master = Master::new(master).map_err(pty_err)?;
         let mut cmd = self.exec_command(id, &files, &[]);
         let dup = |fd: &OwnedFd| fd.try_clone().map_err(pty_err);
@@ -205,6 +226,7 @@ impl Runtime {
             err: None,
             input: Some(Box::pin(master.clone())),
             master: Some(master),
+            size_first: true,
         })
     }
 
@@ -286,6 +308,7 @@ impl Runtime {
             err: stderr.map(|s| Box::pin(s) as Source),
             input: Some(Box::pin(master.clone())),
             master: Some(master),
+            size_first: false,
         })
     }
 }
@@ -299,6 +322,7 @@ async fn pump(id: &str, runtime: &Path, started: Started, streams: Streams) -> R
         err,
         input,
         master,
+        size_first,
     } = started;
     let Streams {
         stdin,
@@ -317,15 +341,37 @@ async fn pump(id: &str, runtime: &Path, started: Started, streams: Streams) -> R
         };
         tokio::join!(copy_out(out, stdout.as_mut()), errors);
     };
+    // runc's command: the pid file names it once started (runc reaps it, so it is runc's child)
+    let gate = size_first && stdin.is_some();
+    let command_of = running.runtime_pid().zip(running.pid_file());
+    let (release, released) = oneshot::channel::<()>();
+    let mut release = Some(release);
+    let sized = async {
+        match command_of {
+            Some((runtime, pid_file)) if gate => containers_terminal(id, runtime, &pid_file).await,
+            _ => None,
+        }
+    };
     let input = async {
         if let (Some(mut from), Some(mut to)) = (stdin, input) {
+            if gate {
+                let _ = released.await;
+            }
             let _ = tokio::io::copy(&mut from, &mut to).await;
             // without a terminal, dropping the pipe is the command's EOF
             let _ = to.shutdown().await;
         }
     };
-    tokio::pin!(output, input);
-    let (mut out_done, mut in_done) = (false, false);
+    tokio::pin!(output, input, sized);
+    let (mut out_done, mut in_done, mut gate_done) = (false, false, !gate);
+    let mut last_size: Option<TerminalSize> = None;
+    let resize_master = |size: TerminalSize| {
+        if let Some(master) = &master
+            && let Err(e) = master.resize(size)
+        {
+            tracing::debug!(container = id, error = %e, "terminal not resized");
+        }
+    };
     let mut status: Option<std::io::Result<ExitStatus>> = None;
     let mut until = Instant::now() + FOREVER;
     while !(out_done && status.is_some()) {
@@ -333,10 +379,25 @@ async fn pump(id: &str, runtime: &Path, started: Started, streams: Streams) -> R
             () = &mut output, if !out_done => out_done = true,
             () = &mut input, if !in_done => in_done = true,
             size = next_size(&mut resize) => {
-                if let Some(master) = &master
-                    && let Err(e) = master.resize(size)
+                resize_master(size);
+                last_size = Some(size);
+            }
+            terminal = &mut sized, if !gate_done => {
+                gate_done = true;
+                // sizes already sent go first, as the client sent them before its input
+                while let Some(rx) = resize.as_mut()
+                    && let Ok(size) = rx.try_recv()
                 {
-                    tracing::debug!(container = id, error = %e, "terminal not resized");
+                    resize_master(size);
+                    last_size = Some(size);
+                }
+                if let (Some(terminal), Some(size)) = (terminal, last_size)
+                    && let Err(e) = set_size(&terminal, size)
+                {
+                    tracing::debug!(container = id, error = %e, "container's terminal not sized");
+                }
+                if let Some(release) = release.take() {
+                    let _ = release.send(());
                 }
             }
             s = running.wait(), if status.is_none() => {
@@ -374,6 +435,14 @@ impl Running {
             child: Some(child),
             files: Some(files),
         }
+    }
+
+    fn runtime_pid(&self) -> Option<u32> {
+        self.child.as_ref().and_then(Child::id)
+    }
+
+    fn pid_file(&self) -> Option<std::path::PathBuf> {
+        self.files.as_ref().map(|f| f.pid.clone())
     }
 
     async fn wait(&mut self) -> std::io::Result<ExitStatus> {
@@ -422,6 +491,53 @@ impl Drop for Running {
         });
     }
 }
+
+/// The terminal runc made for its command: descriptor 0 of the process its pid file names,
+/// duplicated with `pidfd_getfd` (nothing is opened through the container's descriptors), if
+/// that is still runc's child (the pidfd pins it: no reused pid) and the descriptor is a
+/// pseudo-terminal (the command's own binary may have replaced it; then it is not ours to
+/// size). `None` when any of that fails or the command does not start within
+/// [`TERMINAL_WAIT`]: input then goes in without waiting further.
+async fn containers_terminal(id: &str, runtime: u32, pid_file: &Path) -> Option<OwnedFd> {
+    let deadline = Instant::now() + TERMINAL_WAIT;
+    let pid = loop {
+        if let Ok(Some(pid)) = record::read_number(id, pid_file) {
+            break pid;
+        }
+        if Instant::now() >= deadline {
+            tracing::debug!(container = id, "exec: no pid file; input goes in unsized");
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    };
+    let taken = (|| {
+        let pidfd = rustix::process::pidfd_open(
+            rustix::process::Pid::from_raw(pid)?,
+            rustix::process::PidfdFlags::empty(),
+        )
+        .ok()?;
+        let runtime = i32::try_from(runtime).ok()?;
+        ProcStat::of(pid).filter(|s| s.ppid == runtime)?;
+        let fd = rustix::process::pidfd_getfd(&pidfd, 0, rustix::process::PidfdGetfdFlags::empty())
+            .ok()?;
+        let stat = rustix::fs::fstat(&fd).ok()?;
+        let is_pty = rustix::fs::FileType::from_raw_mode(stat.st_mode)
+            == rustix::fs::FileType::CharacterDevice
+            && UNIX98_PTY_SLAVES.contains(&rustix::fs::major(stat.st_rdev));
+        is_pty.then_some(fd)
+    })();
+    if taken.is_none() {
+        tracing::debug!(
+            container = id,
+            pid,
+            "exec: the command's terminal was not reached"
+        );
+    }
+    taken
+}
+
+/// Device majors of Unix 98 pseudo-terminal slaves (Linux's devices.txt).
+const UNIX98_PTY_SLAVES: std::ops::RangeInclusive<u32> = 136..=143;
 
 #[cfg(test)]
 mod tests {

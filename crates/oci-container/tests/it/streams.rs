@@ -186,6 +186,43 @@ async fn exec_on_a_terminal_is_resized_and_returns_the_exit_code() {
     }
 }
 
+/// What kubectl does: the first size and the first keystrokes are sent at once, before the
+/// runtime has made the terminal. The command reads the input only after the size is set (runc
+/// copies input into its terminal before it sizes it), and the input is echoed once, by the
+/// container's terminal (not also by ours before runc made it raw). Repeated: the race it
+/// guards against is one of milliseconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root: cargo xtask test"]
+async fn an_exec_terminal_is_sized_before_the_first_input_is_read() {
+    for (name, path) in runtimes() {
+        let fx = Fixture::new(&path);
+        let id = test_support::unique_name(&format!("exec-early-{name}"));
+        container(&fx, &id, &["/bin/busybox", "sleep", "300"]).await;
+        for round in 0..8 {
+            let (streams, mut c) = client(true, false, true);
+            c.size(17, 91).await;
+            c.type_in("go\n").await;
+            let cmd = args(&["/bin/busybox", "sh", "-c", "read go; stty size; exit 4"]);
+            let code = tokio::time::timeout(LONG, fx.runtime.exec(&id, &cmd, true, streams))
+                .await
+                .expect("the command exited")
+                .unwrap();
+            assert_eq!(code, 4, "{name} round {round}: {:?}", c.stdout.text());
+            // the last output (the client's copy may still be reading it)
+            c.stdout
+                .wait_for("17 91", &format!("{name} round {round}"))
+                .await;
+            let out = c.stdout.text();
+            assert_eq!(
+                out.matches("go").count(),
+                1,
+                "{name} round {round}: {out:?}"
+            );
+        }
+        fx.runtime.remove(&id).await.unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs root: cargo xtask test"]
 async fn dropping_an_exec_kills_the_command_and_its_children() {
