@@ -21,7 +21,7 @@ use crate::demo::{Demo, REGISTRY, indent, shown, step};
 use crate::packages;
 
 /// The suite's two configurable images (its --test-images-file), pushed under these names.
-const BUSYBOX: &str = "critest/busybox:1.29-2";
+pub(crate) const BUSYBOX: &str = "critest/busybox:1.29-2";
 const WEB_SERVER: &str = "critest/nginx:1.14-2";
 /// The registries whose names the suite's other specs pull; the local registry mirrors both.
 const MIRRORED: [&str; 2] = ["registry.k8s.io", "gcr.io"];
@@ -121,9 +121,23 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if !is_root() {
         bail!("critest creates network namespaces and runs containers: run it as root");
     }
-    let mut wanted = packages::node_packages();
     // critest's host-port specs need portmap, which is not built in.
-    wanted.extend_from_slice(packages::PLUGIN_PACKAGES);
+    on_node(packages::PLUGIN_PACKAGES, "critest", |node, _| {
+        run_suite(node, &critest, &focus, &skip)
+    })
+}
+
+/// What `critest` and `crictl` share: the Debian packages (the node's and `extra`), crio-lite and
+/// test-registry built, then a node namespace with the local registry of the suite's images and
+/// crio-lite serving in it (see [`start_node`]), `body` run on it with the target directory, and
+/// everything removed after, also on failure (the daemon's log printed then).
+pub(crate) fn on_node(
+    extra: &[(&'static str, &'static str)],
+    what: &str,
+    body: impl FnOnce(&mut Demo, &Path) -> Result<()>,
+) -> Result<()> {
+    let mut wanted = packages::node_packages();
+    wanted.extend_from_slice(extra);
     step("Checking the Debian packages (installed with apt-get when missing)");
     packages::ensure(&wanted)?;
     run_step(
@@ -145,7 +159,7 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     let started = Instant::now();
     let mut node = Demo::new()?;
     let segments = shm_segments();
-    let outcome = run_suite(&mut node, &target, &critest, &focus, &skip);
+    let outcome = start_node(&mut node, &target).and_then(|()| body(&mut node, &target));
     // The HostIpc specs make shared memory segments on the host (ipcmk) and leave them.
     for id in shm_segments().difference(&segments) {
         let _ = Command::new("ipcrm").args(["-m", id]).status();
@@ -165,19 +179,16 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     drop(node);
     outcome?;
     println!(
-        "\n==> critest passed in {:.1} s after the build",
+        "\n==> {what} passed in {:.1} s after the build",
         started.elapsed().as_secs_f64()
     );
     Ok(())
 }
 
-fn run_suite(
-    node: &mut Demo,
-    target: &Path,
-    critest: &Path,
-    focus: &str,
-    skip: &str,
-) -> Result<()> {
+/// The node namespace, test-registry in it with the suite's images (and their look-alikes
+/// behind the mirrored registries' names), the node's registries.conf and policy, and crio-lite
+/// serving in it.
+fn start_node(node: &mut Demo, target: &Path) -> Result<()> {
     node.create_node()?;
     let mut registry = Command::new("nsenter");
     registry
@@ -238,7 +249,10 @@ fn run_suite(
         "# critest checks that a container without a seccomp profile is unconfined (CRI).\n\
          [crio.runtime]\nseccomp_use_default_when_empty = false\nlog_level = \"oci_container=debug,info\"\n",
     )?;
-    node.start_daemon(&target.join("crio-lite"))?;
+    node.start_daemon(&target.join("crio-lite"))
+}
+
+fn run_suite(node: &Demo, critest: &Path, focus: &str, skip: &str) -> Result<()> {
     let images = node.path("critest-images.yaml");
     std::fs::write(
         &images,

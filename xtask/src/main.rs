@@ -6,6 +6,8 @@
 //! - `demo`: the main job, end to end, in network namespaces of its own.
 //! - `critest`: cri-tools' CRI validation suite against crio-lite (critest is not in Debian 12:
 //!   its usage says how to build it offline).
+//! - `crictl`: crio-lite's streaming (exec -it in a terminal, exec -i, attach, port-forward)
+//!   through an unmodified crictl, built by the caller as critest is.
 //! - `bench`: the benchmarks, printed as tables and JSON.
 //! - `fresh`: the README's test command in a clean clone, as a new machine runs it.
 //! - `fuzz`: the cargo-fuzz targets (config, results, cache entries, CNI_ARGS, CRI requests,
@@ -23,6 +25,7 @@
 
 mod bench;
 mod cmd;
+mod crictl;
 mod critest;
 mod demo;
 mod dist;
@@ -45,6 +48,7 @@ commands:
   tidy     the architecture's invariants (dependency graph, domain types, who spawns and mounts, lints)
   demo     crio-lite end to end, as root, in network namespaces of its own
   critest  cri-tools' CRI validation suite against crio-lite, as root (critest built by you)
+  crictl   Exec, Attach and PortForward through an unmodified crictl (SPDY), as root
   bench    the benchmarks beside their peers, as root
   fresh    the README's test command in a clean clone with no protoc, as a new machine runs it
   faults   crio-lite's fault-injection suite, every row, as root (its fast part is in `test`)
@@ -72,6 +76,7 @@ fn run() -> Result<()> {
         "tidy" => (tidy::USAGE, tidy::run),
         "demo" => (demo::USAGE, demo::run),
         "critest" => (critest::USAGE, critest::run),
+        "crictl" => (crictl::USAGE, crictl::run),
         "bench" => (bench::USAGE, bench::run),
         "fresh" => (fresh::USAGE, fresh::run),
         "faults" => (faults::USAGE, faults::run),
