@@ -24,8 +24,9 @@ Checks crio-lite's streaming with an unmodified crictl, as root, in a node netwo
 its own (critest's set-up: a local registry with a busybox image, crio-lite serving): `exec -it`
 in a real terminal (tmux: typing, reading the screen, resizing the window, `stty size` inside),
 `exec -i` with piped stdin and a non-zero exit code, `attach` to a tty container and to a stdin
-container, `port-forward` to a busybox httpd in the pod. Each check prints pass or FAIL; the
-command fails if any does. Installs the Debian packages the demo needs, and tmux.
+container (detached with ctrl-p ctrl-q), `port-forward` to a busybox httpd in the pod (fetched
+with curl). Each check prints pass or FAIL; the command fails if any does. Installs the Debian
+packages the demo needs, tmux and curl.
 
 --crictl PATH   the crictl binary (not packaged by Debian 12; 1.26 speaks SPDY only). To build
                 it offline from cri-tools v1.26.1's vendored source with Debian's Go 1.19:
@@ -62,10 +63,13 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if !is_root() {
         bail!("crictl's checks create network namespaces and run containers: run it as root");
     }
-    let tmux = [(
-        "tmux",
-        "a real terminal for crictl exec -it and attach -it, resized",
-    )];
+    let tmux = [
+        (
+            "tmux",
+            "a real terminal for crictl exec -it and attach -it, resized",
+        ),
+        ("curl", "fetches through crictl port-forward"),
+    ];
     on_node(&tmux, "crictl", |node, _| checks(node, &crictl))
 }
 
@@ -263,7 +267,7 @@ impl Crictl<'_> {
         tmux.type_line("exec", "echo typed-$((6*7))")?;
         tmux.wait_for("exec", "typed-42")?;
         println!("    typed `echo typed-$((6*7))`, the screen shows typed-42");
-        self.check_resize(tmux, "exec")?;
+        Self::check_resize(tmux, "exec")?;
         tmux.type_line("exec", "exit 3")?;
         let status = tmux.exit_status("exec")?;
         let screen = tmux.screen("exec")?;
@@ -277,7 +281,7 @@ impl Crictl<'_> {
 
     /// `stty size` inside the pane's shell matches the pane, before and after resizing the
     /// window.
-    fn check_resize(&self, tmux: &Tmux, window: &str) -> Result<()> {
+    fn check_resize(tmux: &Tmux, window: &str) -> Result<()> {
         for (columns, rows) in [(None, None), (Some(101), Some(31))] {
             if let (Some(x), Some(y)) = (columns, rows) {
                 tmux.resize(window, x, y)?;
@@ -334,7 +338,7 @@ impl Crictl<'_> {
         tmux.type_line("attach", "echo attached-$((6*7))")?;
         tmux.wait_for("attach", "attached-42")?;
         println!("    typed `echo attached-$((6*7))`, the screen shows attached-42");
-        self.check_resize(tmux, "attach")?;
+        Self::check_resize(tmux, "attach")?;
         tmux.keys("attach", &["C-p", "C-q"])?;
         let status = tmux.exit_status("attach")?;
         println!("    ctrl-p ctrl-q: crictl exited with {status}");
@@ -386,7 +390,7 @@ impl Crictl<'_> {
     /// `crictl port-forward POD 18080:8080`, then two fetches of the httpd's page through it.
     fn port_forward(&self, pod: &str) -> Result<()> {
         step(&format!(
-            "crictl port-forward pod {LOCAL_PORT}:{HTTPD_PORT}, then wget http://127.0.0.1:{LOCAL_PORT}/ twice"
+            "crictl port-forward pod {LOCAL_PORT}:{HTTPD_PORT}, then curl http://127.0.0.1:{LOCAL_PORT}/ twice"
         ));
         let ports = format!("{LOCAL_PORT}:{HTTPD_PORT}");
         let mut child = self
@@ -415,7 +419,16 @@ impl Crictl<'_> {
         let url = format!("http://127.0.0.1:{LOCAL_PORT}/");
         let mut wget = Command::new("nsenter");
         wget.arg(format!("--net=/run/netns/{}", self.node.node()))
-            .args(["--", "/bin/busybox", "wget", "-q", "-O-", "-T", "5", &url]);
+            // busybox-static's wget crashes on this host (its static resolver): curl
+            .args([
+                "--",
+                "curl",
+                "--silent",
+                "--show-error",
+                "--max-time",
+                "5",
+                &url,
+            ]);
         let deadline = Instant::now() + PATIENCE;
         for n in 1..=2 {
             let page = loop {
@@ -460,6 +473,7 @@ impl Tmux {
             .arg(&tmux.socket)
             .args(["new-session", "-d", "-s", "checks", "-x", "80", "-y", "24"])
             .args([";", "set-option", "-g", "remain-on-exit", "on"])
+            .args([";", "set-option", "-g", "history-limit", "50000"])
             .env("TERM", "xterm");
         let out = bounded(&mut start, None, PATIENCE)?;
         if !out.status.success() {
@@ -575,8 +589,16 @@ impl Tmux {
                     .with_context(|| format!("tmux gave the exit status as {status:?}"));
             }
             if Instant::now() > deadline {
+                // Go prints every goroutine's stack at SIGQUIT: where crictl waits.
+                let pid = self.run(&["display-message", "-p", "-t", name, "#{pane_pid}"])?;
+                let _ = Command::new("kill").args(["-QUIT", pid.trim()]).status();
+                let _ = Command::new("pkill")
+                    .args(["-QUIT", "-P", pid.trim()])
+                    .status();
+                std::thread::sleep(Duration::from_secs(1));
                 bail!(
-                    "crictl still runs in the pane after {PATIENCE:?}:\n{}",
+                    "crictl still runs in the pane after {PATIENCE:?} (its goroutines at \
+                     SIGQUIT follow):\n{}",
                     self.screen(name)?
                 );
             }

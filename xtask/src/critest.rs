@@ -247,7 +247,7 @@ fn start_node(node: &mut Demo, target: &Path) -> Result<()> {
     std::fs::write(
         node.path("crio-lite.conf.d/20-critest.conf"),
         "# critest checks that a container without a seccomp profile is unconfined (CRI).\n\
-         [crio.runtime]\nseccomp_use_default_when_empty = false\nlog_level = \"oci_container=debug,info\"\n",
+         [crio.runtime]\nseccomp_use_default_when_empty = false\nlog_level = \"oci_container=debug,cri_streaming=debug,crio_lite::streams=debug,info\"\n",
     )?;
     node.start_daemon(&target.join("crio-lite"))
 }

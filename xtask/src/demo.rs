@@ -875,12 +875,27 @@ impl Drop for Demo {
                     let _ = Command::new("kill").args(["-9", pid]).status();
                 }
             });
-        let storage = format!("{}/", self.path("state/storage").display());
+        // Pod inits run in their pods' namespaces, not the node's: found by the paths they
+        // were started with.
+        let dir = self.dir.to_string_lossy().into_owned();
+        for entry in files(Path::new("/proc")) {
+            let Ok(pid) = entry.parse::<u32>() else {
+                continue;
+            };
+            if pid != std::process::id()
+                && std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&dir))
+            {
+                let _ = Command::new("kill").args(["-9", &entry]).status();
+            }
+        }
+        // Root file systems, and the pods' namespace pins and shm a failed run left.
+        let under = format!("{dir}/");
         if let Ok(mountinfo) = std::fs::read_to_string("/proc/self/mountinfo") {
             let mut points: Vec<&str> = mountinfo
                 .lines()
                 .filter_map(|l| l.split(' ').nth(4))
-                .filter(|m| m.starts_with(&storage))
+                .filter(|m| m.starts_with(&under))
                 .collect();
             points.sort_by_key(|p| std::cmp::Reverse(p.len()));
             for point in points {

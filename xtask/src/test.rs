@@ -114,9 +114,11 @@ const VM_CRIO_LITE_TESTS: &[&str] = &[
     // together. The crash and restart of containers:: covers a killed daemon there.
     "--skip",
     "e2e::sigkill_during_runs_leaves_each_sandbox_ready_or_gone",
-    // Builds a Go client: the VM has no Go (the host's privileged step runs it).
+    // Build a Go client: the VM has no Go (the host's privileged step runs them).
     "--skip",
     "streams::exec_over_spdy_with_spdystreams_client",
+    "--skip",
+    "streams::exec_with_a_terminal_over_spdy_ends_with_the_command",
 ];
 
 /// The VM suite's passes: oci-container's privileged tests (each on crun and runc), then

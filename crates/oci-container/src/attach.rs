@@ -43,8 +43,9 @@ const STDERR: u8 = 3;
 impl Runtime {
     /// Attaches `streams` to the container's main process through its conmon until the
     /// process's output ends (it exited and conmon closed the socket), or the caller detaches:
-    /// its stdin ended and it wants no output. Several attachers may be attached at once, each
-    /// seeing all output from when it attached.
+    /// its stdin ended, unless the container is `stdin_once` (whose stdin that EOF closes: its
+    /// output goes on until the process ends), or it wants no output. Several attachers may
+    /// be attached at once, each seeing all output from when it attached.
     ///
     /// The caller's stdin goes to the process's (only if the container was created with
     /// [`ContainerStdio::stdin`](crate::ContainerStdio)); its EOF, as much as dropping the
@@ -98,9 +99,10 @@ impl Runtime {
                 }
             }
         };
+        // whether the caller had a stdin, which ended
         let input = async {
             let Some(mut stdin) = stdin else {
-                return Ok(());
+                return Ok(false);
             };
             let mut buf = vec![0u8; INPUT_CHUNK];
             loop {
@@ -116,8 +118,10 @@ impl Runtime {
                     .map_err(|e| Error::stream(id, "write to conmon's attach socket", e))?;
             }
             // conmon reads this as the attacher's EOF: stdin closed unless left open.
-            rustix::net::shutdown(socket.get_ref(), Shutdown::Write)
-                .map_err(|e| Error::stream(id, "close stdin on conmon's attach socket", e.into()))
+            rustix::net::shutdown(socket.get_ref(), Shutdown::Write).map_err(|e| {
+                Error::stream(id, "close stdin on conmon's attach socket", e.into())
+            })?;
+            Ok(true)
         };
         tokio::pin!(output, input);
         let mut input_done = false;
@@ -125,9 +129,13 @@ impl Runtime {
             tokio::select! {
                 done = &mut output => return done,
                 done = &mut input, if !input_done => {
-                    done?;
+                    let had_stdin = done?;
                     input_done = true;
-                    if !wants_output {
+                    // Without stdin_once the caller's EOF is a detach (crictl's ctrl-p ctrl-q,
+                    // docker's): the process runs on, its stdin open for the next attacher.
+                    // With it, conmon closed the process's stdin: its last output still comes.
+                    tracing::debug!(container = id, had_stdin, "attacher's input ended");
+                    if !wants_output || (had_stdin && !rec.stdio.stdin_once) {
                         return Ok(());
                     }
                 }

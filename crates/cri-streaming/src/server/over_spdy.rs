@@ -193,25 +193,35 @@ async fn remote_command(
             Some(extra) = session.accept() => drop(extra),
         }
     };
-    let epilogue = async {
-        for end in [stdout_end, stderr_end].into_iter().flatten() {
-            let _ = end.close().await;
-        }
-        let message = match proto.status {
-            StatusFormat::Json => Some(status.v4_json()),
-            StatusFormat::Text => status.v1_text(),
-        };
-        if let Some(message) = message {
-            let _ = error.write(message.as_bytes()).await;
-        }
-        let _ = error.close().await;
-    };
+    tracing::debug!(?status, "remote command over spdy done");
+    let ends = [stdout_end, stderr_end].into_iter().flatten();
+    let epilogue = epilogue(ends, error, proto.status, &status);
     if tokio::time::timeout(shared.config.write_timeout, epilogue)
         .await
         .is_err()
     {
         tracing::debug!("exit status not written in time");
     }
+}
+
+/// The output streams ended (FIN), then the status on the error stream, which ends too.
+async fn epilogue(
+    ends: impl Iterator<Item = StreamWriter>,
+    error: StreamWriter,
+    format: StatusFormat,
+    status: &crate::status::ExitStatus,
+) {
+    for end in ends {
+        let _ = end.close().await;
+    }
+    let message = match format {
+        StatusFormat::Json => Some(status.v4_json()),
+        StatusFormat::Text => status.v1_text(),
+    };
+    if let Some(message) = message {
+        let _ = error.write(message.as_bytes()).await;
+    }
+    let _ = error.close().await;
 }
 
 /// A client stream as the runtime's writer, and a handle to FIN it once the runtime is done.

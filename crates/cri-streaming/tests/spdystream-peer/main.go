@@ -12,6 +12,13 @@
 //	                         the same exec over an HTTP/1.1 connection upgraded to SPDY/3.1 with
 //	                         X-Stream-Protocol-Version: v4.channel.k8s.io, as client-go's
 //	                         SPDY round tripper upgrades it; also prints the negotiated protocol
+//	spdystream-peer upgrade-tty URL INPUT [detach]
+//	                         an exec or attach with a terminal as kubectl exec -it or crictl
+//	                         attach -it runs it: error, stdin, stdout and resize streams, a size
+//	                         of 91x17, INPUT typed on stdin, which stays open (a terminal never
+//	                         ends) unless `detach`: then it is closed 1 s later, as crictl does
+//	                         at ctrl-p ctrl-q; stdout and error read to EOF, each within 30 s;
+//	                         prints {"stdout","error"} as JSON
 //
 // Built offline in GOPATH mode against Debian's golang-github-docker-spdystream-dev.
 package main
@@ -117,6 +124,12 @@ func (c bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // upgrade plays client-go's SPDY round tripper: GET with the upgrade headers, 101 expected.
 func upgrade(rawURL string, n int) {
+	exec(dialUpgraded(rawURL), n)
+}
+
+// dialUpgraded plays client-go's SPDY round tripper: POST with the upgrade headers, 101
+// expected; the connection, reading first what the response reader buffered.
+func dialUpgraded(rawURL string) net.Conn {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		fail("url", err)
@@ -146,7 +159,63 @@ func upgrade(rawURL string, n int) {
 		fail("upgrade", fmt.Errorf("status %d: %s", resp.StatusCode, body))
 	}
 	fmt.Fprintf(os.Stderr, "protocol %s\n", resp.Header.Get("X-Stream-Protocol-Version"))
-	exec(bufferedConn{Conn: conn, r: br}, n)
+	return bufferedConn{Conn: conn, r: br}
+}
+
+// upgradeTty plays kubectl exec -it: the streams client-go's v4 executor opens with a terminal
+// (no stderr, a resize stream), stdin never closed.
+func upgradeTty(rawURL string, input string, detach bool) {
+	spdyConn, err := spdystream.NewConnection(dialUpgraded(rawURL), false)
+	if err != nil {
+		fail("spdy connection", err)
+	}
+	go spdyConn.Serve(spdystream.NoOpStreamHandler)
+	open := func(t string) *spdystream.Stream {
+		s, err := spdyConn.CreateStream(http.Header{"Streamtype": {t}}, nil, false)
+		if err != nil {
+			fail("create "+t, err)
+		}
+		if err := s.WaitTimeout(5 * time.Second); err != nil {
+			fail("reply to "+t, err)
+		}
+		return s
+	}
+	errStream := open("error")
+	stdin := open("stdin")
+	stdout := open("stdout")
+	resize := open("resize")
+	errStream.Close()
+	if _, err := resize.Write([]byte(`{"Width":91,"Height":17}` + "\n")); err != nil {
+		fail("write resize", err)
+	}
+	if _, err := stdin.Write([]byte(input)); err != nil {
+		fail("write stdin", err)
+	}
+	if detach {
+		time.Sleep(time.Second)
+		stdin.Close()
+	}
+	readAll := func(what string, r io.Reader) string {
+		got := make(chan []byte, 1)
+		go func() {
+			b, err := io.ReadAll(r)
+			if err != nil {
+				fail("read "+what, err)
+			}
+			got <- b
+		}()
+		select {
+		case b := <-got:
+			return string(b)
+		case <-time.After(30 * time.Second):
+			fail(what, fmt.Errorf("no EOF within 30 s"))
+		}
+		return ""
+	}
+	out := readAll("stdout", stdout)
+	status := readAll("error stream", errStream)
+	json.NewEncoder(os.Stdout).Encode(map[string]string{"stdout": out, "error": status})
+	spdyConn.Close()
 }
 
 // client plays kubectl exec's SPDY side against the server on socket.
@@ -213,6 +282,10 @@ func exec(conn net.Conn, n int) {
 }
 
 func main() {
+	if (len(os.Args) == 4 || len(os.Args) == 5 && os.Args[4] == "detach") && os.Args[1] == "upgrade-tty" {
+		upgradeTty(os.Args[2], os.Args[3], len(os.Args) == 5)
+		return
+	}
 	if len(os.Args) == 4 && (os.Args[1] == "client" || os.Args[1] == "upgrade") {
 		n, err := strconv.Atoi(os.Args[3])
 		if err != nil {

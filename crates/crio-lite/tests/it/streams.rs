@@ -413,12 +413,6 @@ async fn check_terminal_exec(setup: &mut Setup, container: &str) {
 #[ignore = "needs root + netns + runc + Go: cargo xtask test"]
 async fn exec_over_spdy_with_spdystreams_client() {
     const BYTES: usize = 300_000;
-    let peer = test_support::go::build(
-        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../cri-streaming/tests/spdystream-peer"),
-        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")),
-        "needs Debian's golang-go and golang-github-docker-spdystream-dev",
-    );
     let mut setup = setup("strmspdy", "spdy").await;
     let (image, sandbox) = (setup.image.clone(), setup.sandbox.clone());
     let idle = run(
@@ -435,27 +429,7 @@ async fn exec_over_spdy_with_spdystreams_client() {
         },
     )
     .await;
-    // The server listens on the node namespace's loopback: the client runs there.
-    let netns = format!("--net={}", setup.node.netns_path().display());
-    let client = tokio::task::spawn_blocking(move || {
-        std::process::Command::new("nsenter")
-            .arg(netns)
-            .arg("--")
-            .arg(peer)
-            .arg("upgrade")
-            .arg(&url)
-            .arg(BYTES.to_string())
-            .output()
-            .expect("run spdystream-peer upgrade")
-    });
-    let out = tokio::time::timeout(Duration::from_secs(120), client)
-        .await
-        .expect("the client ends in time")
-        .expect("the client's thread");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{stderr}");
-    assert!(stderr.contains("protocol v4.channel.k8s.io"), "{stderr}");
-    let got: serde_json::Value = serde_json::from_slice(&out.stdout).expect("the client's JSON");
+    let got = spdy_peer(&setup, ["upgrade", &url, &BYTES.to_string()]).await;
     let sum: usize = (0..BYTES).map(|i| i % 251).sum();
     assert_eq!(got["stdout_len"], BYTES, "{got}");
     assert_eq!(got["stdout_sum"], sum, "{got}");
@@ -465,4 +439,104 @@ async fn exec_over_spdy_with_spdystreams_client() {
         "{status}"
     );
     setup.finish().await;
+}
+
+/// Exec with a terminal over SPDY/3.1 as `kubectl exec -it` (client-go's v4 executor) runs it:
+/// no stderr stream, a resize stream, stdin never closed. The command's exit ends the session:
+/// stdout and the error stream end (crictl 1.26 hung here in `cargo xtask crictl`), the size
+/// sent with the first keystrokes is the terminal's, the exit code is in the status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs root + netns + runc + Go: cargo xtask test"]
+async fn exec_with_a_terminal_over_spdy_ends_with_the_command() {
+    let mut setup = setup("strmspdyt", "spdyt").await;
+    let (image, sandbox) = (setup.image.clone(), setup.sandbox.clone());
+    let idle = run(
+        &mut setup.client,
+        &sandbox,
+        container_config(&image, "idle", "exec sleep 3600"),
+    )
+    .await;
+    let url = exec_url(
+        &mut setup,
+        cri::ExecRequest {
+            tty: true,
+            stderr: false,
+            cmd: vec!["sh".into()],
+            ..shell(&idle, "")
+        },
+    )
+    .await;
+    let typed = "stty size; exit 3\n".to_owned();
+    let got = spdy_peer(&setup, ["upgrade-tty", &url, &typed]).await;
+    let stdout = got["stdout"].as_str().unwrap_or_default();
+    assert!(stdout.contains("17 91"), "{got}");
+    let status = got["error"].as_str().unwrap_or_default();
+    assert!(
+        status.contains("NonZeroExitCode") && status.contains("\"message\":\"3\""),
+        "{status}"
+    );
+
+    // crictl attach -it, then ctrl-p ctrl-q: the client closes its stdin. That detaches it:
+    // the session ends with success and the shell runs on.
+    let mut shell = container_config(&image, "shell", "exec sh");
+    shell.tty = true;
+    shell.stdin = true;
+    let shell = run(&mut setup.client, &sandbox, shell).await;
+    let url = attach_url(&mut setup, &shell, true).await;
+    let typed = "echo attached-$((40+2))\n";
+    let got = spdy_peer(&setup, ["upgrade-tty", &url, typed, "detach"]).await;
+    assert!(
+        got["stdout"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("attached-42"),
+        "{got}"
+    );
+    let status = got["error"].as_str().unwrap_or_default();
+    assert!(status.is_empty() || status.contains("Success"), "{status}");
+    let state = setup
+        .client
+        .container_status(cri::ContainerStatusRequest {
+            container_id: shell.clone(),
+            verbose: false,
+        })
+        .await
+        .expect("ContainerStatus")
+        .into_inner()
+        .status
+        .expect("a status")
+        .state;
+    assert_eq!(state, cri::ContainerState::ContainerRunning as i32);
+    setup.finish().await;
+}
+
+/// Runs cri-streaming's Go peer (moby/spdystream's client, built offline from Debian's
+/// packages) with `args` in the node namespace, where the streaming server listens; its JSON,
+/// once it succeeded having negotiated v4.
+async fn spdy_peer(setup: &Setup, args: impl IntoIterator<Item = &str>) -> serde_json::Value {
+    let args: Vec<String> = args.into_iter().map(str::to_owned).collect();
+    let peer = test_support::go::build(
+        &std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../cri-streaming/tests/spdystream-peer"),
+        std::path::Path::new(env!("CARGO_TARGET_TMPDIR")),
+        "needs Debian's golang-go and golang-github-docker-spdystream-dev",
+    );
+    let netns = format!("--net={}", setup.node.netns_path().display());
+    let client = tokio::task::spawn_blocking(move || {
+        std::process::Command::new("nsenter")
+            .arg(netns)
+            .arg("--")
+            .arg(peer)
+            .args(args)
+            .output()
+            .expect("run spdystream-peer")
+    });
+    let out = tokio::time::timeout(Duration::from_secs(120), client)
+        .await
+        .expect("the client ends in time")
+        .expect("the client's thread");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("protocol v4.channel.k8s.io"), "{stderr}");
+    serde_json::from_slice(&out.stdout).expect("the client's JSON")
 }

@@ -330,9 +330,15 @@ async fn two_attachers_see_the_output_stdin_reaches_the_process_and_the_log_goes
         line_in(&log, |l| l == "got one").await;
         line_in(&log, |l| l == "err one").await;
 
-        // the typing attacher leaves; stdin stays open (not stdin_once) for the next one
-        first.abort();
-        let _ = first.await;
+        // The typing attacher's stdin ends: it has detached (crictl's ctrl-p ctrl-q, docker's),
+        // its attach returns while the process runs on, and the process's stdin stays open
+        // (not stdin_once) for the next one.
+        drop(a.stdin.take());
+        tokio::time::timeout(LONG, first)
+            .await
+            .expect("an attacher whose stdin ended is detached")
+            .unwrap()
+            .unwrap();
         let (streams, mut c) = client(true, false, false);
         let third = attach(streams);
         tokio::time::sleep(ACCEPTED).await;
