@@ -14,6 +14,11 @@
 //!   beside the same bundle under bare runc and under conmon + runc (target: within 20% of the
 //!   floor + the monitor's start), and its pods beside containerd 1.6's, up and down, CPU time
 //!   and memory per pod (target: faster and cheaper per pod).
+//! - `streams`: CRI Exec of `true` through crio-lite's streaming server beside its ExecSync and
+//!   beside containerd 1.6's streaming Exec, port-forward throughput beside a direct TCP
+//!   connection into the pod and beside containerd's, and crio-lite's VmRSS over 100 streams
+//!   (targets: exec within 1.5x of ExecSync, port forward >= 50% of direct and ahead of
+//!   containerd, RSS flat within 5 MiB).
 //!
 //! Results go to `target/bench/` as JSON lines, and a table is printed.
 
@@ -30,14 +35,26 @@ use crate::packages;
 mod containers;
 mod crio;
 mod images;
+mod streams;
 
 struct Opts {
     only: Option<String>,
     quick: bool,
 }
 
+/// The benchmarks `--only` takes.
+const NAMES: [&str; 7] = [
+    "watch",
+    "peer",
+    "crio",
+    "front",
+    "images",
+    "containers",
+    "streams",
+];
+
 pub(crate) const USAGE: &str =
-    "usage: cargo xtask bench [--quick] [--only watch|peer|crio|front|images|containers]
+    "usage: cargo xtask bench [--quick] [--only watch|peer|crio|front|images|containers|streams]
 
 The benchmarks, as root, each beside its peer in the same run; a table and a MET/MISSED line per
 target, JSON lines in target/bench/. Builds (release) only what the chosen benchmarks need.
@@ -48,6 +65,8 @@ target, JSON lines in target/bench/. Builds (release) only what the chosen bench
   front   Version round trips through crio-lite with and without its HTTP/2 front
   images  image-store's pull + unpack beside skopeo + umoci and containerd, cold and warm
   containers  crio-lite's containers beside runc and conmon, its pods beside containerd 1.6
+  streams     Exec and PortForward through crio-lite's streaming server beside ExecSync, a
+              direct connection and containerd 1.6's; its memory over 100 streams
 
 options:
   --quick         fewer pods, containers, repeats and rounds, a smaller image
@@ -70,9 +89,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         bail!("bench: needs root (it creates network namespaces)");
     }
     if let Some(only) = opts.only.as_deref()
-        && !["watch", "peer", "crio", "front", "images", "containers"].contains(&only)
+        && !NAMES.contains(&only)
     {
-        bail!("bench: --only {only:?}: watch, peer, crio, front, images or containers");
+        bail!("bench: --only {only:?}: one of {}", NAMES.join(", "));
     }
     let wants = |name: &str| opts.only.as_deref().is_none_or(|o| o == name);
     ensure_packages(&wants)?;
@@ -94,10 +113,10 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if wants("images") {
         build.args(["--bin", "image-bench", "--features", "images"]);
     }
-    if wants("containers") {
+    if wants("containers") || wants("streams") {
         build.args(["--bin", "container-bench", "--features", "containers"]);
     }
-    if wants("crio") || wants("front") || wants("containers") {
+    if wants("crio") || wants("front") || wants("containers") || wants("streams") {
         build.args([
             "--features",
             "crio",
@@ -130,6 +149,9 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     if wants("containers") {
         verdicts.extend(containers::run(&bin, &out_dir, opts.quick)?);
     }
+    if wants("streams") {
+        verdicts.extend(streams::run(&bin, &out_dir, opts.quick)?);
+    }
     println!("\n== targets");
     let mut missed = 0;
     for v in &verdicts {
@@ -159,7 +181,7 @@ fn ensure_packages(wants: &dyn Fn(&str) -> bool) -> Result<()> {
         packages::ensure(packages::IMAGE_PACKAGES)?;
         packages::ensure(packages::IMAGE_PEER_PACKAGES)?;
     }
-    if wants("containers") {
+    if wants("containers") || wants("streams") {
         packages::ensure(packages::IMAGE_PACKAGES)?;
         packages::ensure(packages::CONTAINER_PACKAGES)?;
         packages::ensure(packages::CONTAINER_BENCH_PACKAGES)?;

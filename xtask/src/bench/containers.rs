@@ -39,7 +39,7 @@ const MOUNTED_OVER: [&str; 2] = ["/run/containerd", "/var/lib/cni"];
 
 /// The node namespace, the work directory and the cgroup root of one run; all removed on drop
 /// with everything running in them.
-struct Node {
+pub(super) struct Node {
     name: String,
     work: PathBuf,
     cgroup_root: String,
@@ -47,7 +47,7 @@ struct Node {
 }
 
 impl Node {
-    fn new() -> Result<Node> {
+    pub(super) fn new() -> Result<Node> {
         let name = format!("ctr-bench-{}", std::process::id());
         let work = std::env::temp_dir().join(format!("{name}.work"));
         let made = MOUNTED_OVER
@@ -147,23 +147,8 @@ pub(super) fn run(bin: &Path, out_dir: &Path, quick: bool) -> Result<Vec<Verdict
          beside containerd 1.6 ({pods} pods), concurrency 1 and 8"
     );
     let node = Node::new()?;
-    let out = Command::new("timeout")
-        .args(["--kill-after=10", TIMEOUT_S])
-        // A child subreaper above the bench: see the module docs.
-        .args(["tini", "-s", "--"])
-        .args(["unshare", "--mount", "--propagation", "slave", "nsenter"])
-        .arg(format!("--net=/run/netns/{}", node.name))
-        .arg("--")
-        .arg(bin.join("container-bench"))
-        .arg("run")
-        .arg("--work-dir")
-        .arg(&node.work)
-        .arg("--crio-lite")
-        .arg(bin.join("crio-lite"))
-        .args(["--cgroup-root", &node.cgroup_root])
+    let out = container_bench(bin, &node, "run")
         .args(["--cycles", cycles, "--pods", pods, "--warmup", "2"])
-        .env("TMPDIR", node.work.join("tmp"))
-        .stderr(Stdio::inherit())
         .output()
         .context("cannot run container-bench");
     drop(node);
@@ -190,6 +175,28 @@ pub(super) fn run(bin: &Path, out_dir: &Path, quick: bool) -> Result<Vec<Verdict
         );
     }
     Ok(verdicts(&v))
+}
+
+/// `container-bench SUBCOMMAND` in `node`, as the module docs say, with the flags every
+/// subcommand takes; the caller adds its own.
+pub(super) fn container_bench(bin: &Path, node: &Node, subcommand: &str) -> Command {
+    let mut cmd = Command::new("timeout");
+    cmd.args(["--kill-after=10", TIMEOUT_S])
+        // A child subreaper above the bench: see the module docs.
+        .args(["tini", "-s", "--"])
+        .args(["unshare", "--mount", "--propagation", "slave", "nsenter"])
+        .arg(format!("--net=/run/netns/{}", node.name))
+        .arg("--")
+        .arg(bin.join("container-bench"))
+        .arg(subcommand)
+        .arg("--work-dir")
+        .arg(&node.work)
+        .arg("--crio-lite")
+        .arg(bin.join("crio-lite"))
+        .args(["--cgroup-root", &node.cgroup_root])
+        .env("TMPDIR", node.work.join("tmp"))
+        .stderr(Stdio::inherit());
+    cmd
 }
 
 /// `mean/p50/p95` of a step, or `-`.

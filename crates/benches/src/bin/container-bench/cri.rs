@@ -299,3 +299,85 @@ fn pid_namespace() -> cri::NamespaceOption {
         ..Default::default()
     }
 }
+
+/// The calls of the streams part: ExecSync, and the Exec and PortForward requests that return a
+/// streaming URL.
+impl Cri {
+    /// ExecSync of `cmd` in container `id`; fails unless it exits 0.
+    pub(crate) async fn exec_sync(&self, id: &str, cmd: &[&str]) -> Result<(), String> {
+        let reply = self
+            .runtime
+            .clone()
+            .exec_sync(cri::ExecSyncRequest {
+                container_id: id.to_owned(),
+                cmd: cmd.iter().map(|s| (*s).to_owned()).collect(),
+                timeout: 10,
+            })
+            .await
+            .map_err(|e| format!("ExecSync {cmd:?} in {id}: {}", e.message()))?
+            .into_inner();
+        if reply.exit_code != 0 {
+            return Err(format!(
+                "ExecSync {cmd:?} in {id}: exit code {}",
+                reply.exit_code
+            ));
+        }
+        Ok(())
+    }
+
+    /// The streaming URL of an Exec of `cmd` in container `id`, without a TTY, with stdout and
+    /// stderr, and stdin when asked.
+    pub(crate) async fn exec_url(
+        &self,
+        id: &str,
+        cmd: &[&str],
+        stdin: bool,
+    ) -> Result<String, String> {
+        self.runtime
+            .clone()
+            .exec(cri::ExecRequest {
+                container_id: id.to_owned(),
+                cmd: cmd.iter().map(|s| (*s).to_owned()).collect(),
+                tty: false,
+                stdin,
+                stdout: true,
+                stderr: true,
+            })
+            .await
+            .map(|r| r.into_inner().url)
+            .map_err(|e| format!("Exec {cmd:?} in {id}: {}", e.message()))
+    }
+
+    /// The streaming URL of a PortForward to `port` of sandbox `id`.
+    pub(crate) async fn port_forward_url(&self, id: &str, port: u16) -> Result<String, String> {
+        self.runtime
+            .clone()
+            .port_forward(cri::PortForwardRequest {
+                pod_sandbox_id: id.to_owned(),
+                port: vec![i32::from(port)],
+            })
+            .await
+            .map(|r| r.into_inner().url)
+            .map_err(|e| format!("PortForward {port} of {id}: {}", e.message()))
+    }
+
+    /// The pod's IP address, from PodSandboxStatus.
+    pub(crate) async fn sandbox_ip(&self, id: &str) -> Result<String, String> {
+        let status = self
+            .runtime
+            .clone()
+            .pod_sandbox_status(cri::PodSandboxStatusRequest {
+                pod_sandbox_id: id.to_owned(),
+                verbose: false,
+            })
+            .await
+            .map_err(|e| format!("PodSandboxStatus {id}: {}", e.message()))?
+            .into_inner();
+        status
+            .status
+            .and_then(|s| s.network)
+            .map(|n| n.ip)
+            .filter(|ip| !ip.is_empty())
+            .ok_or_else(|| format!("PodSandboxStatus {id}: no IP address"))
+    }
+}

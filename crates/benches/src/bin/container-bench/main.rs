@@ -18,6 +18,12 @@
 //!    up and down on both over CRI, the CPU time of each daemon's cgroup and the memory of each
 //!    daemon and its monitors with every pod up.
 //!
+//!
+//! `container-bench streams` (same flags, with `--rounds N`, `--forward-rounds N` and
+//! `--forward-mib M` instead of cycles, pods and concurrency) sets up the same node, starts
+//! both daemons side by side and runs only the streams part (`streams.rs`): Exec and
+//! PortForward through each daemon's streaming server, with one WebSocket client (`ws.rs`).
+//!
 //! Then both daemons get SIGTERM and what is left is counted (runc containers, processes in the
 //! bench's cgroups, mounts under the work directory, veths); everything is then removed whatever
 //! happened. Prints one JSON line; xtask turns it into tables and target lines.
@@ -31,6 +37,8 @@ mod node;
 mod pods;
 mod series;
 mod start;
+mod streams;
+mod ws;
 
 use std::path::{Path, PathBuf};
 
@@ -42,9 +50,13 @@ use daemon::{Containerd, CrioLite, Daemon};
 use node::{Cgroups, Tmpfs};
 
 const USAGE: &str = "usage: container-bench run --work-dir DIR --crio-lite BIN --cgroup-root NAME \
-     [--cycles N] [--pods P] [--warmup W] [--concurrency 1,8]";
+     [--cycles N] [--pods P] [--warmup W] [--concurrency 1,8]
+       container-bench streams --work-dir DIR --crio-lite BIN --cgroup-root NAME \
+     [--rounds N] [--forward-rounds N] [--forward-mib M]";
 
 struct Opts {
+    /// `streams`: only the streams part, else containers and pods.
+    streams: bool,
     work_dir: PathBuf,
     crio_lite: PathBuf,
     cgroup_root: String,
@@ -52,14 +64,18 @@ struct Opts {
     pods: usize,
     warmup: usize,
     concurrency: Vec<usize>,
+    sizes: streams::Sizes,
 }
 
 fn parse_args() -> Result<Opts, String> {
     let mut args = std::env::args().skip(1);
-    if args.next().as_deref() != Some("run") {
-        return Err(USAGE.into());
-    }
+    let streams = match args.next().as_deref() {
+        Some("run") => false,
+        Some("streams") => true,
+        _ => return Err(USAGE.into()),
+    };
     let mut o = Opts {
+        streams,
         work_dir: PathBuf::new(),
         crio_lite: PathBuf::new(),
         cgroup_root: String::new(),
@@ -67,6 +83,11 @@ fn parse_args() -> Result<Opts, String> {
         pods: 50,
         warmup: 2,
         concurrency: vec![1, 8],
+        sizes: streams::Sizes {
+            rounds: 50,
+            forward_rounds: 5,
+            forward_bytes: 128 << 20,
+        },
     };
     while let Some(arg) = args.next() {
         let flag = arg.trim_start_matches('-').to_owned();
@@ -84,6 +105,9 @@ fn parse_args() -> Result<Opts, String> {
             "cycles" => o.cycles = number(&value)?,
             "pods" => o.pods = number(&value)?,
             "warmup" => o.warmup = number(&value)?,
+            "rounds" => o.sizes.rounds = number(&value)?,
+            "forward-rounds" => o.sizes.forward_rounds = number(&value)?,
+            "forward-mib" => o.sizes.forward_bytes = number(&value)? << 20,
             "concurrency" => {
                 o.concurrency = value
                     .split(',')
@@ -96,6 +120,12 @@ fn parse_args() -> Result<Opts, String> {
     let bad_root = o.cgroup_root.is_empty() || o.cgroup_root.contains('/');
     if o.work_dir.as_os_str().is_empty() || o.crio_lite.as_os_str().is_empty() || bad_root {
         return Err(USAGE.into());
+    }
+    let sizes = &o.sizes;
+    if sizes.rounds == 0 || sizes.forward_rounds == 0 || sizes.forward_bytes == 0 {
+        return Err(format!(
+            "rounds, forward-rounds and forward-mib must be positive\n{USAGE}"
+        ));
     }
     if o.cycles == 0 || o.pods == 0 || o.concurrency.is_empty() || o.concurrency.contains(&0) {
         return Err(format!(
@@ -126,7 +156,7 @@ async fn main() {
         }
     };
     let mut rep = json!({
-        "bench": "container-bench", "cycles": opts.cycles, "pod_count": opts.pods,
+        "bench": if opts.streams { "container-bench streams" } else { "container-bench" }, "cycles": opts.cycles, "pod_count": opts.pods,
         "warmup": opts.warmup, "concurrency": opts.concurrency,
         "num_cpu": std::thread::available_parallelism().map_or(1, std::num::NonZero::get),
         "kernel": text("/proc/sys/kernel/osrelease").trim(),
@@ -252,15 +282,17 @@ async fn parts(
         concurrency: &o.concurrency,
         workload: &pushed.workload,
     };
-    start::run(
-        &o.work_dir,
-        cgroups,
-        &o.crio_lite,
-        &host,
-        &pushed.pause,
-        rep,
-    )
-    .await?;
+    if !o.streams {
+        start::run(
+            &o.work_dir,
+            cgroups,
+            &o.crio_lite,
+            &host,
+            &pushed.pause,
+            rep,
+        )
+        .await?;
+    }
     daemons.push((
         crio.start(&o.crio_lite, &host, cgroups.cpu_group("daemon-crio-lite")?)?,
         None,
@@ -268,7 +300,9 @@ async fn parts(
     let crio_cri = daemons[0].0.wait_ready().await?;
     daemons[0].1 = Some(crio_cri.clone());
     crio_cri.pull(&pushed.workload).await?;
-    containers::run(&ctx, &crio_cri, &daemons[0].0, crio, rep).await?;
+    if !o.streams {
+        containers::run(&ctx, &crio_cri, &daemons[0].0, crio, rep).await?;
+    }
 
     eprintln!("[container-bench] starting containerd 1.6 beside crio-lite");
     daemons.push((
@@ -283,6 +317,21 @@ async fn parts(
     daemons[1].1 = Some(containerd_cri.clone());
     containerd_cri.pull(&pushed.workload).await?;
     containerd_cri.pull(&pushed.pause).await?;
+    if o.streams {
+        let sides = [
+            streams::Side {
+                name: "crio-lite",
+                cri: &crio_cri,
+                daemon: &daemons[0].0,
+            },
+            streams::Side {
+                name: "containerd",
+                cri: &containerd_cri,
+                daemon: &daemons[1].0,
+            },
+        ];
+        return streams::run(&ctx, &sides, &o.sizes, rep).await;
+    }
     let sides = [
         pods::Side {
             name: "crio-lite",
