@@ -29,11 +29,18 @@ pub enum Builtin {
     Loopback,
     /// `bridge` (IPv4; see the crate docs for the options built in so far).
     Bridge,
+    /// `portmap`, chained after the plugin that gives the container its addresses.
+    Portmap,
 }
 
 impl Builtin {
     /// Every built-in plugin.
-    pub const ALL: [Builtin; 3] = [Builtin::HostLocal, Builtin::Loopback, Builtin::Bridge];
+    pub const ALL: [Builtin; 4] = [
+        Builtin::HostLocal,
+        Builtin::Loopback,
+        Builtin::Bridge,
+        Builtin::Portmap,
+    ];
 
     /// Its plugin `type`.
     pub fn name(self) -> &'static str {
@@ -41,6 +48,7 @@ impl Builtin {
             Builtin::HostLocal => "host-local",
             Builtin::Loopback => "loopback",
             Builtin::Bridge => "bridge",
+            Builtin::Portmap => "portmap",
         }
     }
 
@@ -301,6 +309,7 @@ fn run(
         Builtin::HostLocal => crate::host_local::run(&args, deadline)?,
         Builtin::Loopback => crate::loopback::run(&args)?,
         Builtin::Bridge => crate::bridge::run(&args, delegate, deadline)?,
+        Builtin::Portmap => crate::portmap::run(&args, deadline)?,
     };
     Ok(Outcome {
         stdout,

@@ -16,8 +16,14 @@ use sha2::{Digest, Sha512};
 /// Go's `utils.FormatChainName`: `CNI-` and the SHA-512 of network name and container ID in
 /// hex, 28 characters in all.
 pub(crate) fn chain_name(network: &str, container_id: &str) -> String {
+    hashed_chain_name("CNI-", network, container_id)
+}
+
+/// Go's `utils.MustFormatChainNameWithPrefix`: `prefix` (which starts with `CNI-`), then the
+/// SHA-512 of network name and container ID in hex, cut at 28 characters.
+pub(crate) fn hashed_chain_name(prefix: &str, network: &str, container_id: &str) -> String {
     let digest = Sha512::digest(format!("{network}{container_id}").as_bytes());
-    let mut name = String::from("CNI-");
+    let mut name = String::from(prefix);
     for byte in &digest {
         let _ = write!(name, "{byte:02x}");
     }
@@ -51,7 +57,7 @@ fn go_q(text: &str) -> String {
 }
 
 /// A comment as iptables-save prints it: quoted, `"` and `\` escaped.
-fn saved_comment(comment: &str) -> String {
+pub(crate) fn saved_comment(comment: &str) -> String {
     let escaped = comment.replace('\\', "\\\\").replace('"', "\\\"");
     format!("\"{escaped}\"")
 }
@@ -72,13 +78,13 @@ pub(crate) fn parse_v4(cidr: &str) -> Option<(Ipv4Addr, u8)> {
 }
 
 /// The rules of `-t nat` as `iptables-save` prints them: chain names and `-A` lines.
-struct NatTable {
-    chains: Vec<String>,
-    rules: Vec<String>,
+pub(crate) struct NatTable {
+    pub(crate) chains: Vec<String>,
+    pub(crate) rules: Vec<String>,
 }
 
 impl NatTable {
-    fn parse(saved: &str) -> NatTable {
+    pub(crate) fn parse(saved: &str) -> NatTable {
         let mut table = NatTable {
             chains: Vec::new(),
             rules: Vec::new(),
@@ -97,7 +103,12 @@ impl NatTable {
 }
 
 fn read_nat(deadline: Instant) -> Result<NatTable, String> {
-    let saved = run_tool("iptables-save", &["-t", "nat"], b"", deadline)?;
+    read_table("iptables-save", deadline)
+}
+
+/// The nat table as `save` (`iptables-save` or `ip6tables-save`) prints it.
+pub(crate) fn read_table(save: &str, deadline: Instant) -> Result<NatTable, String> {
+    let saved = run_tool(save, &["-t", "nat"], b"", deadline)?;
     Ok(NatTable::parse(&saved))
 }
 
@@ -200,7 +211,7 @@ pub(crate) fn teardown(
 
 /// Runs `program` with `stdin`, its output read while it runs, killed at `deadline`; its stdout,
 /// or a message naming it with its stderr.
-fn run_tool(
+pub(crate) fn run_tool(
     program: &str,
     args: &[&str],
     stdin: &[u8],

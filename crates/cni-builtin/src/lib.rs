@@ -94,6 +94,7 @@ mod link;
 mod loopback;
 mod netlink;
 mod netns;
+mod portmap;
 mod result;
 mod skel;
 
