@@ -7,6 +7,7 @@ mod gc;
 mod host_local;
 mod interop;
 mod loopback;
+mod portmap;
 mod props;
 mod seam;
 mod support;

@@ -1,0 +1,401 @@
+//! portmap against Debian's Go binary: each side gets a "host" namespace of its own (the Go
+//! plugin runs there through `ip netns exec`, the built-in on a thread that entered it) with a
+//! veth into a pod namespace; the nat tables they leave must be the same, either must tear down
+//! what the other set up, and a host port must reach a listener in the pod.
+
+use std::io::{Read as _, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cni_builtin::{Builtin, BuiltinExec, Preference};
+use cni_exec::{Exec, ProcessExec};
+use serde_json::{Value, json};
+use test_support::netns::NetNs;
+
+use crate::support::{GO_DIR, Run, env};
+
+const HOST_IF: &str = "vpm0";
+const HOST_IP: &str = "10.98.0.1";
+const POD_IP: &str = "10.98.0.2";
+
+/// A host namespace and a pod namespace joined by a veth, addressed as a bridge would leave
+/// them: 10.98.0.1/24 on the host's end, 10.98.0.2/24 on the pod's `eth0`.
+struct Side {
+    host: NetNs,
+    pod: NetNs,
+}
+
+impl Side {
+    fn new(tag: &str) -> Side {
+        let side = Side {
+            host: NetNs::new(&format!("cpm{tag}h")),
+            pod: NetNs::new(&format!("cpm{tag}p")),
+        };
+        let pod = side.pod.name().to_owned();
+        side.host.must(&[
+            "ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", "eth0", "netns", &pod,
+        ]);
+        side.host
+            .must(&["ip", "addr", "add", &format!("{HOST_IP}/24"), "dev", HOST_IF]);
+        side.host.must(&["ip", "link", "set", HOST_IF, "up"]);
+        side.pod
+            .must(&["ip", "addr", "add", &format!("{POD_IP}/24"), "dev", "eth0"]);
+        side.pod.must(&["ip", "link", "set", "eth0", "up"]);
+        side.pod
+            .must(&["ip", "route", "add", "default", "via", HOST_IP]);
+        side
+    }
+
+    fn env(&self, command: &str) -> Vec<(String, String)> {
+        env(
+            command,
+            "pmctr1",
+            "eth0",
+            self.pod.path().to_str().unwrap(),
+            "",
+        )
+    }
+
+    /// The config with the prevResult a bridge would have given for this pod.
+    fn stdin(&self, config: &Value) -> Vec<u8> {
+        let mut config = config.clone();
+        let version = config["cniVersion"].as_str().unwrap_or("").to_owned();
+        let mut ip = json!({"interface": 0, "address": format!("{POD_IP}/24"), "gateway": HOST_IP});
+        if version.starts_with("0.") {
+            ip["version"] = json!("4");
+        }
+        config["prevResult"] = json!({
+            "cniVersion": version,
+            "interfaces": [{"name": "eth0", "sandbox": self.pod.path()}],
+            "ips": [ip],
+            "dns": {},
+        });
+        serde_json::to_vec(&config).unwrap()
+    }
+
+    /// A table of the host namespace as its save tool prints it, comments and counters aside.
+    fn table(&self, save: &str) -> String {
+        self.host
+            .must(&[save, "-t", "nat"])
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| match l.find(" [") {
+                Some(at) if l.starts_with(':') => format!("{} [0:0]", &l[..at]),
+                _ => l.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn nat(&self) -> String {
+        self.table("iptables-save")
+    }
+
+    fn route_localnet(&self) -> String {
+        self.host.must(&[
+            "cat",
+            &format!("/proc/sys/net/ipv4/conf/{HOST_IF}/route_localnet"),
+        ])
+    }
+
+    async fn go(&self, command: &str, config: &Value) -> Run {
+        let exec = ProcessExec::new().with_launcher(self.host.launcher());
+        let plugin = Path::new(GO_DIR).join("portmap");
+        match exec
+            .exec_plugin(&plugin, &self.env(command), &self.stdin(config))
+            .await
+        {
+            Ok(out) => Run {
+                ok: true,
+                stdout: out.stdout,
+            },
+            Err(cni_exec::Error::Failed { stdout, .. }) => Run { ok: false, stdout },
+            Err(e) => panic!("the Go portmap did not run: {e}"),
+        }
+    }
+
+    /// The built-in on a thread of its own inside the host namespace, with a runtime of its
+    /// own, so every thread and process it makes is in that namespace too.
+    fn ours(&self, command: &str, config: &Value) -> Run {
+        let host = self.host.path();
+        let env = self.env(command);
+        let stdin = self.stdin(config);
+        in_netns(&host, move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let exec =
+                    BuiltinExec::new(Arc::new(ProcessExec::new()), Preference::PreferBuiltin);
+                let plugin = exec
+                    .find_plugin("portmap", &[PathBuf::from(GO_DIR)])
+                    .await
+                    .unwrap();
+                assert_eq!(plugin, Builtin::Portmap.pseudo_path());
+                match exec.exec_plugin(&plugin, &env, &stdin).await {
+                    Ok(out) => Run {
+                        ok: true,
+                        stdout: out.stdout,
+                    },
+                    Err(cni_exec::Error::Failed { stdout, .. }) => Run { ok: false, stdout },
+                    Err(e) => panic!("the built-in portmap did not run: {e}"),
+                }
+            })
+        })
+    }
+
+    async fn run(&self, go: bool, command: &str, config: &Value) -> Run {
+        if go {
+            self.go(command, config).await
+        } else {
+            self.ours(command, config)
+        }
+    }
+}
+
+/// Runs `job` on a thread that entered the network namespace at `path`; the thread then ends.
+fn in_netns<R: Send + 'static>(path: &Path, job: impl FnOnce() -> R + Send + 'static) -> R {
+    let path = path.to_owned();
+    std::thread::spawn(move || {
+        let ns = std::fs::File::open(&path).unwrap();
+        nix::sched::setns(&ns, nix::sched::CloneFlags::CLONE_NEWNET).unwrap();
+        job()
+    })
+    .join()
+    .unwrap()
+}
+
+/// The portmap plugins of the real-world corpus, each with its list's name and version and the
+/// port mappings a runtime passes for the `portMappings` capability.
+fn corpus() -> Vec<(String, Value)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/conflists/valid");
+    let mut out = Vec::new();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    for file in files {
+        let Ok(list) = serde_json::from_slice::<Value>(&std::fs::read(&file).unwrap()) else {
+            continue;
+        };
+        let Some(plugins) = list["plugins"].as_array() else {
+            continue;
+        };
+        for plugin in plugins.iter().filter(|p| p["type"] == "portmap") {
+            let mut config = plugin.clone();
+            config["name"] = list["name"].clone();
+            config["cniVersion"] = list["cniVersion"].clone();
+            config["runtimeConfig"] = json!({"portMappings": [
+                {"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}
+            ]});
+            out.push((file.file_name().unwrap().to_string_lossy().into_owned(), config));
+        }
+    }
+    assert!(out.len() >= 10, "the corpus has portmap plugins: {out:?}");
+    out
+}
+
+/// Two mappings, TCP and UDP, one bound to a host IP, and one more bound to 0.0.0.0.
+fn two_mappings(version: &str) -> Value {
+    json!({
+        "cniVersion": version, "name": "pmtwo", "type": "portmap",
+        "capabilities": {"portMappings": true},
+        "runtimeConfig": {"portMappings": [
+            {"hostPort": 8080, "containerPort": 80, "protocol": "tcp"},
+            {"hostPort": 5353, "containerPort": 53, "protocol": "udp", "hostIP": HOST_IP},
+            {"hostPort": 8443, "containerPort": 443, "protocol": "tcp", "hostIP": "0.0.0.0"}
+        ]}
+    })
+}
+
+/// The other options: no SNAT, another mark bit, conditions, and an external mark chain.
+fn options() -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    let mut add = |name: &str, extra: Value| {
+        let mut config = two_mappings("1.0.0");
+        for (k, v) in extra.as_object().unwrap() {
+            config[k] = v.clone();
+        }
+        out.push((name.to_owned(), config));
+    };
+    add("two mappings", json!({}));
+    add("no snat", json!({"snat": false}));
+    add("mark bit 5", json!({"markMasqBit": 5}));
+    add(
+        "conditions",
+        json!({"conditionsV4": ["!", "-s", "192.168.7.0/24", "-m", "addrtype", "--src-type", "LOCAL"]}),
+    );
+    add(
+        "external mark chain",
+        json!({"externalSetMarkChain": "KUBE-MARK-MASQ"}),
+    );
+    add("masqAll, which 1.1.1 does not know", json!({"masqAll": true}));
+    add("no mappings", json!({"runtimeConfig": {"portMappings": []}}));
+    add("bad port", json!({"runtimeConfig": {"portMappings": [{"hostPort": 0, "containerPort": 1, "protocol": "tcp"}]}}));
+    add("bad bit", json!({"markMasqBit": 32}));
+    add("both marks", json!({"markMasqBit": 3, "externalSetMarkChain": "X"}));
+    add("bad type", json!({"snat": "yes"}));
+    out
+}
+
+fn text(run: &Run, side: &Side) -> String {
+    run.text().replace(side.pod.path().to_str().unwrap(), "PODNS")
+}
+
+/// ADD, CHECK, DEL and DEL again on both sides: the same output and the same nat table (and
+/// route_localnet) after each.
+async fn differential(name: &str, config: &Value) {
+    let (go, ours) = (Side::new("g"), Side::new("r"));
+    if let Some(chain) = config["externalSetMarkChain"].as_str() {
+        // As kube-proxy would have made it: a missing one fails both plugins.
+        for side in [&go, &ours] {
+            side.host.must(&["iptables", "-t", "nat", "-N", chain]);
+        }
+    }
+    for command in ["ADD", "CHECK", "DEL", "DEL"] {
+        let want = go.go(command, config).await;
+        let got = ours.ours(command, config);
+        assert_eq!(
+            (got.ok, text(&got, &ours)),
+            (want.ok, text(&want, &go)),
+            "{name}: {command} output (left: built-in, right: Go)"
+        );
+        assert_eq!(
+            ours.nat(),
+            go.nat(),
+            "{name}: nat table after {command} (left: built-in, right: Go)"
+        );
+        assert_eq!(
+            ours.table("ip6tables-save"),
+            go.table("ip6tables-save"),
+            "{name}: ip6tables nat after {command}"
+        );
+        assert_eq!(
+            ours.route_localnet(),
+            go.route_localnet(),
+            "{name}: route_localnet after {command}"
+        );
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs root + netns: cargo xtask test"]
+async fn portmap_corpus_differential() {
+    for (name, config) in corpus() {
+        differential(&name, &config).await;
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs root + netns: cargo xtask test"]
+async fn portmap_options_differential() {
+    for (name, config) in options() {
+        differential(&name, &config).await;
+    }
+    for version in ["0.3.1", "0.4.0"] {
+        differential(&format!("two mappings {version}"), &two_mappings(version)).await;
+    }
+}
+
+/// What an ADD leaves is what the DNAT, the mark rules and the jumps say: checked on the
+/// built-in's own table, so the differential tests cannot pass with both sides doing nothing.
+#[tokio::test]
+#[ignore = "needs root + netns: cargo xtask test"]
+async fn portmap_rules_in_the_table() {
+    let side = Side::new("t");
+    let add = side.ours("ADD", &two_mappings("1.0.0"));
+    assert!(add.ok, "{}", add.text());
+    assert_eq!(add.json()["ips"][0]["address"], format!("{POD_IP}/24"));
+    let nat = side.nat();
+    for line in [
+        "-A PREROUTING -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT",
+        "-A OUTPUT -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT",
+        "-A POSTROUTING -m comment --comment \"CNI portfwd requiring masquerade\" -j CNI-HOSTPORT-MASQ",
+        "-A CNI-HOSTPORT-MASQ -m mark --mark 0x2000/0x2000 -j MASQUERADE",
+        "-d 10.98.0.1/32 -p udp -m udp --dport 5353 -j DNAT --to-destination 10.98.0.2:53",
+        "-p tcp -m comment --comment \"dnat name: \\\"pmtwo\\\" id: \\\"pmctr1\\\"\" -m multiport --dports 8080,8443 -j CNI-DN-",
+    ] {
+        assert!(nat.contains(line), "{line} missing from:\n{nat}");
+    }
+    assert_eq!(side.route_localnet().trim(), "1");
+}
+
+/// ADD by one, DEL by the other: the table as the Go plugin's own ADD and DEL leave it.
+#[tokio::test]
+#[ignore = "needs root + netns: cargo xtask test"]
+async fn portmap_interop_both_ways() {
+    let config = two_mappings("1.0.0");
+    let reference = Side::new("x");
+    let before = reference.nat();
+    assert!(reference.go("ADD", &config).await.ok);
+    let added = reference.nat();
+    assert_ne!(added, before, "the Go ADD added rules");
+    assert!(reference.go("DEL", &config).await.ok);
+    let expected = reference.nat();
+    assert!(!expected.contains("CNI-DN-"), "{expected}");
+    for go_adds in [true, false] {
+        let side = Side::new(if go_adds { "y" } else { "z" });
+        let add = side.run(go_adds, "ADD", &config).await;
+        assert!(add.ok, "{}", add.text());
+        assert_eq!(side.nat(), added, "go adds: {go_adds}: after ADD");
+        let del = side.run(!go_adds, "DEL", &config).await;
+        assert!(del.ok, "{}", del.text());
+        assert_eq!(side.nat(), expected, "go adds: {go_adds}: after DEL");
+        // ADD by one side, ADD again by the other: nothing doubled.
+        assert!(side.run(go_adds, "ADD", &config).await.ok);
+        assert!(side.run(!go_adds, "ADD", &config).await.ok);
+        assert_eq!(side.nat(), added, "go adds: {go_adds}: after two ADDs");
+    }
+}
+
+/// A listener in the pod answers on the host port, from the host's own address and from
+/// localhost (SNAT); not before ADD, not after DEL.
+#[tokio::test]
+#[ignore = "needs root + netns: cargo xtask test"]
+async fn portmap_forwards_a_host_port_to_the_pod() {
+    let side = Side::new("f");
+    let listener = in_netns(&side.pod.path(), || {
+        TcpListener::bind("0.0.0.0:80").unwrap()
+    });
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let peer = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+            let _ = stream.write_all(format!("hello {peer}").as_bytes());
+        }
+    });
+    let host = side.host.path();
+    let fetch = move |target: &str| {
+        let target: SocketAddr = target.parse().unwrap();
+        in_netns(&host, move || {
+            let mut stream = TcpStream::connect_timeout(&target, Duration::from_secs(3))
+                .map_err(|e| e.to_string())?;
+            stream
+                .set_read_timeout(Some(Duration::from_secs(3)))
+                .unwrap();
+            let mut answer = String::new();
+            stream
+                .read_to_string(&mut answer)
+                .map_err(|e| e.to_string())?;
+            Ok::<String, String>(answer)
+        })
+    };
+    let config = json!({
+        "cniVersion": "1.0.0", "name": "pmfwd", "type": "portmap",
+        "runtimeConfig": {"portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]}
+    });
+    let own = format!("{HOST_IP}:8080");
+    assert!(fetch(&own).is_err(), "nothing listens on the host port yet");
+    let add = side.ours("ADD", &config);
+    assert!(add.ok, "{}", add.text());
+    assert_eq!(fetch(&own), Ok(format!("hello {HOST_IP}")));
+    // From localhost the source is masqueraded to the host's address on the veth.
+    assert_eq!(fetch("127.0.0.1:8080"), Ok(format!("hello {HOST_IP}")));
+    let del = side.ours("DEL", &config);
+    assert!(del.ok, "{}", del.text());
+    assert!(fetch(&own).is_err(), "the host port is closed again");
+}
