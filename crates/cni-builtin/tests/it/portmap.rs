@@ -25,6 +25,8 @@ const POD_IP: &str = "10.98.0.2";
 struct Side {
     host: NetNs,
     pod: NetNs,
+    /// Whether the pod has fd98::2/64 too (the host fd98::1/64).
+    dual: bool,
 }
 
 impl Side {
@@ -32,6 +34,7 @@ impl Side {
         let side = Side {
             host: NetNs::new(&format!("cpm{tag}h")),
             pod: NetNs::new(&format!("cpm{tag}p")),
+            dual: false,
         };
         let pod = side.pod.name().to_owned();
         side.host.must(&[
@@ -45,6 +48,17 @@ impl Side {
         side.pod.must(&["ip", "link", "set", "eth0", "up"]);
         side.pod
             .must(&["ip", "route", "add", "default", "via", HOST_IP]);
+        side
+    }
+
+    /// [`Side::new`] with IPv6 addresses besides.
+    fn dual(tag: &str) -> Side {
+        let mut side = Side::new(tag);
+        side.host
+            .must(&["ip", "addr", "add", "fd98::1/64", "dev", HOST_IF, "nodad"]);
+        side.pod
+            .must(&["ip", "addr", "add", "fd98::2/64", "dev", "eth0", "nodad"]);
+        side.dual = true;
         side
     }
 
@@ -63,13 +77,16 @@ impl Side {
         let mut config = config.clone();
         let version = config["cniVersion"].as_str().unwrap_or("").to_owned();
         let mut ip = json!({"interface": 0, "address": format!("{POD_IP}/24"), "gateway": HOST_IP});
+        let mut ip6 = json!({"interface": 0, "address": "fd98::2/64", "gateway": "fd98::1"});
         if version.starts_with("0.") {
             ip["version"] = json!("4");
+            ip6["version"] = json!("6");
         }
+        let ips = if self.dual { json!([ip, ip6]) } else { json!([ip]) };
         config["prevResult"] = json!({
             "cniVersion": version,
             "interfaces": [{"name": "eth0", "sandbox": self.pod.path()}],
-            "ips": [ip],
+            "ips": ips,
             "dns": {},
         });
         serde_json::to_vec(&config).unwrap()
@@ -249,7 +266,10 @@ fn text(run: &Run, side: &Side) -> String {
 /// ADD, CHECK, DEL and DEL again on both sides: the same output and the same nat table (and
 /// route_localnet) after each.
 async fn differential(name: &str, config: &Value) {
-    let (go, ours) = (Side::new("g"), Side::new("r"));
+    differential_on(name, config, Side::new("g"), Side::new("r")).await;
+}
+
+async fn differential_on(name: &str, config: &Value, go: Side, ours: Side) {
     if let Some(chain) = config["externalSetMarkChain"].as_str() {
         // As kube-proxy would have made it: a missing one fails both plugins.
         for side in [&go, &ours] {
@@ -299,6 +319,40 @@ async fn portmap_options_differential() {
     for version in ["0.3.1", "0.4.0"] {
         differential(&format!("two mappings {version}"), &two_mappings(version)).await;
     }
+}
+
+/// Dual stack: the IPv6 address's chain in ip6tables, as the Go plugin makes it.
+#[tokio::test]
+#[ignore = "needs root + netns: cargo xtask test"]
+async fn portmap_dual_stack_differential() {
+    let mut config = two_mappings("1.0.0");
+    config["runtimeConfig"]["portMappings"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"hostPort": 9090, "containerPort": 90, "protocol": "tcp", "hostIP": "fd98::1"}));
+    let mut conditions = config.clone();
+    conditions["conditionsV6"] = json!(["!", "-s", "fd99::/64"]);
+    let mut no_snat = config.clone();
+    no_snat["snat"] = json!(false);
+    for (name, config) in [("dual", config), ("dual, conditions", conditions), ("dual, no snat", no_snat)] {
+        let (go, ours) = (Side::dual("g6"), Side::dual("r6"));
+        differential_on(name, &config, go, ours).await;
+    }
+    // What the IPv6 ADD leaves, on the built-in's side alone.
+    let side = Side::dual("t6");
+    let add = side.ours("ADD", &two_mappings("1.0.0"));
+    assert!(add.ok, "{}", add.text());
+    let nat6 = side.table("ip6tables-save");
+    for line in [
+        "-s fd98::/64 -p tcp -m tcp --dport 8080 -j CNI-HOSTPORT-SETMARK",
+        "-p tcp -m tcp --dport 8080 -j DNAT --to-destination [fd98::2]:80",
+        "-A OUTPUT -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT",
+    ] {
+        assert!(nat6.contains(line), "{line} missing from:\n{nat6}");
+    }
+    assert!(!nat6.contains("127.0.0.1"), "{nat6}");
+    assert!(side.ours("DEL", &two_mappings("1.0.0")).ok);
+    assert!(!side.table("ip6tables-save").contains("CNI-DN-"));
 }
 
 /// What an ADD leaves is what the DNAT, the mark rules and the jumps say: checked on the
