@@ -213,8 +213,7 @@ fn load(args: &Invocation) -> Result<NetConf, String> {
     if let Some(prev) = &conf.prev {
         for ip in &prev.ips {
             let is_v4 = ip.v4;
-            if (is_v4 && conf.container_v4.is_some()) || (!is_v4 && conf.container_v6.is_some())
-            {
+            if (is_v4 && conf.container_v4.is_some()) || (!is_v4 && conf.container_v6.is_some()) {
                 continue;
             }
             // Skip addresses of interfaces known not to be the container's.
@@ -298,45 +297,66 @@ fn forward_ports(
     container: Cidr,
     deadline: Instant,
 ) -> Result<(), String> {
-    let mut table = read_table(family.save(), deadline)
-        .map_err(|e| format!("failed to open iptables: {e}"))?;
-    let mut script = String::new();
-    if conf.snat {
-        if conf.external_mark_chain.is_none() {
-            rules::set_mark_chain(conf.mark_bit).setup(&mut table, &mut script);
-            rules::mark_masq_chain(conf.mark_bit).setup(&mut table, &mut script);
-        }
-        if let IpAddr::V4(ip) = container.ip {
-            // 127/8 may then cross to the container: the localhost rules need it.
-            if let Some(host_if) = routable_host_if(ip) {
-                enable_localnet_routing(&host_if)
-                    .map_err(|e| format!("unable to enable route_localnet: {e}"))?;
-            }
-        }
+    let table =
+        read_table(family.save(), deadline).map_err(|e| format!("failed to open iptables: {e}"))?;
+    if conf.snat
+        && let IpAddr::V4(ip) = container.ip
+        && let Some(host_if) = routable_host_if(ip)
+    {
+        // 127/8 may then cross to the container: the localhost rules need it.
+        enable_localnet_routing(&host_if)
+            .map_err(|e| format!("unable to enable route_localnet: {e}"))?;
     }
-    rules::top_dnat_chain().setup(&mut table, &mut script);
     let chain = rules::dnat_chain(
         &settings(args, conf, family),
         container.ip,
         container.prefix,
     );
-    chain.setup(&mut table, &mut script);
-    restore(family, &script, deadline).map_err(|e| format!("unable to setup DNAT: {e}"))
+    apply(family, table, deadline, |table, script| {
+        if conf.snat && conf.external_mark_chain.is_none() {
+            rules::set_mark_chain(conf.mark_bit).setup(table, script);
+            rules::mark_masq_chain(conf.mark_bit).setup(table, script);
+        }
+        rules::top_dnat_chain().setup(table, script);
+        chain.setup(table, script);
+    })
+    .map_err(|e| format!("unable to setup DNAT: {e}"))
 }
 
-/// Runs `script` (rule lines of the nat table) in one `--noflush` restore; nothing when empty.
-fn restore(family: Family, script: &str, deadline: Instant) -> Result<(), String> {
-    if script.is_empty() {
-        return Ok(());
+/// How often a script is made again from a fresh table when its restore fails, which it does
+/// when another plugin changed the table since it was read (a chain made, a rule gone).
+const ATTEMPTS: usize = 3;
+
+/// Writes what `build` makes of `table` in one `--noflush` restore (nothing when it makes
+/// nothing); when that fails, reads the table again and retries, up to [`ATTEMPTS`] in all.
+fn apply(
+    family: Family,
+    mut table: NatTable,
+    deadline: Instant,
+    build: impl Fn(&mut NatTable, &mut String),
+) -> Result<(), String> {
+    let mut attempt = 1;
+    loop {
+        let mut script = String::new();
+        build(&mut table, &mut script);
+        if script.is_empty() {
+            return Ok(());
+        }
+        let input = format!("*nat\n{script}COMMIT\n");
+        let Err(failed) = run_tool(
+            family.restore(),
+            &["-w", "--noflush"],
+            input.as_bytes(),
+            deadline,
+        ) else {
+            return Ok(());
+        };
+        if attempt >= ATTEMPTS || Instant::now() >= deadline {
+            return Err(failed);
+        }
+        attempt += 1;
+        table = read_table(family.save(), deadline)?;
     }
-    let input = format!("*nat\n{script}COMMIT\n");
-    run_tool(
-        family.restore(),
-        &["-w", "--noflush"],
-        input.as_bytes(),
-        deadline,
-    )
-    .map(drop)
 }
 
 /// The nat table of each family whose tools work (`maybeGetIptables`); an error when neither.
@@ -364,12 +384,12 @@ fn del(args: &Invocation, conf: &NetConf, deadline: Instant) -> Result<Vec<u8>, 
         prepend_entry: false,
     };
     let old = rules::old_snat_chain(&conf.network, &args.container_id);
-    for (family, mut table) in usable_tables(deadline)? {
-        let mut script = String::new();
-        dnat.teardown(&mut table, &mut script);
-        old.teardown(&mut table, &mut script);
-        restore(family, &script, deadline)
-            .map_err(|e| format!("could not teardown {} dnat: {e}", family.name()))?;
+    for (family, table) in usable_tables(deadline)? {
+        apply(family, table, deadline, |table, script| {
+            dnat.teardown(table, script);
+            old.teardown(table, script);
+        })
+        .map_err(|e| format!("could not teardown {} dnat: {e}", family.name()))?;
     }
     Ok(Vec::new())
 }

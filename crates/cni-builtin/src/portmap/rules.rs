@@ -89,7 +89,16 @@ pub(crate) fn set_mark_chain(bit: u32) -> Chain {
         entry_chains: Vec::new(),
         entry_rules: Vec::new(),
         rules: vec![Rule::new(
-            &["-m", "comment", "--comment", comment, "-j", "MARK", "--set-xmark", &m],
+            &[
+                "-m",
+                "comment",
+                "--comment",
+                comment,
+                "-j",
+                "MARK",
+                "--set-xmark",
+                &m,
+            ],
             format!(
                 "-m comment --comment {} -j MARK --set-xmark {m}",
                 saved_comment(comment)
@@ -167,13 +176,19 @@ pub(crate) fn masked(ip: IpAddr, prefix: u8) -> String {
             let mask = u32::MAX
                 .checked_shl(32 - u32::from(prefix.min(32)))
                 .unwrap_or(0);
-            format!("{}/{prefix}", std::net::Ipv4Addr::from(u32::from(v4) & mask))
+            format!(
+                "{}/{prefix}",
+                std::net::Ipv4Addr::from(u32::from(v4) & mask)
+            )
         }
         IpAddr::V6(v6) => {
             let mask = u128::MAX
                 .checked_shl(128 - u32::from(prefix.min(128)))
                 .unwrap_or(0);
-            format!("{}/{prefix}", std::net::Ipv6Addr::from(u128::from(v6) & mask))
+            format!(
+                "{}/{prefix}",
+                std::net::Ipv6Addr::from(u128::from(v6) & mask)
+            )
         }
     }
 }
@@ -252,17 +267,21 @@ pub(crate) fn split_conditions(conditions: &[String]) -> (String, String) {
 /// `fillDnatRules` for the container's address `ip/prefix`: the DNAT chain of the container,
 /// entered from `CNI-HOSTPORT-DNAT` once per protocol and 15 host ports.
 pub(crate) fn dnat_chain(settings: &Settings, ip: IpAddr, prefix: u8) -> Chain {
-    let v6 = ip.is_ipv6();
-    let name = dnat_chain_name(&settings.network, &settings.container_id);
+    Chain {
+        name: dnat_chain_name(&settings.network, &settings.container_id),
+        entry_chains: vec![TOP_DNAT.to_owned()],
+        entry_rules: dnat_entry_rules(settings),
+        rules: dnat_rules(settings, ip, prefix),
+        prepend_entry: false,
+    }
+}
+
+/// The jumps into a container's chain: one per protocol and 15 host ports.
+fn dnat_entry_rules(settings: &Settings) -> Vec<Rule> {
     let comment = trim_comment(&format!(
         "dnat name: \"{}\" id: \"{}\"",
         settings.network, settings.container_id
     ));
-    let mark_chain = settings
-        .external_mark_chain
-        .clone()
-        .unwrap_or_else(|| SET_MARK.to_owned());
-
     // Protocols in Go's sort.Strings order, host ports in the order given.
     let mut protocols: Vec<&str> = settings
         .mappings
@@ -283,8 +302,16 @@ pub(crate) fn dnat_chain(settings: &Settings, ip: IpAddr, prefix: u8) -> Chain {
         for group in ports.chunks(PORTS_PER_RULE) {
             let list = group.join(",");
             let mut args = vec![
-                "-m", "comment", "--comment", &comment, "-m", "multiport", "-p", protocol,
-                "--destination-ports", &list,
+                "-m",
+                "comment",
+                "--comment",
+                &comment,
+                "-m",
+                "multiport",
+                "-p",
+                protocol,
+                "--destination-ports",
+                &list,
             ];
             args.extend(settings.conditions.iter().map(String::as_str));
             entry_rules.push(Rule::new(
@@ -300,6 +327,17 @@ pub(crate) fn dnat_chain(settings: &Settings, ip: IpAddr, prefix: u8) -> Chain {
         }
     }
 
+    entry_rules
+}
+
+/// The rules of a container's chain: for each mapping of the container's family, the mark
+/// rules (hairpin, and localhost for IPv4) when SNAT is on, then the DNAT.
+fn dnat_rules(settings: &Settings, ip: IpAddr, prefix: u8) -> Vec<Rule> {
+    let v6 = ip.is_ipv6();
+    let mark_chain = settings
+        .external_mark_chain
+        .clone()
+        .unwrap_or_else(|| SET_MARK.to_owned());
     let container_net = crate::host_local::Cidr {
         ip,
         prefix,
@@ -357,13 +395,7 @@ pub(crate) fn dnat_chain(settings: &Settings, ip: IpAddr, prefix: u8) -> Chain {
             format!("{matched} -j DNAT --to-destination {to}"),
         ));
     }
-    Chain {
-        name,
-        entry_chains: vec![TOP_DNAT.to_owned()],
-        entry_rules,
-        rules,
-        prepend_entry: false,
-    }
+    rules
 }
 
 impl Chain {
@@ -376,7 +408,9 @@ impl Chain {
     /// `table` follows the script so later steps see what earlier ones add.
     pub(crate) fn setup(&self, table: &mut NatTable, script: &mut String) {
         if !table.chains.contains(&self.name) {
-            let _ = writeln!(script, ":{} - [0:0]", self.name);
+            // Not `:name - [0:0]`, which flushes a chain someone made since the table was
+            // read; `-N` fails instead, and the whole script with it.
+            let _ = writeln!(script, "-N {}", self.name);
             table.chains.push(self.name.clone());
         }
         for rule in &self.rules {
@@ -514,7 +548,7 @@ mod tests {
         let mut table = NatTable::parse("");
         let mut script = String::new();
         chain.setup(&mut table, &mut script);
-        let expected = r#":CNI-DN-323d23e06ba2fdaccfbf7 - [0:0]
+        let expected = r#"-N CNI-DN-323d23e06ba2fdaccfbf7
 -A CNI-DN-323d23e06ba2fdaccfbf7 -s 10.77.0.0/24 -p tcp -m tcp --dport 8080 -j CNI-HOSTPORT-SETMARK
 -A CNI-DN-323d23e06ba2fdaccfbf7 -s 127.0.0.1/32 -p tcp -m tcp --dport 8080 -j CNI-HOSTPORT-SETMARK
 -A CNI-DN-323d23e06ba2fdaccfbf7 -p tcp -m tcp --dport 8080 -j DNAT --to-destination 10.77.0.2:80
@@ -537,7 +571,10 @@ mod tests {
         let mut down = String::new();
         chain.teardown(&mut table, &mut down);
         assert!(down.starts_with("-F CNI-DN-323d23e06ba2fdaccfbf7\n-D CNI-HOSTPORT-DNAT ! -s"));
-        assert!(down.ends_with("-X CNI-DN-323d23e06ba2fdaccfbf7\n"), "{down}");
+        assert!(
+            down.ends_with("-X CNI-DN-323d23e06ba2fdaccfbf7\n"),
+            "{down}"
+        );
         assert!(table.rules.is_empty() && table.chains.is_empty());
         let missing = chain.check(&table).unwrap_err();
         assert_eq!(
@@ -562,7 +599,10 @@ mod tests {
         );
         let mut script = String::new();
         chain.setup(&mut table, &mut script);
-        assert!(!script.contains(":CNI-DN"), "an existing chain is not declared");
+        assert!(
+            !script.contains("-N CNI-DN"),
+            "an existing chain is not made again"
+        );
         assert_eq!(chain.check(&table), Ok(()));
     }
 
@@ -575,12 +615,12 @@ mod tests {
         top_dnat_chain().setup(&mut table, &mut script);
         assert_eq!(
             script,
-            ":CNI-HOSTPORT-SETMARK - [0:0]\n\
+            "-N CNI-HOSTPORT-SETMARK\n\
              -A CNI-HOSTPORT-SETMARK -m comment --comment \"CNI portfwd masquerade mark\" -j MARK --set-xmark 0x1/0x1\n\
-             :CNI-HOSTPORT-MASQ - [0:0]\n\
+             -N CNI-HOSTPORT-MASQ\n\
              -A CNI-HOSTPORT-MASQ -m mark --mark 0x80000000/0x80000000 -j MASQUERADE\n\
              -I POSTROUTING -m comment --comment \"CNI portfwd requiring masquerade\" -j CNI-HOSTPORT-MASQ\n\
-             :CNI-HOSTPORT-DNAT - [0:0]\n\
+             -N CNI-HOSTPORT-DNAT\n\
              -A PREROUTING -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT\n\
              -A OUTPUT -m addrtype --dst-type LOCAL -j CNI-HOSTPORT-DNAT\n"
         );
@@ -608,7 +648,11 @@ mod tests {
             ..s.mappings[0].clone()
         };
         s.mappings = vec![v4_only];
-        assert!(dnat_chain(&s, "fd00::9".parse().unwrap(), 64).rules.is_empty());
+        assert!(
+            dnat_chain(&s, "fd00::9".parse().unwrap(), 64)
+                .rules
+                .is_empty()
+        );
     }
 
     #[test]
@@ -628,7 +672,10 @@ mod tests {
                                           id in "[a-zA-Z0-9][a-zA-Z0-9_.-]{0,64}") {
             use sha2::Digest as _;
             let digest = sha2::Sha512::digest(format!("{network}{id}"));
-            let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+            let hex = digest.iter().fold(String::new(), |mut hex, b| {
+                let _ = write!(hex, "{b:02x}");
+                hex
+            });
             let name = dnat_chain_name(&network, &id);
             proptest::prop_assert_eq!(name.len(), 28);
             proptest::prop_assert_eq!(name, format!("CNI-DN-{}", &hex[..21]));

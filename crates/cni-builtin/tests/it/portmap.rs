@@ -40,8 +40,14 @@ impl Side {
         side.host.must(&[
             "ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", "eth0", "netns", &pod,
         ]);
-        side.host
-            .must(&["ip", "addr", "add", &format!("{HOST_IP}/24"), "dev", HOST_IF]);
+        side.host.must(&[
+            "ip",
+            "addr",
+            "add",
+            &format!("{HOST_IP}/24"),
+            "dev",
+            HOST_IF,
+        ]);
         side.host.must(&["ip", "link", "set", HOST_IF, "up"]);
         side.pod
             .must(&["ip", "addr", "add", &format!("{POD_IP}/24"), "dev", "eth0"]);
@@ -62,14 +68,8 @@ impl Side {
         side
     }
 
-    fn env(&self, command: &str) -> Vec<(String, String)> {
-        env(
-            command,
-            "pmctr1",
-            "eth0",
-            self.pod.path().to_str().unwrap(),
-            "",
-        )
+    fn env_of(&self, id: &str, command: &str) -> Vec<(String, String)> {
+        env(command, id, "eth0", self.pod.path().to_str().unwrap(), "")
     }
 
     /// The config with the prevResult a bridge would have given for this pod.
@@ -82,7 +82,11 @@ impl Side {
             ip["version"] = json!("4");
             ip6["version"] = json!("6");
         }
-        let ips = if self.dual { json!([ip, ip6]) } else { json!([ip]) };
+        let ips = if self.dual {
+            json!([ip, ip6])
+        } else {
+            json!([ip])
+        };
         config["prevResult"] = json!({
             "cniVersion": version,
             "interfaces": [{"name": "eth0", "sandbox": self.pod.path()}],
@@ -118,10 +122,14 @@ impl Side {
     }
 
     async fn go(&self, command: &str, config: &Value) -> Run {
+        self.go_as("pmctr1", command, config).await
+    }
+
+    async fn go_as(&self, id: &str, command: &str, config: &Value) -> Run {
         let exec = ProcessExec::new().with_launcher(self.host.launcher());
         let plugin = Path::new(GO_DIR).join("portmap");
         match exec
-            .exec_plugin(&plugin, &self.env(command), &self.stdin(config))
+            .exec_plugin(&plugin, &self.env_of(id, command), &self.stdin(config))
             .await
         {
             Ok(out) => Run {
@@ -136,8 +144,12 @@ impl Side {
     /// The built-in on a thread of its own inside the host namespace, with a runtime of its
     /// own, so every thread and process it makes is in that namespace too.
     fn ours(&self, command: &str, config: &Value) -> Run {
+        self.ours_as("pmctr1", command, config)
+    }
+
+    fn ours_as(&self, id: &str, command: &str, config: &Value) -> Run {
         let host = self.host.path();
-        let env = self.env(command);
+        let env = self.env_of(id, command);
         let stdin = self.stdin(config);
         in_netns(&host, move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
@@ -188,7 +200,8 @@ fn in_netns<R: Send + 'static>(path: &Path, job: impl FnOnce() -> R + Send + 'st
 /// The portmap plugins of the real-world corpus, each with its list's name and version and the
 /// port mappings a runtime passes for the `portMappings` capability.
 fn corpus() -> Vec<(String, Value)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/conflists/valid");
+    let dir =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/testdata/conflists/valid");
     let mut out = Vec::new();
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -209,7 +222,10 @@ fn corpus() -> Vec<(String, Value)> {
             config["runtimeConfig"] = json!({"portMappings": [
                 {"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}
             ]});
-            out.push((file.file_name().unwrap().to_string_lossy().into_owned(), config));
+            out.push((
+                file.file_name().unwrap().to_string_lossy().into_owned(),
+                config,
+            ));
         }
     }
     assert!(out.len() >= 10, "the corpus has portmap plugins: {out:?}");
@@ -250,17 +266,30 @@ fn options() -> Vec<(String, Value)> {
         "external mark chain",
         json!({"externalSetMarkChain": "KUBE-MARK-MASQ"}),
     );
-    add("masqAll, which 1.1.1 does not know", json!({"masqAll": true}));
-    add("no mappings", json!({"runtimeConfig": {"portMappings": []}}));
-    add("bad port", json!({"runtimeConfig": {"portMappings": [{"hostPort": 0, "containerPort": 1, "protocol": "tcp"}]}}));
+    add(
+        "masqAll, which 1.1.1 does not know",
+        json!({"masqAll": true}),
+    );
+    add(
+        "no mappings",
+        json!({"runtimeConfig": {"portMappings": []}}),
+    );
+    add(
+        "bad port",
+        json!({"runtimeConfig": {"portMappings": [{"hostPort": 0, "containerPort": 1, "protocol": "tcp"}]}}),
+    );
     add("bad bit", json!({"markMasqBit": 32}));
-    add("both marks", json!({"markMasqBit": 3, "externalSetMarkChain": "X"}));
+    add(
+        "both marks",
+        json!({"markMasqBit": 3, "externalSetMarkChain": "X"}),
+    );
     add("bad type", json!({"snat": "yes"}));
     out
 }
 
 fn text(run: &Run, side: &Side) -> String {
-    run.text().replace(side.pod.path().to_str().unwrap(), "PODNS")
+    run.text()
+        .replace(side.pod.path().to_str().unwrap(), "PODNS")
 }
 
 /// ADD, CHECK, DEL and DEL again on both sides: the same output and the same nat table (and
@@ -329,12 +358,18 @@ async fn portmap_dual_stack_differential() {
     config["runtimeConfig"]["portMappings"]
         .as_array_mut()
         .unwrap()
-        .push(json!({"hostPort": 9090, "containerPort": 90, "protocol": "tcp", "hostIP": "fd98::1"}));
+        .push(
+            json!({"hostPort": 9090, "containerPort": 90, "protocol": "tcp", "hostIP": "fd98::1"}),
+        );
     let mut conditions = config.clone();
     conditions["conditionsV6"] = json!(["!", "-s", "fd99::/64"]);
     let mut no_snat = config.clone();
     no_snat["snat"] = json!(false);
-    for (name, config) in [("dual", config), ("dual, conditions", conditions), ("dual, no snat", no_snat)] {
+    for (name, config) in [
+        ("dual", config),
+        ("dual, conditions", conditions),
+        ("dual, no snat", no_snat),
+    ] {
         let (go, ours) = (Side::dual("g6"), Side::dual("r6"));
         differential_on(name, &config, go, ours).await;
     }
@@ -418,7 +453,10 @@ async fn portmap_forwards_a_host_port_to_the_pod() {
     std::thread::spawn(move || {
         for stream in listener.incoming() {
             let Ok(mut stream) = stream else { continue };
-            let peer = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+            let peer = stream
+                .peer_addr()
+                .map(|a| a.ip().to_string())
+                .unwrap_or_default();
             let _ = stream.write_all(format!("hello {peer}").as_bytes());
         }
     });
@@ -452,4 +490,55 @@ async fn portmap_forwards_a_host_port_to_the_pod() {
     let del = side.ours("DEL", &config);
     assert!(del.ok, "{}", del.text());
     assert!(fetch(&own).is_err(), "the host port is closed again");
+}
+
+/// Many ADDs at once, half by each plugin, into one table: every container's chain and jumps
+/// are there (a script that re-declared a shared chain would have flushed the others' jumps),
+/// and DELs at once remove them all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs root + netns: cargo xtask test"]
+async fn portmap_concurrent_adds_and_dels() {
+    let side = Arc::new(Side::new("c"));
+    let config = two_mappings("1.0.0");
+    let ids: Vec<String> = (0..12).map(|i| format!("conc{i}")).collect();
+    let run_all = |command: &'static str| {
+        let mut set = tokio::task::JoinSet::new();
+        for (i, id) in ids.iter().enumerate() {
+            let (side, config, id) = (side.clone(), config.clone(), id.clone());
+            set.spawn(async move {
+                let out = if i % 2 == 0 {
+                    side.go_as(&id, command, &config).await
+                } else {
+                    let side2 = side.clone();
+                    tokio::task::spawn_blocking(move || side2.ours_as(&id, command, &config))
+                        .await
+                        .unwrap()
+                };
+                (i, out)
+            });
+        }
+        set
+    };
+    let mut adds = run_all("ADD");
+    while let Some(done) = adds.join_next().await {
+        let (i, out) = done.unwrap();
+        assert!(out.ok, "ADD {i}: {}", out.text());
+    }
+    let nat = side.nat();
+    for id in &ids {
+        let comment = format!("--comment \"dnat name: \\\"pmtwo\\\" id: \\\"{id}\\\"\"");
+        assert_eq!(nat.matches(&comment).count(), 2, "{id}'s two jumps:\n{nat}");
+    }
+    assert_eq!(
+        nat.matches("-j DNAT --to-destination").count(),
+        3 * ids.len(),
+        "{nat}"
+    );
+    let mut dels = run_all("DEL");
+    while let Some(done) = dels.join_next().await {
+        let (i, out) = done.unwrap();
+        assert!(out.ok, "DEL {i}: {}", out.text());
+    }
+    let nat = side.nat();
+    assert!(!nat.contains("CNI-DN-"), "{nat}");
 }
