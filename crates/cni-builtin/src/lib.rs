@@ -14,8 +14,8 @@
 //!   run is [`cni_exec::Error::Failed`] with the spec's error object on stdout, exactly as a
 //!   failing plugin process gives it, so the layers above cannot tell the difference.
 //! - [`Preference`]: `prefer-binary` (the default), `prefer-builtin` or `never`.
-//! - [`Builtin`]: the plugins built in so far, `host-local`, `loopback` and (IPv4, ADD and DEL)
-//!   `bridge`.
+//! - [`Builtin`]: the plugins built in so far, `host-local`, `loopback`, (IPv4, ADD and DEL)
+//!   `bridge` and `portmap`.
 //!
 //! # What is built in
 //!
@@ -40,9 +40,20 @@
 //!   `iptables-save -t nat`. `vlan`, `macspoofchk`, a requested MAC, IPv6 addresses and CHECK
 //!   are refused with an error saying they are not built in yet.
 //!
+//! - `portmap`, chained, ADD, DEL and CHECK for IPv4 and IPv6: `prevResult` passed through,
+//!   `runtimeConfig.portMappings` (`hostPort`, `containerPort`, `protocol`, `hostIP`), `snat`,
+//!   `markMasqBit`, `externalSetMarkChain`, `conditionsV4`/`conditionsV6`. The nat table gets
+//!   Go's chains, rules, comments and jumps: `CNI-HOSTPORT-DNAT` from PREROUTING and OUTPUT
+//!   for local destinations, `CNI-HOSTPORT-SETMARK`, `CNI-HOSTPORT-MASQ` first in POSTROUTING,
+//!   and the container's `CNI-DN-<hash>` with its hairpin and localhost mark rules and DNATs;
+//!   `route_localnet` is turned on for the host interface the route to the container leaves
+//!   by. One `iptables-save -t nat` and one `iptables-restore --noflush` per operation and
+//!   family, in the namespace of the thread that calls `exec_plugin`. As Debian's 1.1.1,
+//!   `masqAll` is ignored, and CHECK of an IPv4 container fails where ip6tables works.
+//!
 //! All speak every version the Go plugins speak (0.1.0 to 1.0.0) and 1.1.0 besides; VERSION
-//! says so. Not built in yet: `portmap`. The only processes started here are `iptables-save`
-//! and `iptables-restore` for `ipMasq`, killed at the run's deadline (a bridge's binary IPAM
+//! says so. The only processes started here are `iptables-save` and `iptables-restore` (and
+//! their `ip6tables` twins for `portmap`), killed at the run's deadline (a bridge's binary IPAM
 //! plugin is started by the inner `Exec`).
 //!
 //! # Example
