@@ -59,10 +59,32 @@ async fn find_plugin_follows_the_preference() {
     // Not built in: the inner Exec answers.
     assert_eq!(
         exec(Preference::PreferBuiltin)
+            .find_plugin("tuning", &go_dirs)
+            .await
+            .unwrap(),
+        PathBuf::from(GO_DIR).join("tuning")
+    );
+    // portmap is, under the same preferences.
+    assert_eq!(
+        exec(Preference::PreferBuiltin)
+            .find_plugin("portmap", &go_dirs)
+            .await
+            .unwrap(),
+        Builtin::Portmap.pseudo_path()
+    );
+    assert_eq!(
+        exec(Preference::PreferBinary)
             .find_plugin("portmap", &go_dirs)
             .await
             .unwrap(),
         PathBuf::from(GO_DIR).join("portmap")
+    );
+    assert_eq!(
+        exec(Preference::Never)
+            .find_plugin("portmap", &no_dirs)
+            .await
+            .map_err(|_| ()),
+        Err(())
     );
     assert_eq!(
         Builtin::from_pseudo_path(&PathBuf::from("builtin:loopback")),
@@ -70,6 +92,10 @@ async fn find_plugin_follows_the_preference() {
     );
     assert_eq!(
         Builtin::from_pseudo_path(&PathBuf::from("builtin:portmap")),
+        Some(Builtin::Portmap)
+    );
+    assert_eq!(
+        Builtin::from_pseudo_path(&PathBuf::from("builtin:tuning")),
         None
     );
 }
