@@ -87,12 +87,16 @@ impl Side {
         } else {
             json!([ip])
         };
-        config["prevResult"] = json!({
-            "cniVersion": version,
-            "interfaces": [{"name": "eth0", "sandbox": self.pod.path()}],
-            "ips": ips,
-            "dns": {},
-        });
+        config["prevResult"] = if version == "0.1.0" || version == "0.2.0" {
+            json!({"cniVersion": version, "ip4": {"ip": format!("{POD_IP}/24"), "gateway": HOST_IP}})
+        } else {
+            json!({
+                "cniVersion": version,
+                "interfaces": [{"name": "eth0", "sandbox": self.pod.path()}],
+                "ips": ips,
+                "dns": {},
+            })
+        };
         serde_json::to_vec(&config).unwrap()
     }
 
@@ -345,7 +349,7 @@ async fn portmap_options_differential() {
     for (name, config) in options() {
         differential(&name, &config).await;
     }
-    for version in ["0.3.1", "0.4.0"] {
+    for version in ["0.2.0", "0.3.1", "0.4.0"] {
         differential(&format!("two mappings {version}"), &two_mappings(version)).await;
     }
 }
@@ -388,6 +392,18 @@ async fn portmap_dual_stack_differential() {
     assert!(!nat6.contains("127.0.0.1"), "{nat6}");
     assert!(side.ours("DEL", &two_mappings("1.0.0")).ok);
     assert!(!side.table("ip6tables-save").contains("CNI-DN-"));
+}
+
+/// A 0.2.0 prevResult (`ip4`, no interfaces) gives the container's address too.
+#[tokio::test]
+#[ignore = "needs root + netns: cargo xtask test"]
+async fn portmap_legacy_prev_result() {
+    let side = Side::new("l");
+    let add = side.ours("ADD", &two_mappings("0.2.0"));
+    assert!(add.ok, "{}", add.text());
+    assert_eq!(add.json()["ip4"]["ip"], format!("{POD_IP}/24"));
+    let nat = side.nat();
+    assert!(nat.contains("--to-destination 10.98.0.2:80"), "{nat}");
 }
 
 /// What an ADD leaves is what the DNAT, the mark rules and the jumps say: checked on the
