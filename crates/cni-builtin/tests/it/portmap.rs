@@ -267,6 +267,10 @@ fn options() -> Vec<(String, Value)> {
         json!({"conditionsV4": ["!", "-s", "192.168.7.0/24", "-m", "addrtype", "--src-type", "LOCAL"]}),
     );
     add(
+        "conditions with blanks and an interface",
+        json!({"conditionsV4": ["-i", "vpm0", "-m", "comment", "--comment", "from the veth"]}),
+    );
+    add(
         "external mark chain",
         json!({"externalSetMarkChain": "KUBE-MARK-MASQ"}),
     );
@@ -296,8 +300,8 @@ fn text(run: &Run, side: &Side) -> String {
         .replace(side.pod.path().to_str().unwrap(), "PODNS")
 }
 
-/// ADD, CHECK, DEL and DEL again on both sides: the same output and the same nat table (and
-/// route_localnet) after each.
+/// ADD, ADD again (nothing doubled), CHECK, DEL and DEL again on both sides: the same output and
+/// the same nat table (and route_localnet) after each.
 async fn differential(name: &str, config: &Value) {
     differential_on(name, config, Side::new("g"), Side::new("r")).await;
 }
@@ -309,7 +313,7 @@ async fn differential_on(name: &str, config: &Value, go: Side, ours: Side) {
             side.host.must(&["iptables", "-t", "nat", "-N", chain]);
         }
     }
-    for command in ["ADD", "CHECK", "DEL", "DEL"] {
+    for command in ["ADD", "ADD", "CHECK", "DEL", "DEL"] {
         let want = go.go(command, config).await;
         let got = ours.ours(command, config);
         assert_eq!(
