@@ -47,7 +47,8 @@
 //!   for local destinations, `CNI-HOSTPORT-SETMARK`, `CNI-HOSTPORT-MASQ` first in POSTROUTING,
 //!   and the container's `CNI-DN-<hash>` with its hairpin and localhost mark rules and DNATs;
 //!   `route_localnet` is turned on for the host interface the route to the container leaves
-//!   by. One `iptables-save -t nat` and one `iptables-restore --noflush` per operation and
+//!   by; after ADD, conntrack entries of UDP flows to the host ports are deleted (ctnetlink).
+//!   One `iptables-save -t nat` and one `iptables-restore --noflush` per operation and
 //!   family, in the namespace of the thread that calls `exec_plugin`. As Debian's 1.1.1,
 //!   `masqAll` is ignored, and CHECK of an IPv4 container fails where ip6tables works.
 //!

@@ -3,9 +3,10 @@
 //! `iptables-restore --noflush` per operation and family instead of one process per rule.
 //!
 //! The rules go into the namespace of the calling thread (the host's), as the Go plugin puts
-//! them into its own. UDP conntrack entries of the host ports, which the Go plugin flushes after
-//! an ADD (and ignores failing to), are left alone.
+//! them into its own; after an ADD, conntrack entries of UDP flows to the host ports are
+//! deleted there too, as Go does (over ctnetlink, a failure ignored).
 
+mod conntrack;
 mod rules;
 
 use std::net::IpAddr;
@@ -281,12 +282,29 @@ fn add(args: &Invocation, conf: &NetConf, deadline: Instant) -> Result<Vec<u8>, 
     if !conf.mappings.is_empty() {
         if let Some(v4) = conf.container_v4 {
             forward_ports(args, conf, Family::V4, v4, deadline)?;
+            delete_stale_udp(conf, false);
         }
         if let Some(v6) = conf.container_v6 {
             forward_ports(args, conf, Family::V6, v6, deadline)?;
+            delete_stale_udp(conf, true);
         }
     }
     prev.print(&args.version).map_err(|f| f.msg)
+}
+
+/// `deletePortmapStaleConnections`: once the DNAT is there, UDP flows to a host port that
+/// conntrack already knows would bypass it. Go only logs a failure, and so stops here.
+fn delete_stale_udp(conf: &NetConf, v6: bool) {
+    for m in &conf.mappings {
+        if !m.protocol.eq_ignore_ascii_case("udp") {
+            continue;
+        }
+        // Go's uint16 conversion.
+        let port = (m.host_port & 0xffff) as u16;
+        if conntrack::delete_udp_to_port(port, v6).is_err() {
+            return;
+        }
+    }
 }
 
 /// `forwardPorts` for one of the container's addresses, in one restore.

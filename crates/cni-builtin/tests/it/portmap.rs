@@ -571,3 +571,73 @@ async fn portmap_concurrent_adds_and_dels() {
     let nat = side.nat();
     assert!(!nat.contains("CNI-DN-"), "{nat}");
 }
+
+/// A UDP flow to the host port that conntrack saw before the ADD (answered by a listener on
+/// the host) reaches the pod once the ADD is done: its conntrack entry, which would keep it
+/// going to the host, is deleted, as Go deletes it.
+#[tokio::test]
+#[ignore = "needs root + netns: cargo xtask test"]
+async fn portmap_udp_flows_seen_before_add_reach_the_pod() {
+    // The Go plugin first, which shows the test's premise holds.
+    for go in [true, false] {
+        udp_flow_seen_before_add(go).await;
+    }
+}
+
+async fn udp_flow_seen_before_add(go: bool) {
+    use std::net::UdpSocket;
+
+    let side = Side::new(if go { "ug" } else { "ur" });
+    let echo = |socket: UdpSocket, who: &'static str| {
+        std::thread::spawn(move || {
+            let mut buffer = [0u8; 64];
+            while let Ok((n, from)) = socket.recv_from(&mut buffer) {
+                let mut answer = who.as_bytes().to_vec();
+                answer.extend(&buffer[..n]);
+                let _ = socket.send_to(&answer, from);
+            }
+        });
+    };
+    echo(
+        in_netns(&side.pod.path(), || UdpSocket::bind("0.0.0.0:53").unwrap()),
+        "pod ",
+    );
+    echo(
+        in_netns(&side.host.path(), || {
+            UdpSocket::bind(format!("{HOST_IP}:5353")).unwrap()
+        }),
+        "host ",
+    );
+    // One socket, one flow: the same addresses and ports before and after the ADD.
+    let client = in_netns(&side.host.path(), || {
+        let socket = UdpSocket::bind(format!("{HOST_IP}:40053")).unwrap();
+        socket.connect(format!("{HOST_IP}:5353")).unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        socket
+    });
+    let ask = || {
+        client.send(b"ping").unwrap();
+        let mut buffer = [0u8; 64];
+        client
+            .recv(&mut buffer)
+            .map(|n| String::from_utf8_lossy(&buffer[..n]).into_owned())
+            .map_err(|e| e.to_string())
+    };
+    // Conntrack follows flows in a namespace once NAT is in use there: another pod's host port.
+    let other = json!({
+        "cniVersion": "1.0.0", "name": "pmudp", "type": "portmap",
+        "runtimeConfig": {"portMappings": [{"hostPort": 9999, "containerPort": 99, "protocol": "tcp"}]}
+    });
+    assert!(side.ours_as("other", "ADD", &other).ok);
+    assert_eq!(ask(), Ok("host ping".to_owned()));
+    let config = json!({
+        "cniVersion": "1.0.0", "name": "pmudp", "type": "portmap",
+        "runtimeConfig": {"portMappings": [{"hostPort": 5353, "containerPort": 53, "protocol": "udp"}]}
+    });
+    let add = side.run(go, "ADD", &config).await;
+    assert!(add.ok, "{}", add.text());
+    assert_eq!(ask(), Ok("pod ping".to_owned()), "go: {go}");
+    assert!(side.run(go, "DEL", &config).await.ok);
+}
