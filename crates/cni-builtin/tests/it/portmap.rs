@@ -292,6 +292,16 @@ fn options() -> Vec<(String, Value)> {
         json!({"markMasqBit": 3, "externalSetMarkChain": "X"}),
     );
     add("bad type", json!({"snat": "yes"}));
+    add("bad condition", json!({"conditionsV4": [1]}));
+    add("bad bit type", json!({"markMasqBit": 1.5}));
+    add(
+        "bad mapping type",
+        json!({"runtimeConfig": {"portMappings": [{"hostPort": "80", "containerPort": 1}]}}),
+    );
+    add(
+        "mappings not a list",
+        json!({"runtimeConfig": {"portMappings": {}}}),
+    );
     out
 }
 
