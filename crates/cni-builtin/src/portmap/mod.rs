@@ -6,6 +6,7 @@
 //! them into its own; after an ADD, conntrack entries of UDP flows to the host ports are
 //! deleted there too, as Go does (over ctnetlink, a failure ignored).
 
+mod chain;
 mod conntrack;
 mod rules;
 
@@ -18,7 +19,8 @@ use netlink_packet_route::route::{RouteAddress, RouteAttribute, RouteMessage};
 use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
 use serde_json::{Map, Value};
 
-use self::rules::{Chain, Mapping, Settings};
+use self::chain::Chain;
+use self::rules::{Mapping, Settings};
 use crate::gojson::{field, kind};
 use crate::host_local::{Cidr, go_error};
 use crate::ipmasq::{NatTable, read_table, run_tool};
