@@ -490,10 +490,9 @@ async fn portmap_forwards_a_host_port_to_the_pod() {
             let _ = stream.write_all(format!("hello {peer}").as_bytes());
         }
     });
-    let host = side.host.path();
-    let fetch = move |target: &str| {
+    let fetch_from = |ns: PathBuf, target: &str| {
         let target: SocketAddr = target.parse().unwrap();
-        in_netns(&host, move || {
+        in_netns(&ns, move || {
             let mut stream = TcpStream::connect_timeout(&target, Duration::from_secs(3))
                 .map_err(|e| e.to_string())?;
             stream
@@ -506,6 +505,7 @@ async fn portmap_forwards_a_host_port_to_the_pod() {
             Ok::<String, String>(answer)
         })
     };
+    let fetch = |target: &str| fetch_from(side.host.path(), target);
     let config = json!({
         "cniVersion": "1.0.0", "name": "pmfwd", "type": "portmap",
         "runtimeConfig": {"portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]}
@@ -517,6 +517,14 @@ async fn portmap_forwards_a_host_port_to_the_pod() {
     assert_eq!(fetch(&own), Ok(format!("hello {HOST_IP}")));
     // From localhost the source is masqueraded to the host's address on the veth.
     assert_eq!(fetch("127.0.0.1:8080"), Ok(format!("hello {HOST_IP}")));
+    // Hairpin: the pod through the host port reaches itself, its source masqueraded too (the
+    // host forwards, as a gateway bridge has it).
+    side.host
+        .must(&["sh", "-c", "echo 1 > /proc/sys/net/ipv4/ip_forward"]);
+    assert_eq!(
+        fetch_from(side.pod.path(), &own),
+        Ok(format!("hello {HOST_IP}"))
+    );
     let del = side.ours("DEL", &config);
     assert!(del.ok, "{}", del.text());
     assert!(fetch(&own).is_err(), "the host port is closed again");
