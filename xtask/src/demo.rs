@@ -8,8 +8,7 @@
 //! pins and the directories even when a step fails.
 //!
 //! It needs no CNI plugin binaries: where /usr/lib/cni lacks them, crio-lite runs `bridge`,
-//! `host-local` and `loopback` built in (the network then has no host ports: portmap is not
-//! built in yet). `--without-plugin-binaries` points the plugin directories at an empty
+//! `host-local`, `portmap` and `loopback` built in. `--without-plugin-binaries` points the plugin directories at an empty
 //! directory, to see that path on a machine that has the binaries.
 
 use std::net::IpAddr;
@@ -37,8 +36,8 @@ sandboxes over CRI, pings between them, runs a busybox httpd container in one po
 page from a container in another, shows the status API and the metrics, removes everything and
 checks that nothing leaked. Installs the Debian packages it needs (iptables, iproute2,
 iputils-ping, docker-registry, busybox-static, crun, runc, conmon) with apt-get. The CNI plugins
-are not among them: without containernetworking-plugins, crio-lite runs bridge, host-local and
-loopback built in (no host ports yet: portmap is not built in).
+are not among them: without containernetworking-plugins, crio-lite runs bridge, host-local,
+portmap and loopback built in.
 
   --without-plugin-binaries   point crio.network.plugin_dirs at an empty directory (a drop-in),
                               as on a node without containernetworking-plugins";

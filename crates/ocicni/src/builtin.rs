@@ -9,8 +9,9 @@ use serde_json::json;
 /// and portmap.
 ///
 /// Used only when enabled and the configuration directory holds no usable network. On a node
-/// without plugin binaries it runs on the built-in plugins, without host ports (portmap is not
-/// built in yet); its [`NetworkReport`](crate::NetworkReport) says so. The Go ocicni
+/// without plugin binaries it runs on the built-in plugins (portmap included); only with
+/// `builtin_plugins(Preference::Never)` and no portmap binary does it go without host ports,
+/// and its [`NetworkReport`](crate::NetworkReport) says so. The Go ocicni
 /// declined to have one; runtimes that want pods to come up on a fresh node asked for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BuiltinNetwork {
@@ -47,7 +48,7 @@ impl Default for BuiltinNetwork {
 /// What of the built-in network the node's plugins can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Features {
-    /// The `portmap` plugin, for host ports (not built in so far).
+    /// The `portmap` plugin, for host ports (a binary, or built in as the preference allows).
     pub(crate) portmap: bool,
 }
 

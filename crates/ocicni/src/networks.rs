@@ -188,8 +188,8 @@ fn log_builtins(network: &str, found: &[PluginImplementation]) {
     }
 }
 
-/// What the built-in network can have on this node: host ports need a portmap binary until
-/// portmap is built in.
+/// What the built-in network can have on this node: host ports need portmap, a binary or built
+/// in (not with `Preference::Never` and no binary).
 async fn builtin_features(cni: &Cni) -> Features {
     let portmap = cni.exec().find_plugin("portmap", cni.plugin_dirs()).await;
     Features {
