@@ -31,6 +31,8 @@ const LOOK_ALIKES: &[&str] = &[
     "e2e-test-images/busybox:1.29-2=busybox",
     "e2e-test-images/nginx:1.14-2=nginx",
     "e2e-test-images/httpd:2.4.39-4=httpd",
+    "k8s-staging-cri-tools/hostnet-nginx-amd64:latest=hostnet-nginx",
+    "k8s-staging-cri-tools/test-image-predefined-group:latest=predefined-group",
     "k8s-staging-cri-tools/test-image-latest:latest=busybox",
     "k8s-staging-cri-tools/test-image-tag:test=busybox",
     "k8s-staging-cri-tools/test-image-tag:all=busybox",
@@ -46,13 +48,9 @@ const LOOK_ALIKES: &[&str] = &[
     "k8s-staging-cri-tools/test-image-user-username-group:latest=busybox@www-data:www-data",
 ];
 
-/// The specs left out unless `--skip` says otherwise, and why: streaming comes later, and four
-/// need an image this offline set-up cannot make.
-const SKIPPED: [(&str, &str); 5] = [
-    (
-        r"\[k8s.io\] Streaming",
-        "Exec, Attach and PortForward (streaming) are not built yet",
-    ),
+/// The specs left out unless `--skip` says otherwise, and why: four need an image this
+/// offline set-up cannot make.
+const SKIPPED: [(&str, &str); 4] = [
     (
         "public image with digest",
         "pins the digest of an image on gcr.io, which no image built here can have",
@@ -85,8 +83,8 @@ test images (its --test-images-file). Installs the Debian packages the demo need
                    GOTOOLCHAIN=local GOFLAGS=-mod=vendor GOPROXY=off CGO_ENABLED=0 \\
                      go test -c -o critest ./cmd/critest     (in the cri-tools tree)
 --focus REGEX    the specs to run (default: all)
---skip REGEX     the specs to leave out (default: the streaming ones, and four that need an
-                 image that cannot be built offline; the run prints them with the reasons)";
+--skip REGEX     the specs to leave out (default: four that need an image that cannot be
+                 built offline; the run prints them with the reasons)";
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let mut critest = None;

@@ -116,10 +116,13 @@ pub async fn serve(
             },
         };
         let peer = Peer::of(&stream);
+        let (activity, evict) = (Activity::new(), CancellationToken::new());
         // The client's own cap first: a client over it must not take a global slot meanwhile.
-        let Some(client_slot) = client_slots.try_take(peer.client) else {
+        let Some(client_slot) =
+            client_slots.try_take(peer.client, Arc::clone(&activity), evict.clone())
+        else {
             if let Some(refused) = refusals.refused(peer.client, Instant::now()) {
-                tracing::warn!(%peer, limit = limits.max_per_client, refused, "connection refused: the client holds too many connections");
+                tracing::warn!(%peer, limit = limits.max_per_client, refused, "connection refused: the client holds too many connections, each with a request in flight");
             }
             continue;
         };
@@ -133,7 +136,12 @@ pub async fn serve(
         let (router, limits, stop) = (router.clone(), limits.clone(), stop.clone());
         tasks.spawn(async move {
             let _slots = (slot, client_slot);
-            serve_one(stream, &peer, &builder, router, &limits, &stop).await;
+            let conn = Conn {
+                activity,
+                evict,
+                stop,
+            };
+            serve_one(stream, &peer, &builder, router, &limits, &conn).await;
         });
     }
     drop(listener);
@@ -147,20 +155,37 @@ pub async fn serve(
     tasks.abort_all();
 }
 
-/// Serves one accepted connection until it ends, is idle for too long, or `stop` is cancelled.
+/// What one connection is served with besides its stream.
+struct Conn {
+    /// Its requests in flight.
+    activity: Arc<Activity>,
+    /// Cancelled when its client, at its cap, connected again and this one was idle longest.
+    evict: CancellationToken,
+    /// The daemon stops.
+    stop: CancellationToken,
+}
+
+/// Serves one accepted connection until it ends, is idle for too long, is evicted, or `stop` is
+/// cancelled.
 async fn serve_one(
     stream: UnixStream,
     peer: &Peer,
     builder: &auto::Builder<TokioExecutor>,
     router: Router,
     limits: &Limits,
-    stop: &CancellationToken,
+    conn: &Conn,
 ) {
+    let Conn {
+        activity,
+        evict,
+        stop,
+    } = conn;
     // Wait (without reading) for the client's first bytes; hyper itself would wait forever.
     let first = tokio::time::timeout(limits.first_byte, first_byte(&stream));
     let first = tokio::select! {
         first = first => first,
         () = stop.cancelled() => return,
+        () = evict.cancelled() => return,
     };
     match first {
         Ok(Ok(())) => {}
@@ -173,8 +198,7 @@ async fn serve_one(
             return;
         }
     }
-    let activity = Activity::new();
-    let service = Tracked::new(TowerToHyperService::new(router), Arc::clone(&activity));
+    let service = Tracked::new(TowerToHyperService::new(router), Arc::clone(activity));
     let io = TokioIo::new(NormalizedStream::new(
         stream,
         peer.name.clone(),
@@ -194,6 +218,11 @@ async fn serve_one(
             }
             () = activity.idle_for(limits.idle_timeout), if !closing => {
                 tracing::debug!(%peer, timeout = ?limits.idle_timeout, "closing an idle connection");
+                connection.as_mut().graceful_shutdown();
+                closing = true;
+            }
+            () = evict.cancelled(), if !closing => {
+                tracing::debug!(%peer, "closing the client's longest-idle connection: it connected again at its cap");
                 connection.as_mut().graceful_shutdown();
                 closing = true;
             }
@@ -354,7 +383,7 @@ mod tests {
     /// global cap was reached. Past its own cap its connections are refused, and another process
     /// (this test run again as a worker) is still served.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_client_over_its_cap_is_refused_while_another_is_served() {
+    async fn a_client_over_its_cap_loses_its_idle_connection_while_another_is_served() {
         if let Ok(socket) = std::env::var(OTHER_CLIENT) {
             let mut stream = UnixStream::connect(&socket).await.unwrap();
             let answer = ping(&mut stream).await;
@@ -369,16 +398,20 @@ mod tests {
         for _ in 0..3 {
             held.push(UnixStream::connect(&socket).await.unwrap());
         }
+        // The three say nothing: a fourth of the same client takes the place of the first.
         let mut extra = UnixStream::connect(&socket).await.unwrap();
+        let answer = ping(&mut extra).await;
+        assert!(answer.ends_with("pong"), "{answer}");
         assert!(
-            closed_within(&mut extra, Duration::from_secs(5)).await,
-            "a fourth connection of the same client is refused"
+            closed_within(&mut held[0], Duration::from_secs(5)).await,
+            "the client's longest-idle connection is closed for it"
         );
+        held.remove(0);
         let other = tokio::task::spawn_blocking({
             let socket = socket.clone();
             move || {
                 test_support::process::rerun_test(
-                    "connections::tests::a_client_over_its_cap_is_refused_while_another_is_served",
+                    "connections::tests::a_client_over_its_cap_loses_its_idle_connection_while_another_is_served",
                 )
                 .env(OTHER_CLIENT, socket)
                 .stdout(std::process::Stdio::null())

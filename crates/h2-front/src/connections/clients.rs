@@ -6,6 +6,12 @@
 //! pid, so kubelet, crictl and a monitoring agent each have their own share; any other peer by
 //! its uid, since an unprivileged user could otherwise fork its way past a per-pid cap. A root
 //! process could still fork past it, but root owns the node anyway.
+//!
+//! A client at its cap that connects again gets its longest-idle connection closed (GOAWAY:
+//! gRPC clients reconnect when they next need one) rather than a refusal; only when all its
+//! connections have requests in flight is the new one refused. A client that opens a
+//! connection per task and never closes them (critest does, one per spec) keeps working, and
+//! none holds more than its share for longer than a graceful close takes.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -13,6 +19,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use tokio::net::UnixStream;
+use tokio_util::sync::CancellationToken;
+
+use super::idle::Activity;
 
 /// What connections are counted against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -65,18 +74,31 @@ impl fmt::Display for Peer {
     }
 }
 
+/// One open connection of a client.
+#[derive(Debug)]
+struct Held {
+    id: u64,
+    activity: Arc<Activity>,
+    /// Cancelled to have the connection closed gracefully to make room.
+    evict: CancellationToken,
+}
+
+type Open = Arc<Mutex<HashMap<Client, Vec<Held>>>>;
+
 /// Open connections per client, capped.
 #[derive(Debug, Clone)]
 pub(crate) struct ClientSlots {
     limit: usize,
-    open: Arc<Mutex<HashMap<Client, usize>>>,
+    open: Open,
+    next_id: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// One connection counted against its client; dropping it frees the slot.
 #[derive(Debug)]
 pub(crate) struct ClientSlot {
     client: Client,
-    open: Arc<Mutex<HashMap<Client, usize>>>,
+    id: u64,
+    open: Open,
 }
 
 impl ClientSlots {
@@ -85,19 +107,43 @@ impl ClientSlots {
         Self {
             limit,
             open: Arc::default(),
+            next_id: Arc::default(),
         }
     }
 
-    /// A slot for `client`, or `None` when it already holds `limit` connections.
-    pub(crate) fn try_take(&self, client: Client) -> Option<ClientSlot> {
+    /// A slot for a connection of `client` whose requests `activity` counts and which closes
+    /// when `evict` is cancelled. At the cap, the client's connection idle the longest (and not
+    /// already closing) is told to close and the new one takes its place; `None` when every
+    /// one has a request in flight.
+    pub(crate) fn try_take(
+        &self,
+        client: Client,
+        activity: Arc<Activity>,
+        evict: CancellationToken,
+    ) -> Option<ClientSlot> {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        let count = open.entry(client).or_default();
-        if *count >= self.limit {
-            return None;
+        let held = open.entry(client).or_default();
+        let live = held.iter().filter(|h| !h.evict.is_cancelled()).count();
+        if live >= self.limit {
+            let oldest = held
+                .iter()
+                .filter(|h| !h.evict.is_cancelled())
+                .filter_map(|h| h.activity.idle_since().map(|since| (since, h)))
+                .min_by_key(|(since, _)| *since);
+            let (_, oldest) = oldest?;
+            oldest.evict.cancel();
         }
-        *count += 1;
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        held.push(Held {
+            id,
+            activity,
+            evict,
+        });
         Some(ClientSlot {
             client,
+            id,
             open: Arc::clone(&self.open),
         })
     }
@@ -106,10 +152,10 @@ impl ClientSlots {
 impl Drop for ClientSlot {
     fn drop(&mut self) {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = open.get_mut(&self.client) {
-            *count -= 1;
+        if let Some(held) = open.get_mut(&self.client) {
+            held.retain(|h| h.id != self.id);
             // Entries go with their last connection: the map holds only clients connected now.
-            if *count == 0 {
+            if held.is_empty() {
                 open.remove(&self.client);
             }
         }
@@ -168,15 +214,59 @@ mod tests {
         assert_eq!(Peer::from_cred(1000, Some(42)).name, "pid 42 uid 1000");
     }
 
-    #[test]
-    fn a_client_gets_its_slots_back_as_its_connections_close() {
+    /// A connection's activity (busy with a request when `busy`) and eviction token.
+    fn conn(
+        busy: bool,
+    ) -> (
+        Arc<Activity>,
+        Option<super::super::idle::Busy>,
+        CancellationToken,
+    ) {
+        let activity = Activity::new();
+        let guard = busy.then(|| activity.begin());
+        (activity, guard, CancellationToken::new())
+    }
+
+    #[tokio::test]
+    async fn at_its_cap_a_client_loses_its_longest_idle_connection_not_the_new_one() {
         let slots = ClientSlots::new(2);
         let a = Client::Pid(1);
-        let (first, _second) = (slots.try_take(a).unwrap(), slots.try_take(a).unwrap());
-        assert!(slots.try_take(a).is_none(), "over the cap");
-        assert!(slots.try_take(Client::Pid(2)).is_some(), "another client");
+        let (first, _, first_evict) = conn(false);
+        let _one = slots.try_take(a, first, first_evict.clone()).unwrap();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let (second, _, second_evict) = conn(false);
+        let _two = slots.try_take(a, second, second_evict.clone()).unwrap();
+        let (third, _, third_evict) = conn(false);
+        let three = slots.try_take(a, third, third_evict.clone());
+        assert!(three.is_some(), "the new connection is taken");
+        assert!(first_evict.is_cancelled(), "the one idle longest is closed");
+        assert!(!second_evict.is_cancelled() && !third_evict.is_cancelled());
+        // another client is not touched
+        let (other, _, other_evict) = conn(false);
+        assert!(slots.try_take(Client::Pid(2), other, other_evict).is_some());
+    }
+
+    #[tokio::test]
+    async fn a_client_whose_connections_are_all_busy_is_refused_until_one_closes() {
+        let slots = ClientSlots::new(2);
+        let a = Client::Pid(1);
+        let (one, _busy_one, one_evict) = conn(true);
+        let first = slots.try_take(a, one, one_evict.clone()).unwrap();
+        let (two, _busy_two, two_evict) = conn(true);
+        let _second = slots.try_take(a, two, two_evict.clone()).unwrap();
+        let (three, _, three_evict) = conn(false);
+        assert!(
+            slots
+                .try_take(a, Arc::clone(&three), three_evict.clone())
+                .is_none(),
+            "over the cap, nothing idle to close"
+        );
+        assert!(!one_evict.is_cancelled() && !two_evict.is_cancelled());
         drop(first);
-        assert!(slots.try_take(a).is_some(), "a slot freed");
+        assert!(
+            slots.try_take(a, three, three_evict).is_some(),
+            "a slot freed"
+        );
     }
 
     #[test]

@@ -39,8 +39,14 @@ impl Activity {
         })
     }
 
+    /// Since when the connection has had no request in flight; `None` while it has one.
+    pub(crate) fn idle_since(&self) -> Option<Instant> {
+        let last = *self.last.lock().unwrap_or_else(PoisonError::into_inner);
+        (self.open.load(Ordering::SeqCst) == 0).then_some(last)
+    }
+
     /// Counts a request until the returned guard is dropped.
-    fn begin(self: &Arc<Self>) -> Busy {
+    pub(crate) fn begin(self: &Arc<Self>) -> Busy {
         self.open.fetch_add(1, Ordering::SeqCst);
         Busy(Arc::clone(self))
     }
@@ -69,7 +75,7 @@ impl Activity {
 
 /// A request in flight.
 #[derive(Debug)]
-struct Busy(Arc<Activity>);
+pub(crate) struct Busy(Arc<Activity>);
 
 impl Drop for Busy {
     fn drop(&mut self) {

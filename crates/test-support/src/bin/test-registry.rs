@@ -49,6 +49,11 @@ enum Kind {
     Busybox,
     Httpd,
     Nginx,
+    /// cri-tools' hostnet-nginx: nginx on port 12003, for a pod on the node's network.
+    HostnetNginx,
+    /// cri-tools' test-image-predefined-group: user 1000 (`default-user`), member of group
+    /// 50000 in the image's /etc/group, the image's user.
+    PredefinedGroup,
 }
 
 fn image_arg(text: &str) -> Result<Wanted, String> {
@@ -66,9 +71,12 @@ fn image_arg(text: &str) -> Result<Wanted, String> {
         "busybox" => Kind::Busybox,
         "httpd" => Kind::Httpd,
         "nginx" => Kind::Nginx,
+        "hostnet-nginx" => Kind::HostnetNginx,
+        "predefined-group" => Kind::PredefinedGroup,
         other => {
             return Err(format!(
-                "unknown image kind {other:?} (busybox, httpd, nginx)"
+                "unknown image kind {other:?} (busybox, httpd, nginx, hostnet-nginx, \
+                 predefined-group)"
             ));
         }
     };
@@ -80,13 +88,17 @@ fn image_arg(text: &str) -> Result<Wanted, String> {
     })
 }
 
-/// The nginx stand-in: pid file, busybox httpd in the background, SIGTERM handled (as pid 1 it
-/// would otherwise be ignored).
-const NGINX: &[u8] =
-    b"#!/bin/sh\n# nginx look-alike: busybox httpd on port 80, its pid file as nginx's\n\
-    mkdir -p /var/run\necho $$ > /var/run/nginx.pid\n\
-    trap 'kill $server 2>/dev/null; exit 0' TERM INT QUIT\n\
-    httpd -f -p 80 -h /www &\nserver=$!\nwait $server\n";
+/// The nginx stand-in on `port`: pid file, busybox httpd in the background, SIGTERM handled
+/// (as pid 1 it would otherwise be ignored).
+fn nginx(port: u16) -> Vec<u8> {
+    format!(
+        "#!/bin/sh\n# nginx look-alike: busybox httpd on port {port}, its pid file as nginx's\n\
+         mkdir -p /var/run\necho $$ > /var/run/nginx.pid\n\
+         trap 'kill $server 2>/dev/null; exit 0' TERM INT QUIT\n\
+         httpd -f -p {port} -h /www &\nserver=$!\nwait $server\n"
+    )
+    .into_bytes()
+}
 
 /// The httpd image's `Cmd` stand-in: httpd's start-up line, the server, SIGTERM handled.
 const HTTPD_FOREGROUND: &[u8] = b"#!/bin/sh\n# httpd look-alike: busybox httpd on port 80\n\
@@ -113,6 +125,26 @@ fn build(wanted: &Wanted) -> Image {
     }
     match wanted.kind {
         Kind::Busybox => builder.cmd(&["sh"]),
+        Kind::PredefinedGroup => builder.cmd(&["sh"]).user("1000").layer(Layer::new(
+            &Tar::new()
+                .dir("etc", 0o755)
+                .dir("home", 0o755)
+                .dir("home/default-user", 0o755)
+                .file(
+                    "etc/passwd",
+                    0o644,
+                    b"root:x:0:0:root:/root:/bin/sh\n\
+                      default-user:x:1000:1000::/home/default-user:/bin/sh\n",
+                )
+                .file(
+                    "etc/group",
+                    0o644,
+                    b"root:x:0:\ndefault-user:x:1000:\n\
+                      group-defined-in-image:x:50000:default-user\n",
+                )
+                .build(),
+            Compression::Gzip,
+        )),
         Kind::Httpd => builder.cmd(&["httpd-foreground"]).layer(Layer::new(
             &page()
                 .dir("usr/local", 0o755)
@@ -121,10 +153,17 @@ fn build(wanted: &Wanted) -> Image {
                 .build(),
             Compression::Gzip,
         )),
-        Kind::Nginx => builder.cmd(&["nginx"]).layer(Layer::new(
-            &page().file("usr/sbin/nginx", 0o755, NGINX).build(),
-            Compression::Gzip,
-        )),
+        Kind::Nginx | Kind::HostnetNginx => {
+            let port = if matches!(wanted.kind, Kind::Nginx) {
+                80
+            } else {
+                12003
+            };
+            builder.cmd(&["nginx"]).layer(Layer::new(
+                &page().file("usr/sbin/nginx", 0o755, &nginx(port)).build(),
+                Compression::Gzip,
+            ))
+        }
     }
     .build()
 }
