@@ -316,7 +316,16 @@ fn peer(bin: &Path, out_dir: &Path, opts: &Opts) -> Result<Vec<Verdict>> {
         ("100", "3")
     };
     println!(
-        "\n==> peer: ocicni beside go-cni, {pods} pods, {repeat} repeat(s), modes real and noop, concurrency 1 and 8"
+        "\n==> peer: ocicni beside go-cni, {pods} pods, {repeat} repeat(s), modes real and noop, concurrency 1 and 8; ocicni with the built-in plugins beside both in real mode"
+    );
+    // The built-in variant is the same binary under another name (the runner resolves links).
+    let builtin = out_dir.join("ocicni-builtin-bench");
+    std::fs::copy(bin.join("ocicni-bench"), &builtin)
+        .with_context(|| format!("cannot copy ocicni-bench to {}", builtin.display()))?;
+    let benches = format!(
+        "{} {}",
+        bin.join("ocicni-bench").display(),
+        builtin.display()
     );
     let out = Command::new("bash")
         .arg(&run_sh)
@@ -325,7 +334,7 @@ fn peer(bin: &Path, out_dir: &Path, opts: &Opts) -> Result<Vec<Verdict>> {
         .env("CONCURRENCY", "1 8")
         .env("MODES", "real noop")
         .env("WARMUP", "2")
-        .env("EXTRA_BENCHES", bin.join("ocicni-bench"))
+        .env("EXTRA_BENCHES", benches)
         .stderr(Stdio::inherit())
         .output()
         .context("cannot run the peer benchmark")?;
@@ -412,7 +421,7 @@ type PeerSummary = BTreeMap<PeerKey, (f64, f64, f64)>;
 /// The peer table printed, the verdicts, and the summary to save.
 fn summarize_peer(rows: &[Value]) -> (Vec<Verdict>, PeerSummary) {
     let mut groups: BTreeMap<PeerKey, Vec<&Value>> = BTreeMap::new();
-    for row in rows {
+    for row in rows.iter().filter(|r| r.get("skipped").is_none()) {
         let key = (
             row["mode"].as_str().unwrap_or("?").to_owned(),
             row["concurrency"].as_i64().unwrap_or(0),
@@ -552,10 +561,50 @@ fn peer_verdicts(groups: &BTreeMap<PeerKey, Vec<&Value>>, summary: &PeerSummary)
                     ours.2 < 10.0,
                     format!("{:.1}%", ours.2),
                 ));
+                verdicts.extend(builtin_verdicts(groups, summary, c, go.0));
             }
         }
     }
     verdicts
+}
+
+/// The built-in plugins' targets (#25) at concurrency `c`, beside go-cni's set-up rate `go`.
+fn builtin_verdicts(
+    groups: &BTreeMap<PeerKey, Vec<&Value>>,
+    summary: &PeerSummary,
+    c: i64,
+    go: f64,
+) -> Vec<Verdict> {
+    let key = ("real".to_owned(), c, "ocicni-rs-builtin".to_owned());
+    let (Some(builtin), Some(rows)) = (summary.get(&key), groups.get(&key)) else {
+        return Vec::new();
+    };
+    let remove = median(rows, &["remove", "pods_per_s"]);
+    let p50 = median(rows, &["setup", "p50_ms"]);
+    let mut out = vec![
+        Verdict::judged(
+            format!("peer real c={c}: built-in set-up pods/s >= 20x go-cni's"),
+            builtin.0 >= 20.0 * go,
+            format!(
+                "{:.1} vs {go:.1} pods/s ({:.1}x)",
+                builtin.0,
+                builtin.0 / go
+            ),
+        ),
+        Verdict::judged(
+            format!("peer real c={c}: built-in teardown within 2x of its set-up"),
+            remove * 2.0 >= builtin.0,
+            format!("remove {remove:.1} pods/s, set-up {:.1} pods/s", builtin.0),
+        ),
+    ];
+    if c == 1 {
+        out.push(Verdict::judged(
+            "peer real c=1: built-in set-up p50 under 5 ms",
+            p50 < 5.0,
+            format!("{p50:.2} ms"),
+        ));
+    }
+    out
 }
 
 fn save_peer_summary(summary: &PeerSummary) {

@@ -8,9 +8,8 @@
 //!
 //! It composes the crates below it, re-exported here: [`cni_config`] (files to network lists),
 //! [`cni_exec`] (running plugins, the libcni-compatible result cache), [`cni_builtin`]
-//! (`bridge`, `host-local` and `loopback` in-process, chosen per plugin by [`Preference`]),
-//! [`cni_watch`] (watching
-//! directories), [`cni_lock`] (locks across processes) and [`cni_types`] (the spec as data).
+//! (`bridge`, `host-local`, `portmap` and `loopback` in-process, chosen per plugin by
+//! [`Preference`]), [`cni_watch`] (watching directories), [`cni_lock`] (locks across processes) and [`cni_types`] (the spec as data).
 //! [`netns`] pins, removes, enters and inspects network namespaces in-process.
 //!
 //! What it adds over the Go original:

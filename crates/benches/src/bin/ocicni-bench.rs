@@ -5,6 +5,11 @@
 //! in-process (where go-cni runs its loopback plugin as a second network), sets up `--pods` pods
 //! with `--concurrency` in flight, tears them down, checks what is left, and prints one JSON line.
 //! Extra keys beyond the peer's: `overhead` (time per pod not spent in plugin processes).
+//!
+//! Started under a file name containing `builtin` (xtask copies the binary so: the shared runner
+//! passes every bench the same flags and resolves symbolic links), it runs the plugins built in
+//! (`prefer-builtin`) and names itself `ocicni-rs-builtin`; in `noop` mode, which has no built-in
+//! meaning, that variant prints a row marked `skipped`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -15,7 +20,9 @@ use benches::{Phase, count_veths, loadavg, run_phase, text};
 
 use ocicni::cni_exec::{self, ObservedExec, PluginRun, ProcessExec};
 use ocicni::cni_types::capabilities::PortMapping;
-use ocicni::{CniArgsPolicy, CniPlugin, Ocicni, PodNetwork, RuntimeConfig, WatchPolicy, netns};
+use ocicni::{
+    CniArgsPolicy, CniPlugin, Ocicni, PodNetwork, Preference, RuntimeConfig, WatchPolicy, netns,
+};
 use serde_json::{Value, json};
 
 struct Opts {
@@ -242,9 +249,36 @@ async fn main() {
     }
 }
 
+/// Whether this is the built-in variant (see the module docs).
+fn builtin_variant() -> bool {
+    std::env::args_os()
+        .next()
+        .map(PathBuf::from)
+        .and_then(|p| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().contains("builtin"))
+        })
+        .unwrap_or(false)
+}
+
 async fn run(o: &Opts) -> (Value, bool) {
+    let builtin = builtin_variant();
+    let name = if builtin {
+        "ocicni-rs-builtin"
+    } else {
+        "ocicni-rs-bench"
+    };
+    if builtin && o.mode == "noop" {
+        let rep = json!({
+            "bench": name, "mode": o.mode, "pods": o.pods, "concurrency": o.concurrency,
+            "skipped": "noop mode runs no-op binaries; the built-in plugins have no such mode",
+            "ok": true,
+        });
+        return (rep, true);
+    }
     let mut rep = json!({
-        "bench": "ocicni-rs-bench", "library": "ocicni (Rust)",
+        "bench": name, "library": "ocicni (Rust)",
+        "plugins": if builtin { "built in (prefer-builtin)" } else { "binaries" },
         "deps": {"ocicni": env!("CARGO_PKG_VERSION")}, "rust": option_env!("RUSTC_VERSION").unwrap_or("stable"),
         "mode": o.mode, "pods": o.pods, "concurrency": o.concurrency, "warmup": o.warmup,
         "loopback_network": true, "loopback": "in-process (no plugin exec)", "port_mappings": o.portmap,
@@ -289,6 +323,11 @@ async fn bench(o: &Opts, rep: &mut Value) -> Result<(), String> {
         .cni_args(CniArgsPolicy::Kubernetes)
         .watch(WatchPolicy::Inotify)
         .exec(Arc::new(exec))
+        .builtin_plugins(if builtin_variant() {
+            Preference::PreferBuiltin
+        } else {
+            Preference::default()
+        })
         .build()
         .await
         .map_err(|e| format!("ocicni: {e}"))?;
