@@ -20,7 +20,7 @@ use anyhow::{Context as _, Result, bail};
 use crate::cmd::{ScratchDir, cargo, run_step, target_dir, workspace_root};
 use crate::packages;
 
-pub(crate) const USAGE: &str = "usage: cargo xtask dist [--check]
+pub(crate) const USAGE: &str = "usage: cargo xtask dist [--check] [--debug]
 
 Builds the release binaries (crio-lite, ocicnitool) and lays out target/dist/ as a staging root:
 
@@ -47,6 +47,8 @@ options:
             systemd-analyze verify on the unit, and lintian (installed with apt-get when
             missing, as root), whose errors fail the check. Not part of `cargo xtask test`:
             a cold release build takes minutes; the unit tests of this code are.
+  --debug   package the debug binaries instead, into target/dist-debug/ and target/deb-debug/:
+            the package the VM suite's service test installs (cargo xtask test makes it).
 
 target/dist/ and target/deb/ are emptied first. The target directory is CARGO_TARGET_DIR when set.";
 
@@ -67,29 +69,70 @@ const CONTRIB_UNIT: &str = "crates/crio-lite/contrib/systemd/crio-lite.service";
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let mut check = false;
+    let mut profile = Profile::Release;
     for arg in args {
         match arg.as_str() {
             "--check" => check = true,
+            "--debug" => profile = Profile::Debug,
             other => bail!("dist: unknown option {other:?}\n\n{USAGE}"),
         }
     }
+    let debs = packages_of(profile)?;
+    if check {
+        let meta = package::meta()?;
+        check::run(&debs, &meta)?;
+        println!("\nxtask: the packages passed every check");
+    }
+    Ok(())
+}
+
+/// Which binaries go into the packages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Profile {
+    /// `cargo xtask dist`: release binaries, in target/dist/ and target/deb/.
+    Release,
+    /// The VM suite's: the debug binaries its tests run, in target/dist-debug/ and
+    /// target/deb-debug/, so the service test installs the package as a node does without a
+    /// release build.
+    Debug,
+}
+
+/// crio-lite's package built from the debug binaries ([`Profile::Debug`]); its path.
+pub(crate) fn debug_daemon_package() -> Result<PathBuf> {
+    let debs = packages_of(Profile::Debug)?;
+    debs.into_iter()
+        .find(|(p, _)| p.name == "crio-lite")
+        .map(|(_, deb)| deb)
+        .context("no crio-lite package was built")
+}
+
+/// Builds the binaries of `profile`, stages them and makes the packages.
+fn packages_of(profile: Profile) -> Result<Vec<(&'static debian::Package, PathBuf)>> {
     packages::ensure(packages::DEB_PACKAGES)?;
     let mut build = cargo();
-    build.args(["build", "--release", "--locked"]);
+    build.arg("build");
+    if profile == Profile::Release {
+        build.arg("--release");
+    }
+    build.arg("--locked");
     for (name, package) in BINARIES {
         build.args(["-p", package, "--bin", name]);
     }
-    run_step("build the release binaries", &mut build)?;
+    let (built, stage_dir, deb_dir) = match profile {
+        Profile::Release => ("release", "dist", "deb"),
+        Profile::Debug => ("debug", "dist-debug", "deb-debug"),
+    };
+    run_step(&format!("build the {built} binaries"), &mut build)?;
 
     let target = target_dir();
-    let root = target.join("dist");
+    let root = target.join(stage_dir);
     println!("\n==> lay out {}", root.display());
     if root.exists() {
         std::fs::remove_dir_all(&root)
             .with_context(|| format!("cannot empty {}", root.display()))?;
     }
     for (name, _) in BINARIES {
-        stage(&target.join("release").join(name), &root, name)?;
+        stage(&target.join(built).join(name), &root, name)?;
     }
     stage_daemon_files(&root)?;
 
@@ -100,17 +143,13 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
     }
 
     let meta = package::meta()?;
-    let debs = package::build_all(&root, &target.join("deb"), &meta)?;
+    let debs = package::build_all(&root, &target.join(deb_dir), &meta)?;
     println!("\n==> Debian packages");
     for (_, deb) in &debs {
         let size = std::fs::metadata(deb).map_or(0, |m| m.len());
         println!("    {:>9}  {}", human(size), deb.display());
     }
-    if check {
-        check::run(&debs, &meta)?;
-        println!("\nxtask: the packages passed every check");
-    }
-    Ok(())
+    Ok(debs)
 }
 
 /// crio-lite's unit, its default configuration with an empty drop-in directory, and the

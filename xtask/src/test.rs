@@ -124,7 +124,8 @@ const VM_CRIO_LITE_TESTS: &[&str] = &[
 /// The VM suite's passes: oci-container's privileged tests (each on crun and runc), then
 /// crio-lite's on crun with the systemd manager (the production node) and on runc with
 /// cgroupfs.
-fn vm_passes() -> Vec<crate::vm::Pass> {
+/// `deb` is crio-lite's package of the debug binaries, which the service test installs.
+fn vm_passes(deb: &std::path::Path) -> Vec<crate::vm::Pass> {
     let ignored = ["--ignored", "--test-threads", "2"].map(str::to_owned);
     let crio_lite = |runtime: &str, manager: &str| crate::vm::Pass {
         label: format!("crio-lite on {runtime} with {manager}"),
@@ -135,6 +136,7 @@ fn vm_passes() -> Vec<crate::vm::Pass> {
                 "CRIO_LITE_TEST_CGROUP_MANAGER".to_owned(),
                 manager.to_owned(),
             ),
+            ("CRIO_LITE_TEST_DEB".to_owned(), deb.display().to_string()),
         ],
         test_args: ignored
             .iter()
@@ -157,7 +159,8 @@ fn vm_passes() -> Vec<crate::vm::Pass> {
 /// The VM suite ([`vm_passes`]) in the VM (`cargo xtask vm`): the binaries the steps before
 /// built, run on a cgroup v2 node under systemd.
 pub(crate) fn vm_tests() -> Result<()> {
-    let passes = vm_passes();
+    let deb = crate::dist::debug_daemon_package()?;
+    let passes = vm_passes(&deb);
     let labels: Vec<&str> = passes.iter().map(|p| p.label.as_str()).collect();
     println!(
         "\n==> VM suite (cgroup v2 + systemd): {}",

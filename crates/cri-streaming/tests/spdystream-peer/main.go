@@ -165,21 +165,7 @@ func dialUpgraded(rawURL string) net.Conn {
 // upgradeTty plays kubectl exec -it: the streams client-go's v4 executor opens with a terminal
 // (no stderr, a resize stream), stdin never closed.
 func upgradeTty(rawURL string, input string, detach bool) {
-	spdyConn, err := spdystream.NewConnection(dialUpgraded(rawURL), false)
-	if err != nil {
-		fail("spdy connection", err)
-	}
-	go spdyConn.Serve(spdystream.NoOpStreamHandler)
-	open := func(t string) *spdystream.Stream {
-		s, err := spdyConn.CreateStream(http.Header{"Streamtype": {t}}, nil, false)
-		if err != nil {
-			fail("create "+t, err)
-		}
-		if err := s.WaitTimeout(5 * time.Second); err != nil {
-			fail("reply to "+t, err)
-		}
-		return s
-	}
+	spdyConn, open := session(dialUpgraded(rawURL))
 	errStream := open("error")
 	stdin := open("stdin")
 	stdout := open("stdout")
@@ -227,7 +213,9 @@ func client(socket string, n int) {
 	exec(conn, n)
 }
 
-func exec(conn net.Conn, n int) {
+// session serves a spdystream client connection on conn; with it, a function that opens a
+// stream of a type and waits (5 s at most) for the server's reply.
+func session(conn net.Conn) (*spdystream.Connection, func(string) *spdystream.Stream) {
 	spdyConn, err := spdystream.NewConnection(conn, false)
 	if err != nil {
 		fail("spdy connection", err)
@@ -243,6 +231,11 @@ func exec(conn net.Conn, n int) {
 		}
 		return s
 	}
+	return spdyConn, open
+}
+
+func exec(conn net.Conn, n int) {
+	spdyConn, open := session(conn)
 	errStream := open("error")
 	stdin := open("stdin")
 	stdout := open("stdout")

@@ -3,9 +3,11 @@
 //! then), pods and containers kept across `systemctl restart`, a clean stop. Needs systemd as
 //! init: it runs in the VM (`cargo xtask vm suite`), not in the host's privileged step.
 //!
-//! The unit is installed under /run/systemd/system (gone at reboot) as the test's own unit,
-//! with a drop-in that points `ExecStart` at the binary under test with the node's flags and
-//! `NetworkNamespacePath` at the node's namespace; everything else is the shipped file.
+//! The unit and the daemon come from crio-lite's Debian package (`CRIO_LITE_TEST_DEB`: the
+//! VM suite builds it from the debug binaries with `cargo xtask dist`'s code), installed with
+//! `dpkg -i` as a node installs it (the VM runs on a snapshot: nothing stays). A drop-in under
+//! /run/systemd/system gives `ExecStart` the node's flags and `NetworkNamespacePath` the node's
+//! namespace; everything else is the packaged unit.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -19,28 +21,43 @@ use crate::containers::{
 use crate::e2e_support;
 
 const UNIT_DIR: &str = "/run/systemd/system";
+/// Where the package puts the unit and the daemon.
+const PACKAGED_UNIT: &str = "/usr/lib/systemd/system/crio-lite.service";
+const PACKAGED_DAEMON: &str = "/usr/bin/crio-lite";
 
-/// The test's unit: installed on creation, stopped and removed on drop, also when the test
-/// fails.
+/// The packaged unit with the test's drop-in: the package installed on creation; the service
+/// stopped, the drop-in removed and the package purged on drop, also when the test fails.
 struct Unit {
     name: String,
 }
 
 impl Unit {
-    fn install(name: &str, exec_start: &str, netns: &Path, log: &Path) -> Unit {
-        let shipped =
-            Path::new(env!("CARGO_MANIFEST_DIR")).join("contrib/systemd/crio-lite.service");
-        let text = std::fs::read_to_string(&shipped).expect("the shipped unit");
+    /// Installs the package, then the drop-in running the daemon with `flags`.
+    fn install(flags: &str, netns: &Path, log: &Path) -> Unit {
+        let deb = std::env::var("CRIO_LITE_TEST_DEB").expect(
+            "CRIO_LITE_TEST_DEB names crio-lite's .deb (cargo xtask test and vm suite build it)",
+        );
         let unit = Unit {
-            name: format!("{name}.service"),
+            name: "crio-lite.service".to_owned(),
         };
-        std::fs::write(unit.path(), text).expect("install the unit");
+        let out = output("dpkg", &["-i", &deb]);
+        assert!(
+            out.status.success(),
+            "dpkg -i {deb}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for packaged in [PACKAGED_UNIT, PACKAGED_DAEMON] {
+            assert!(
+                Path::new(packaged).is_file(),
+                "the package ships {packaged}"
+            );
+        }
         let dropin = unit.dropin_dir();
         std::fs::create_dir_all(&dropin).expect("the drop-in directory");
         std::fs::write(
             dropin.join("test.conf"),
             format!(
-                "[Service]\nExecStart=\nExecStart={exec_start}\nNetworkNamespacePath={}\n\
+                "[Service]\nExecStart=\nExecStart={PACKAGED_DAEMON} {flags}\nNetworkNamespacePath={}\n\
                  StandardOutput=append:{}\nStandardError=inherit\n",
                 netns.display(),
                 log.display()
@@ -49,10 +66,6 @@ impl Unit {
         .expect("write the drop-in");
         systemctl(&["daemon-reload"]);
         unit
-    }
-
-    fn path(&self) -> PathBuf {
-        Path::new(UNIT_DIR).join(&self.name)
     }
 
     fn dropin_dir(&self) -> PathBuf {
@@ -75,7 +88,7 @@ impl Drop for Unit {
     fn drop(&mut self) {
         let _ = output("systemctl", &["stop", &self.name]);
         let _ = std::fs::remove_dir_all(self.dropin_dir());
-        let _ = std::fs::remove_file(self.path());
+        let _ = output("dpkg", &["--purge", "crio-lite"]);
         let _ = output("systemctl", &["daemon-reload"]);
         let _ = output("systemctl", &["reset-failed", &self.name]);
     }
@@ -110,19 +123,14 @@ async fn the_shipped_unit_runs_the_daemon_and_its_containers_survive_a_restart()
         "the test's daemon exits cleanly"
     );
     let flags = setup.node.flags();
-    let exec_start = std::iter::once(env!("CARGO_BIN_EXE_crio-lite").to_owned())
-        .chain(flags)
+    let flags = flags
+        .into_iter()
         .chain(setup.node.extra_flags().iter().cloned())
         .chain(std::iter::once("run".to_owned()))
         .collect::<Vec<_>>()
         .join(" ");
     let log = setup.node.path("daemon-service.log");
-    let unit = Unit::install(
-        &format!("crio-lite-test-{}", setup.node.name()),
-        &exec_start,
-        &setup.node.netns_path(),
-        &log,
-    );
+    let unit = Unit::install(&flags, &setup.node.netns_path(), &log);
     let logs = || std::fs::read_to_string(&log).unwrap_or_default();
 
     // `start` of a Type=notify unit returns once READY=1 came.

@@ -414,13 +414,7 @@ async fn check_terminal_exec(setup: &mut Setup, container: &str) {
 async fn exec_over_spdy_with_spdystreams_client() {
     const BYTES: usize = 300_000;
     let mut setup = setup("strmspdy", "spdy").await;
-    let (image, sandbox) = (setup.image.clone(), setup.sandbox.clone());
-    let idle = run(
-        &mut setup.client,
-        &sandbox,
-        container_config(&image, "idle", "exec sleep 3600"),
-    )
-    .await;
+    let idle = idle_container(&mut setup).await;
     let url = exec_url(
         &mut setup,
         cri::ExecRequest {
@@ -449,13 +443,8 @@ async fn exec_over_spdy_with_spdystreams_client() {
 #[ignore = "needs root + netns + runc + Go: cargo xtask test"]
 async fn exec_with_a_terminal_over_spdy_ends_with_the_command() {
     let mut setup = setup("strmspdyt", "spdyt").await;
+    let idle = idle_container(&mut setup).await;
     let (image, sandbox) = (setup.image.clone(), setup.sandbox.clone());
-    let idle = run(
-        &mut setup.client,
-        &sandbox,
-        container_config(&image, "idle", "exec sleep 3600"),
-    )
-    .await;
     let url = exec_url(
         &mut setup,
         cri::ExecRequest {
@@ -508,6 +497,17 @@ async fn exec_with_a_terminal_over_spdy_ends_with_the_command() {
         .state;
     assert_eq!(state, cri::ContainerState::ContainerRunning as i32);
     setup.finish().await;
+}
+
+/// A container that sleeps, to exec in.
+async fn idle_container(setup: &mut Setup) -> String {
+    let (image, sandbox) = (setup.image.clone(), setup.sandbox.clone());
+    run(
+        &mut setup.client,
+        &sandbox,
+        container_config(&image, "idle", "exec sleep 3600"),
+    )
+    .await
 }
 
 /// Runs cri-streaming's Go peer (moby/spdystream's client, built offline from Debian's
