@@ -17,6 +17,7 @@ use crate::command;
 use crate::error::{Error, Result, validate_id};
 use crate::record::{self, ProcessIdentity};
 use crate::runtime::{Runtime, Status, kill_identity};
+use crate::terminal::TerminalSize;
 use node_primitives::ProcStat;
 use node_primitives::child::{Captured, read_into};
 
@@ -79,7 +80,7 @@ impl Runtime {
         timeout: Duration,
         output_cap: usize,
     ) -> Result<ExecOutput> {
-        let files = self.prepare_exec(id, command, false).await?;
+        let files = self.prepare_exec(id, command, false, None).await?;
 
         let root = self.runtime_root().as_os_str();
         let args: [&OsStr; 8] = [
@@ -224,6 +225,7 @@ impl Runtime {
         id: &str,
         command: &[String],
         terminal: bool,
+        console_size: Option<TerminalSize>,
     ) -> Result<ExecFiles> {
         validate_id(id)?;
         if command.is_empty() {
@@ -234,7 +236,13 @@ impl Runtime {
             return Err(not_running(id, &state.status));
         }
         let files = ExecFiles::new(&self.container_dir(id));
-        write_process(id, &state.bundle, command, terminal, &files.process)?;
+        write_process(
+            id,
+            &state.bundle,
+            command,
+            (terminal, console_size),
+            &files.process,
+        )?;
         Ok(files)
     }
 }
@@ -265,7 +273,7 @@ fn write_process(
     id: &str,
     bundle: &Path,
     command: &[String],
-    terminal: bool,
+    terminal: (bool, Option<TerminalSize>),
     to: &Path,
 ) -> Result<()> {
     let config = bundle.join("config.json");
@@ -285,7 +293,7 @@ fn write_process(
 fn process_for(
     config: &[u8],
     command: &[String],
-    terminal: bool,
+    (terminal, console_size): (bool, Option<TerminalSize>),
 ) -> std::result::Result<Vec<u8>, String> {
     let mut spec: serde_json::Value =
         serde_json::from_slice(config).map_err(|e| format!("not a runtime spec: {e}"))?;
@@ -295,8 +303,19 @@ fn process_for(
         .ok_or("the spec has no process")?;
     process.insert("args".into(), command.into());
     process.insert("terminal".into(), terminal.into());
-    // the size comes from the client, through the terminal
-    process.remove("consoleSize");
+    // The client's first size, when it came before the start: the runtime makes the terminal
+    // with it (crun otherwise sizes it 0x0 itself, which may undo a size we set meanwhile).
+    match console_size.filter(|_| terminal) {
+        Some(size) => {
+            process.insert(
+                "consoleSize".into(),
+                serde_json::json!({"height": size.height, "width": size.width}),
+            );
+        }
+        None => {
+            process.remove("consoleSize");
+        }
+    }
     serde_json::to_vec(process).map_err(|e| format!("cannot serialize the process: {e}"))
 }
 
@@ -435,7 +454,7 @@ mod tests {
         let config = br#"{"ociVersion":"1.0.2","process":{"terminal":true,
             "consoleSize":{"height":1,"width":2},"args":["/bin/sh"],"env":["PATH=/bin","A=b"],"cwd":"/w","user":{"uid":5,"gid":6},
             "x-unknown":7},"root":{"path":"/r"}}"#;
-        let out = process_for(config, &["ls".into(), "-l".into()], false).unwrap();
+        let out = process_for(config, &["ls".into(), "-l".into()], (false, None)).unwrap();
         let p: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(p["args"], serde_json::json!(["ls", "-l"]));
         assert_eq!(p["terminal"], false);
@@ -446,16 +465,33 @@ mod tests {
             p["x-unknown"], 7,
             "fields this crate does not know pass through"
         );
-        let tty = process_for(config, &["sh".into()], true).unwrap();
+        let tty = process_for(config, &["sh".into()], (true, None)).unwrap();
         let tty: serde_json::Value = serde_json::from_slice(&tty).unwrap();
         assert_eq!((&tty["terminal"], &tty["env"]), (&true.into(), &p["env"]));
+        assert!(
+            tty.get("consoleSize").is_none(),
+            "the spec's own size is not the client's"
+        );
+        let size = TerminalSize {
+            width: 91,
+            height: 17,
+        };
+        let sized = process_for(config, &["sh".into()], (true, Some(size))).unwrap();
+        let sized: serde_json::Value = serde_json::from_slice(&sized).unwrap();
+        assert_eq!(
+            sized["consoleSize"],
+            serde_json::json!({"height": 17, "width": 91})
+        );
+        let no_tty = process_for(config, &["sh".into()], (false, Some(size))).unwrap();
+        let no_tty: serde_json::Value = serde_json::from_slice(&no_tty).unwrap();
+        assert!(no_tty.get("consoleSize").is_none(), "no terminal, no size");
 
         for (bad, reason) in [
             (&b"{"[..], "not a runtime spec"),
             (&br#"{"process":3}"#[..], "the spec has no process"),
             (&b"{}"[..], "the spec has no process"),
         ] {
-            let err = process_for(bad, &["x".into()], false).unwrap_err();
+            let err = process_for(bad, &["x".into()], (false, None)).unwrap_err();
             assert!(err.starts_with(reason), "{err}");
         }
     }

@@ -51,6 +51,10 @@ use crate::terminal::{Master, TerminalSize, open_pty, receive_console, set_size}
 
 /// How long input waits for runc's command to start before it goes in unsized.
 const TERMINAL_WAIT: Duration = Duration::from_secs(10);
+/// How long an exec with a terminal waits for the client's first size before it starts
+/// (kubectl and crictl send it right after the upgrade): the runtime then makes the terminal
+/// with that size.
+const FIRST_SIZE_WAIT: Duration = Duration::from_millis(250);
 
 /// How the command's stdio is made.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,7 +124,13 @@ impl Runtime {
         tty: bool,
         streams: Streams,
     ) -> Result<i32> {
-        let files = self.prepare_exec(id, command, tty).await?;
+        let mut streams = streams;
+        let first = if tty {
+            first_size(&mut streams.resize).await
+        } else {
+            None
+        };
+        let files = self.prepare_exec(id, command, tty, first).await?;
         let mode = if tty {
             terminal_mode(self.runtime_path())
         } else {
@@ -131,7 +141,7 @@ impl Runtime {
             StdioMode::OwnTerminal => self.start_on_own_terminal(id, files)?,
             StdioMode::ConsoleSocket => self.start_with_console_socket(id, files).await?,
         };
-        pump(id, self.runtime_path(), started, streams).await
+        pump(id, self.runtime_path(), started, streams, first).await
     }
 
     /// `<runtime> --root <root> exec --pid-file <pid> --process <process> [extra] <id>`, with
@@ -315,7 +325,13 @@ impl Runtime {
 
 /// Copies between the streams and the command until it exited and its output ended (or the
 /// grace after its exit passed), applying sizes on the way.
-async fn pump(id: &str, runtime: &Path, started: Started, streams: Streams) -> Result<i32> {
+async fn pump(
+    id: &str,
+    runtime: &Path,
+    started: Started,
+    streams: Streams,
+    first: Option<TerminalSize>,
+) -> Result<i32> {
     let Started {
         mut running,
         out,
@@ -364,7 +380,7 @@ async fn pump(id: &str, runtime: &Path, started: Started, streams: Streams) -> R
     };
     tokio::pin!(output, input, sized);
     let (mut out_done, mut in_done, mut gate_done) = (false, false, !gate);
-    let mut last_size: Option<TerminalSize> = None;
+    let mut last_size: Option<TerminalSize> = first;
     let resize_master = |size: TerminalSize| {
         if let Some(master) = &master
             && let Err(e) = master.resize(size)
@@ -372,6 +388,10 @@ async fn pump(id: &str, runtime: &Path, started: Started, streams: Streams) -> R
             tracing::debug!(container = id, error = %e, "terminal not resized");
         }
     };
+    // ours (runc's copies it into the container's) or the container's (where it is set already)
+    if let Some(size) = first {
+        resize_master(size);
+    }
     let mut status: Option<std::io::Result<ExitStatus>> = None;
     let mut until = Instant::now() + FOREVER;
     while !(out_done && status.is_some()) {
@@ -391,11 +411,7 @@ async fn pump(id: &str, runtime: &Path, started: Started, streams: Streams) -> R
                     resize_master(size);
                     last_size = Some(size);
                 }
-                if let (Some(terminal), Some(size)) = (terminal, last_size)
-                    && let Err(e) = set_size(&terminal, size)
-                {
-                    tracing::debug!(container = id, error = %e, "container's terminal not sized");
-                }
+                size_containers_terminal(id, terminal, last_size);
                 if let Some(release) = release.take() {
                     let _ = release.send(());
                 }
@@ -489,6 +505,31 @@ impl Drop for Running {
             tracing::debug!(container = id, pid, "an abandoned exec was killed");
             drop(files);
         });
+    }
+}
+
+/// Sets `size` on the container's terminal taken from runc's command, if both are there.
+fn size_containers_terminal(id: &str, terminal: Option<OwnedFd>, size: Option<TerminalSize>) {
+    if let (Some(terminal), Some(size)) = (terminal, size)
+        && let Err(e) = set_size(&terminal, size)
+    {
+        tracing::debug!(container = id, error = %e, "container's terminal not sized");
+    }
+}
+
+/// The client's first terminal size, if it comes within [`FIRST_SIZE_WAIT`]; `resize` is
+/// emptied when the client's resize stream ended.
+async fn first_size(
+    resize: &mut Option<tokio::sync::mpsc::Receiver<TerminalSize>>,
+) -> Option<TerminalSize> {
+    let rx = resize.as_mut()?;
+    match tokio::time::timeout(FIRST_SIZE_WAIT, rx.recv()).await {
+        Ok(Some(size)) => Some(size),
+        Ok(None) => {
+            *resize = None;
+            None
+        }
+        Err(_) => None,
     }
 }
 

@@ -198,7 +198,7 @@ async fn an_exec_terminal_is_sized_before_the_first_input_is_read() {
         let fx = Fixture::new(&path);
         let id = test_support::unique_name(&format!("exec-early-{name}"));
         container(&fx, &id, &["/bin/busybox", "sleep", "300"]).await;
-        for round in 0..8 {
+        for round in 0..16 {
             let (streams, mut c) = client(true, false, true);
             c.size(17, 91).await;
             c.type_in("go\n").await;
