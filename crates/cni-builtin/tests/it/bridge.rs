@@ -76,16 +76,7 @@ impl Side {
 
     /// The host's nat table as iptables-save prints it, its comments and counters aside.
     fn nat(&self) -> String {
-        self.host
-            .must(&["iptables-save", "-t", "nat"])
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .map(|l| match l.find(" [") {
-                Some(at) if l.starts_with(':') => format!("{} [0:0]", &l[..at]),
-                _ => l.to_owned(),
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
+        crate::support::saved_nat(&self.host, "iptables-save")
     }
 }
 

@@ -102,16 +102,7 @@ impl Side {
 
     /// A table of the host namespace as its save tool prints it, comments and counters aside.
     fn table(&self, save: &str) -> String {
-        self.host
-            .must(&[save, "-t", "nat"])
-            .lines()
-            .filter(|l| !l.starts_with('#'))
-            .map(|l| match l.find(" [") {
-                Some(at) if l.starts_with(':') => format!("{} [0:0]", &l[..at]),
-                _ => l.to_owned(),
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
+        crate::support::saved_nat(&self.host, save)
     }
 
     fn nat(&self) -> String {

@@ -130,3 +130,17 @@ pub(crate) fn with_data_dir(config: &Value, dir: &Path) -> Vec<u8> {
     config["ipam"]["dataDir"] = Value::String(dir.to_str().unwrap().to_owned());
     serde_json::to_vec(&config).unwrap()
 }
+
+/// The nat table of `ns` as `save` (`iptables-save`, `ip6tables-save`) prints it, its comments
+/// and counters aside.
+pub(crate) fn saved_nat(ns: &test_support::netns::NetNs, save: &str) -> String {
+    ns.must(&[save, "-t", "nat"])
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| match l.find(" [") {
+            Some(at) if l.starts_with(':') => format!("{} [0:0]", &l[..at]),
+            _ => l.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
