@@ -18,7 +18,8 @@ use crate::cmd::is_root;
 use crate::critest::{BUSYBOX, on_node};
 use crate::demo::{Demo, REGISTRY, shown, step};
 
-pub(crate) const USAGE: &str = "usage: cargo xtask crictl --crictl PATH
+pub(crate) const USAGE: &str =
+    "usage: cargo xtask crictl --crictl PATH [--transport spdy|websocket]
 
 Checks crio-lite's streaming with an unmodified crictl, as root, in a node network namespace of
 its own (critest's set-up: a local registry with a busybox image, crio-lite serving): `exec -it`
@@ -28,6 +29,8 @@ container (detached with ctrl-p ctrl-q), `port-forward` to a busybox httpd in th
 with curl). Each check prints pass or FAIL; the command fails if any does. Installs the Debian
 packages the demo needs, tmux and curl.
 
+--transport T   crictl's --transport for exec, attach and port-forward (crictl 1.30 and later:
+                `websocket` checks the WebSocket path; by default crictl's own, SPDY)
 --crictl PATH   the crictl binary (not packaged by Debian 12; 1.26 speaks SPDY only). To build
                 it offline from cri-tools v1.26.1's vendored source with Debian's Go 1.19:
                   git archive v1.26.1 of kubernetes-sigs/cri-tools, in that tree:
@@ -43,6 +46,7 @@ const PAGE: &str = "hello through crictl port-forward";
 
 pub(crate) fn run(args: &[String]) -> Result<()> {
     let mut crictl = None;
+    let mut transport = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         match arg.as_str() {
@@ -51,6 +55,15 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
                     Some(PathBuf::from(it.next().with_context(|| {
                         format!("--crictl needs a value\n\n{USAGE}")
                     })?));
+            }
+            "--transport" => {
+                let value = it
+                    .next()
+                    .with_context(|| format!("--transport needs a value\n\n{USAGE}"))?;
+                if value != "spdy" && value != "websocket" {
+                    bail!("--transport {value:?}: spdy or websocket\n\n{USAGE}");
+                }
+                transport = Some(value.clone());
             }
             other => bail!("crictl: unknown option {other:?}\n\n{USAGE}"),
         }
@@ -70,17 +83,25 @@ pub(crate) fn run(args: &[String]) -> Result<()> {
         ),
         ("curl", "fetches through crictl port-forward"),
     ];
-    on_node(&tmux, "crictl", |node, _| checks(node, &crictl))
+    on_node(&tmux, "crictl", |node, _| {
+        checks(node, &crictl, transport.as_deref())
+    })
 }
 
 /// crictl against the node's daemon, and the node's tmux server.
 struct Crictl<'a> {
     node: &'a Demo,
     bin: &'a Path,
+    /// `--transport` for the streaming commands.
+    transport: Option<&'a str>,
 }
 
-fn checks(node: &mut Demo, bin: &Path) -> Result<()> {
-    let crictl = Crictl { node, bin };
+fn checks(node: &mut Demo, bin: &Path, transport: Option<&str>) -> Result<()> {
+    let crictl = Crictl {
+        node,
+        bin,
+        transport,
+    };
     let version = crictl.output(&["--version"], None)?;
     step(&format!(
         "crictl ({}) against crio-lite, in the node namespace",
@@ -158,8 +179,17 @@ impl Crictl<'_> {
             .arg("--")
             .arg(self.bin)
             .arg("--config")
-            .arg(self.node.path("crictl.yaml"))
-            .args(args);
+            .arg(self.node.path("crictl.yaml"));
+        match (args.split_first(), self.transport) {
+            (Some((&sub, rest)), Some(transport))
+                if ["exec", "attach", "port-forward"].contains(&sub) =>
+            {
+                cmd.args([sub, "--transport", transport]).args(rest);
+            }
+            _ => {
+                cmd.args(args);
+            }
+        }
         cmd
     }
 
