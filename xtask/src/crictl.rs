@@ -621,6 +621,14 @@ impl Tmux {
             if Instant::now() > deadline {
                 // Go prints every goroutine's stack at SIGQUIT: where crictl waits.
                 let pid = self.run(&["display-message", "-p", "-t", name, "#{pane_pid}"])?;
+                // What runs there, and where each waits, before anything is signalled.
+                let ps = Command::new("ps")
+                    .args(["-o", "pid,ppid,stat,wchan:24,args", "--pid", pid.trim()])
+                    .args(["--ppid", pid.trim()])
+                    .output()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                    .unwrap_or_default();
+                println!("    the pane's processes:\n{ps}");
                 let _ = Command::new("kill").args(["-QUIT", pid.trim()]).status();
                 let _ = Command::new("pkill")
                     .args(["-QUIT", "-P", pid.trim()])
