@@ -602,7 +602,9 @@ impl Tmux {
         }
     }
 
-    /// Waits for the pane's program to exit; its exit status.
+    /// Waits for the pane's program to exit; its exit status. tmux 3.3 sometimes leaves a pane's
+    /// program a zombie, unreaped, for longer than the patience here (seen: crictl had printed
+    /// its last line and exited): a zombie's status is read from its /proc stat.
     fn exit_status(&self, name: &str) -> Result<i32> {
         let deadline = Instant::now() + PATIENCE;
         loop {
@@ -611,9 +613,19 @@ impl Tmux {
                 "-p",
                 "-t",
                 name,
-                "#{pane_dead} #{pane_dead_status}",
+                "#{pane_dead} #{pane_dead_status} #{pane_pid}",
             ])?;
-            if let Some(status) = state.trim().strip_prefix("1 ") {
+            // `1 STATUS PID` once dead, `0 PID` while running (the status is empty then)
+            let fields: Vec<&str> = state.split_whitespace().collect();
+            if let ["0", pid] = fields.as_slice()
+                && let Some(code) = zombie_exit_code(pid)
+            {
+                println!(
+                    "    (the pane's program, pid {pid}, exited {code}; tmux had not reaped it yet)"
+                );
+                return Ok(code);
+            }
+            if let ["1", status, ..] = fields.as_slice() {
                 return status
                     .parse()
                     .with_context(|| format!("tmux gave the exit status as {status:?}"));
@@ -701,4 +713,43 @@ fn bounded(cmd: &mut Command, input: Option<&str>, patience: Duration) -> Result
         stdout: stdout.join().unwrap_or_default(),
         stderr: stderr.join().unwrap_or_default(),
     })
+}
+
+/// The exit code of process `pid` if it is a zombie that exited normally: field 52 of its
+/// /proc stat, the status as waitpid(2) reports it.
+fn zombie_exit_code(pid: &str) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // after the command name in parentheses, which may hold spaces
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // `rest` starts at field 3 (the state)
+    if fields.first() != Some(&"Z") {
+        return None;
+    }
+    let status: i32 = fields.get(52 - 3)?.parse().ok()?;
+    // exited, not killed: no signal in the low 7 bits
+    (status.trailing_zeros() >= 7).then_some((status >> 8) & 0xff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_zombies_exit_code_is_read_from_proc() {
+        let mut child = Command::new("sh").args(["-c", "exit 3"]).spawn().unwrap();
+        let pid = child.id().to_string();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let code = loop {
+            if let Some(code) = zombie_exit_code(&pid) {
+                break code;
+            }
+            assert!(Instant::now() < deadline, "the child never became a zombie");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(code, 3);
+        assert_eq!(child.wait().unwrap().code(), Some(3));
+        assert_eq!(zombie_exit_code(&pid), None, "reaped: no longer a zombie");
+        assert_eq!(zombie_exit_code(&std::process::id().to_string()), None);
+    }
 }
