@@ -372,20 +372,25 @@ impl Crictl<'_> {
         tmux.keys("attach", &["C-p", "C-q"])?;
         let status = tmux.exit_status("attach")?;
         println!("    ctrl-p ctrl-q: crictl exited with {status}");
-        let state = self.ok(&[
-            "inspect",
-            "-o",
-            "go-template",
-            "--template",
-            "{{.status.state}}",
-            tty,
-        ])?;
+        let state = self.state(tty)?;
         println!("    the container after detaching: {state}");
         if state != "CONTAINER_RUNNING" {
             bail!("the tty container is {state} after detaching");
         }
         tmux.close("attach");
         Ok(())
+    }
+
+    /// The container's state as `crictl inspect` tells it (`CONTAINER_RUNNING`, ...).
+    fn state(&self, container: &str) -> Result<String> {
+        self.ok(&[
+            "inspect",
+            "-o",
+            "go-template",
+            "--template",
+            "{{.status.state}}",
+            container,
+        ])
     }
 
     /// `printf 'one\ntwo\n' | crictl attach -i stdin`: the container echoes each line; at EOF
@@ -402,14 +407,7 @@ impl Crictl<'_> {
                 String::from_utf8_lossy(&out.stderr).trim()
             );
         }
-        let state = self.ok(&[
-            "inspect",
-            "-o",
-            "go-template",
-            "--template",
-            "{{.status.state}}",
-            stdin,
-        ])?;
+        let state = self.state(stdin)?;
         println!("    the container after its stdin closed: {state}");
         if state != "CONTAINER_EXITED" {
             bail!("the stdin_once container is {state} after its stdin closed");

@@ -62,12 +62,28 @@ pub(crate) fn saved_comment(comment: &str) -> String {
     format!("\"{escaped}\"")
 }
 
-/// The network of `ip/prefix`, as iptables stores a `-d` or `-s` with host bits.
-fn network_of(ip: Ipv4Addr, prefix: u8) -> Ipv4Addr {
-    let mask = u32::MAX
-        .checked_shl(32 - u32::from(prefix.min(32)))
-        .unwrap_or(0);
-    Ipv4Addr::from(u32::from(ip) & mask)
+/// An address as iptables stores a `-s` or `-d`: the network of `ip/prefix`.
+pub(crate) fn masked(ip: IpAddr, prefix: u8) -> String {
+    match ip {
+        IpAddr::V4(v4) => {
+            let mask = u32::MAX
+                .checked_shl(32 - u32::from(prefix.min(32)))
+                .unwrap_or(0);
+            format!(
+                "{}/{prefix}",
+                std::net::Ipv4Addr::from(u32::from(v4) & mask)
+            )
+        }
+        IpAddr::V6(v6) => {
+            let mask = u128::MAX
+                .checked_shl(128 - u32::from(prefix.min(128)))
+                .unwrap_or(0);
+            format!(
+                "{}/{prefix}",
+                std::net::Ipv6Addr::from(u128::from(v6) & mask)
+            )
+        }
+    }
 }
 
 /// Parses `a.b.c.d/n` as Go's `net.ParseCIDR` keeps it (the address with its host bits).
@@ -131,9 +147,9 @@ pub(crate) fn setup(
         let _ = writeln!(script, ":{chain} - [0:0]");
     }
     for &(ip, prefix) in addresses {
-        let net = network_of(ip, prefix);
+        let net = masked(ip.into(), prefix);
         for rule in [
-            format!("-A {chain} -d {net}/{prefix} -m comment --comment {c} -j ACCEPT"),
+            format!("-A {chain} -d {net} -m comment --comment {c} -j ACCEPT"),
             format!("-A {chain} ! -d 224.0.0.0/4 -m comment --comment {c} -j MASQUERADE"),
             format!("-A POSTROUTING -s {ip}/32 -m comment --comment {c} -j {chain}"),
         ] {
@@ -172,10 +188,10 @@ pub(crate) fn teardown(
     let mut any = false;
     let mut deleted: Vec<String> = Vec::new();
     for &(ip, prefix) in addresses {
-        let net = network_of(ip, prefix);
+        let net = masked(ip.into(), prefix);
         for rule in [
             format!("-A POSTROUTING -s {ip}/32 -m comment --comment {c} -j {chain}"),
-            format!("-A POSTROUTING -s {net}/{prefix} -m comment --comment {c} -j {chain}"),
+            format!("-A POSTROUTING -s {net} -m comment --comment {c} -j {chain}"),
         ] {
             if table.rules.contains(&rule) && !deleted.contains(&rule) {
                 script.push_str(&rule.replacen("-A ", "-D ", 1));
@@ -315,13 +331,11 @@ mod tests {
     #[test]
     fn networks_drop_host_bits_and_parse_refuses_garbage() {
         assert_eq!(
-            network_of(Ipv4Addr::new(10, 85, 3, 7), 16),
-            Ipv4Addr::new(10, 85, 0, 0)
+            masked(Ipv4Addr::new(10, 85, 3, 7).into(), 16),
+            "10.85.0.0/16"
         );
-        assert_eq!(
-            network_of(Ipv4Addr::new(10, 85, 3, 7), 0),
-            Ipv4Addr::UNSPECIFIED
-        );
+        assert_eq!(masked(Ipv4Addr::new(10, 85, 3, 7).into(), 0), "0.0.0.0/0");
+        assert_eq!(masked("fd00::1:2".parse().unwrap(), 112), "fd00::1:0/112");
         assert_eq!(
             parse_v4("10.1.2.3/24"),
             Some((Ipv4Addr::new(10, 1, 2, 3), 24))

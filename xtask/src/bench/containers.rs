@@ -39,7 +39,7 @@ const MOUNTED_OVER: [&str; 2] = ["/run/containerd", "/var/lib/cni"];
 
 /// The node namespace, the work directory and the cgroup root of one run; all removed on drop
 /// with everything running in them.
-pub(super) struct Node {
+struct Node {
     name: String,
     work: PathBuf,
     cgroup_root: String,
@@ -47,7 +47,7 @@ pub(super) struct Node {
 }
 
 impl Node {
-    pub(super) fn new() -> Result<Node> {
+    fn new() -> Result<Node> {
         let name = format!("ctr-bench-{}", std::process::id());
         let work = std::env::temp_dir().join(format!("{name}.work"));
         let made = MOUNTED_OVER
@@ -146,40 +146,63 @@ pub(super) fn run(bin: &Path, out_dir: &Path, quick: bool) -> Result<Vec<Verdict
         "\n==> containers: crio-lite beside runc and conmon + runc ({cycles} containers), and \
          beside containerd 1.6 ({pods} pods), concurrency 1 and 8"
     );
+    let v = run_in_node(
+        bin,
+        out_dir,
+        &["run", "--cycles", cycles, "--pods", pods, "--warmup", "2"],
+        "containers.jsonl",
+        print_tables,
+    )?;
+    Ok(verdicts(&v))
+}
+
+/// `container-bench SUBCOMMAND [ARGS]` (`args`) in a node made for it and removed after; its
+/// output written to `out_dir/file`, its result (the last JSON line) shown with `print`, and
+/// returned when the bench succeeded and said `ok`.
+pub(super) fn run_in_node(
+    bin: &Path,
+    out_dir: &Path,
+    args: &[&str],
+    file: &str,
+    print: fn(&Value),
+) -> Result<Value> {
+    let (subcommand, rest) = args
+        .split_first()
+        .context("no container-bench subcommand")?;
     let node = Node::new()?;
-    let out = container_bench(bin, &node, "run")
-        .args(["--cycles", cycles, "--pods", pods, "--warmup", "2"])
+    let out = container_bench(bin, &node, subcommand)
+        .args(rest)
         .output()
-        .context("cannot run container-bench");
+        .with_context(|| format!("cannot run container-bench {subcommand}"));
     drop(node);
     let out = out?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    std::fs::write(out_dir.join("containers.jsonl"), &text)?;
+    std::fs::write(out_dir.join(file), &text)?;
     let v: Value = text
         .lines()
         .rev()
         .find_map(|l| serde_json::from_str(l).ok())
         .with_context(|| {
             format!(
-                "container-bench printed no result ({}): {text:?}",
+                "container-bench {subcommand} printed no result ({}): {text:?}",
                 out.status
             )
         })?;
-    print_tables(&v);
+    print(&v);
     if !out.status.success() || v["ok"] != true {
         bail!(
-            "container-bench failed ({}): {}; left: {}",
+            "container-bench {subcommand} failed ({}): {}; left: {}",
             out.status,
             v["first_error"],
             v["leftover"]
         );
     }
-    Ok(verdicts(&v))
+    Ok(v)
 }
 
 /// `container-bench SUBCOMMAND` in `node`, as the module docs say, with the flags every
 /// subcommand takes; the caller adds its own.
-pub(super) fn container_bench(bin: &Path, node: &Node, subcommand: &str) -> Command {
+fn container_bench(bin: &Path, node: &Node, subcommand: &str) -> Command {
     let mut cmd = Command::new("timeout");
     cmd.args(["--kill-after=10", TIMEOUT_S])
         // A child subreaper above the bench: see the module docs.

@@ -11,10 +11,10 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
+use anyhow::Result;
 use serde_json::Value;
 
-use super::containers::{Node, container_bench};
+use super::containers::run_in_node;
 use super::{Verdict, num};
 
 const EXEC_RATIO_TARGET: f64 = 1.5;
@@ -33,35 +33,21 @@ pub(super) fn run(bin: &Path, out_dir: &Path, quick: bool) -> Result<Vec<Verdict
          containerd 1.6's ({rounds} exec rounds, {forward_rounds} forwards of {mib} MiB), \
          memory over 100 streams"
     );
-    let node = Node::new()?;
-    let out = container_bench(bin, &node, "streams")
-        .args(["--rounds", rounds, "--forward-rounds", forward_rounds])
-        .args(["--forward-mib", mib])
-        .output()
-        .context("cannot run container-bench streams");
-    drop(node);
-    let out = out?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    std::fs::write(out_dir.join("streams.jsonl"), &text)?;
-    let v: Value = text
-        .lines()
-        .rev()
-        .find_map(|l| serde_json::from_str(l).ok())
-        .with_context(|| {
-            format!(
-                "container-bench streams printed no result ({}): {text:?}",
-                out.status
-            )
-        })?;
-    print_tables(&v);
-    if !out.status.success() || v["ok"] != true {
-        bail!(
-            "container-bench streams failed ({}): {}; left: {}",
-            out.status,
-            v["first_error"],
-            v["leftover"]
-        );
-    }
+    let v = run_in_node(
+        bin,
+        out_dir,
+        &[
+            "streams",
+            "--rounds",
+            rounds,
+            "--forward-rounds",
+            forward_rounds,
+            "--forward-mib",
+            mib,
+        ],
+        "streams.jsonl",
+        print_tables,
+    )?;
     Ok(verdicts(&v["streams"]))
 }
 

@@ -38,6 +38,8 @@ struct Opts {
     host_port_base: u16,
     id_prefix: String,
     exec_floor_runs: usize,
+    /// The built-in variant (see the module docs).
+    builtin: bool,
 }
 
 fn parse_args() -> Result<Opts, String> {
@@ -54,6 +56,7 @@ fn parse_args() -> Result<Opts, String> {
         host_port_base: 20000,
         id_prefix: "cnibench".into(),
         exec_floor_runs: 30,
+        builtin: builtin_variant(),
     };
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
@@ -262,7 +265,7 @@ fn builtin_variant() -> bool {
 }
 
 async fn run(o: &Opts) -> (Value, bool) {
-    let builtin = builtin_variant();
+    let builtin = o.builtin;
     let name = if builtin {
         "ocicni-rs-builtin"
     } else {
@@ -323,7 +326,7 @@ async fn bench(o: &Opts, rep: &mut Value) -> Result<(), String> {
         .cni_args(CniArgsPolicy::Kubernetes)
         .watch(WatchPolicy::Inotify)
         .exec(Arc::new(exec))
-        .builtin_plugins(if builtin_variant() {
+        .builtin_plugins(if o.builtin {
             Preference::PreferBuiltin
         } else {
             Preference::default()

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::net::IpAddr;
 
 use super::chain::{Chain, Rule};
-use crate::ipmasq::{hashed_chain_name, saved_comment};
+use crate::ipmasq::{hashed_chain_name, masked, saved_comment};
 
 /// The chain PREROUTING and OUTPUT jump to for local destinations.
 pub(crate) const TOP_DNAT: &str = "CNI-HOSTPORT-DNAT";
@@ -137,30 +137,6 @@ fn trim_comment(comment: &str) -> String {
         end -= 1;
     }
     format!("{}...", &comment[..end])
-}
-
-/// An address as iptables stores a `-s` or `-d`: the network of `ip/prefix`.
-pub(crate) fn masked(ip: IpAddr, prefix: u8) -> String {
-    match ip {
-        IpAddr::V4(v4) => {
-            let mask = u32::MAX
-                .checked_shl(32 - u32::from(prefix.min(32)))
-                .unwrap_or(0);
-            format!(
-                "{}/{prefix}",
-                std::net::Ipv4Addr::from(u32::from(v4) & mask)
-            )
-        }
-        IpAddr::V6(v6) => {
-            let mask = u128::MAX
-                .checked_shl(128 - u32::from(prefix.min(128)))
-                .unwrap_or(0);
-            format!(
-                "{}/{prefix}",
-                std::net::Ipv6Addr::from(u128::from(v6) & mask)
-            )
-        }
-    }
 }
 
 /// A `-s`/`-d` operand as saved: a CIDR's network, a bare address with its full prefix;

@@ -150,17 +150,10 @@ fn converge(ours: impl Fn() -> Vec<String>, go: impl Fn() -> Vec<String>, what: 
 async fn go_run(side: &Side, command: &str, config: &Value) -> Run {
     let exec = ProcessExec::new().with_launcher(side.host.launcher());
     let plugin = Path::new(GO_DIR).join("bridge");
-    match exec
-        .exec_plugin(&plugin, &side.env(command), &side.stdin(config))
-        .await
-    {
-        Ok(out) => Run {
-            ok: true,
-            stdout: out.stdout,
-        },
-        Err(cni_exec::Error::Failed { stdout, .. }) => Run { ok: false, stdout },
-        Err(e) => panic!("the Go bridge did not run: {e}"),
-    }
+    crate::support::outcome(
+        exec.exec_plugin(&plugin, &side.env(command), &side.stdin(config))
+            .await,
+    )
 }
 
 /// Runs the built-in on a thread of its own inside the side's host namespace, with a runtime
@@ -178,17 +171,10 @@ fn builtin_run(side: &Side, command: &str, config: &Value) -> Run {
             .unwrap();
         runtime.block_on(async {
             let exec = BuiltinExec::new(Arc::new(ProcessExec::new()), Preference::PreferBuiltin);
-            match exec
-                .exec_plugin(&Builtin::Bridge.pseudo_path(), &env, &stdin)
-                .await
-            {
-                Ok(out) => Run {
-                    ok: true,
-                    stdout: out.stdout,
-                },
-                Err(cni_exec::Error::Failed { stdout, .. }) => Run { ok: false, stdout },
-                Err(e) => panic!("the built-in bridge did not run: {e}"),
-            }
+            crate::support::outcome(
+                exec.exec_plugin(&Builtin::Bridge.pseudo_path(), &env, &stdin)
+                    .await,
+            )
         })
     })
     .join()

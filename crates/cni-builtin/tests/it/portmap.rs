@@ -123,17 +123,10 @@ impl Side {
     async fn go_as(&self, id: &str, command: &str, config: &Value) -> Run {
         let exec = ProcessExec::new().with_launcher(self.host.launcher());
         let plugin = Path::new(GO_DIR).join("portmap");
-        match exec
-            .exec_plugin(&plugin, &self.env_of(id, command), &self.stdin(config))
-            .await
-        {
-            Ok(out) => Run {
-                ok: true,
-                stdout: out.stdout,
-            },
-            Err(cni_exec::Error::Failed { stdout, .. }) => Run { ok: false, stdout },
-            Err(e) => panic!("the Go portmap did not run: {e}"),
-        }
+        crate::support::outcome(
+            exec.exec_plugin(&plugin, &self.env_of(id, command), &self.stdin(config))
+                .await,
+        )
     }
 
     /// The built-in on a thread of its own inside the host namespace, with a runtime of its
@@ -159,14 +152,7 @@ impl Side {
                     .await
                     .unwrap();
                 assert_eq!(plugin, Builtin::Portmap.pseudo_path());
-                match exec.exec_plugin(&plugin, &env, &stdin).await {
-                    Ok(out) => Run {
-                        ok: true,
-                        stdout: out.stdout,
-                    },
-                    Err(cni_exec::Error::Failed { stdout, .. }) => Run { ok: false, stdout },
-                    Err(e) => panic!("the built-in portmap did not run: {e}"),
-                }
+                crate::support::outcome(exec.exec_plugin(&plugin, &env, &stdin).await)
             })
         })
     }

@@ -62,7 +62,9 @@ pub(crate) fn env(
     env
 }
 
-fn outcome(result: cni_exec::Result<cni_exec::PluginOutput>) -> Run {
+/// A plugin run as a test reads it: its output, and whether it succeeded; a plugin that did not
+/// run at all fails the test.
+pub(crate) fn outcome(result: cni_exec::Result<cni_exec::PluginOutput>) -> Run {
     match result {
         Ok(out) => Run {
             ok: true,

@@ -123,14 +123,13 @@ impl ClientSlots {
     ) -> Option<ClientSlot> {
         let mut open = self.open.lock().unwrap_or_else(PoisonError::into_inner);
         let held = open.entry(client).or_default();
-        let live = held.iter().filter(|h| !h.evict.is_cancelled()).count();
-        if live >= self.limit {
-            let oldest = held
+        // those already told to close are on their way out
+        let live: Vec<&Held> = held.iter().filter(|h| !h.evict.is_cancelled()).collect();
+        if live.len() >= self.limit {
+            let (_, oldest) = live
                 .iter()
-                .filter(|h| !h.evict.is_cancelled())
                 .filter_map(|h| h.activity.idle_since().map(|since| (since, h)))
-                .min_by_key(|(since, _)| *since);
-            let (_, oldest) = oldest?;
+                .min_by_key(|(since, _)| *since)?;
             oldest.evict.cancel();
         }
         let id = self

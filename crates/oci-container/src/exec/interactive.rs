@@ -122,9 +122,8 @@ impl Runtime {
         id: &str,
         command: &[String],
         tty: bool,
-        streams: Streams,
+        mut streams: Streams,
     ) -> Result<i32> {
-        let mut streams = streams;
         let first = if tty {
             first_size(&mut streams.resize).await
         } else {
